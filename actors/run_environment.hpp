@@ -1,0 +1,31 @@
+// What every run of a node shares: its ports, its store and the loop's limits.
+#pragma once
+
+#include "actors/model_port.hpp"
+#include "actors/store.hpp"
+#include "actors/tool_port.hpp"
+
+#include <memory>
+#include <string>
+
+namespace troupe {
+
+// The loop's limits, one parameter set; each surface chooses its defaults (DESIGN.md).
+struct loop_limits {
+  int max_iterations = 20;              // react.max_iterations (AS-20)
+  int64_t max_tool_output_chars = 20000; // react.max_tool_output_chars (AS-22)
+  double tool_timeout_seconds = 0;       // 0: the tool's own bound applies
+};
+
+struct run_environment {
+  std::shared_ptr<model_port> model;
+  std::shared_ptr<tool_port> tools;
+  store_actor store; // may be invalid: nothing is persisted then
+  loop_limits limits;
+  std::string default_model = "scripted";
+  int64_t default_max_tokens = 4096;
+  bool stream = true;
+  std::string workspaces_root = "./var/workspaces";
+};
+
+} // namespace troupe

@@ -1,0 +1,18 @@
+// The store port as an actor: what the loop persists. Adapters live in io/ (SQLite).
+#pragma once
+
+#include "actors/atoms.hpp"
+#include "actors/messages.hpp"
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+namespace troupe {
+
+using store_actor = caf::typed_actor<
+  // Upserts the session, adding one run to its count.
+  caf::reacts_to<save_session_atom, session_record>,
+  // The stored record of (tenant_key, user_key, session_id); not_found when there is none.
+  caf::replies_to<get_session_atom, std::string, std::string, std::string>::with<session_record>>;
+
+} // namespace troupe

@@ -1,0 +1,226 @@
+// troupe's entry point: parses the command line, loads the configuration and wires the node.
+#include "actors/run_registry.hpp"
+#include "io/agent_routes.hpp"
+#include "io/builtin_tools.hpp"
+#include "io/data_dir.hpp"
+#include "io/http_server.hpp"
+#include "io/openai_chat_client.hpp"
+#include "io/scripted_model_port.hpp"
+#include "io/sqlite_store.hpp"
+#include "protocol/config.hpp"
+#include "protocol/scripted_model.hpp"
+
+#include "troupe_default_config.hpp"
+#include "troupe_version.hpp"
+
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+namespace {
+
+using namespace troupe;
+
+struct cli_options {
+  std::string config_file;
+  std::string host;
+  int port = -1;
+  std::string data_dir;
+  std::vector<std::string> set;
+};
+
+// Loads the file (or the embedded default), then --set, the environment and the flags (AS-2: an
+// invalid config exits 2 naming the offending key).
+protocol::config_result load_config(const cli_options& cli) {
+  std::string text = troupe_default_config;
+  if (!cli.config_file.empty()) {
+    auto file = io::read_text_file(cli.config_file);
+    if (file.index() == 1) {
+      protocol::config_result r;
+      r.errors.push_back(std::get<1>(file));
+      return r;
+    }
+    text = std::get<0>(file);
+  }
+  auto result = protocol::parse_config(text, cli.set, [](const std::string& name) -> std::optional<std::string> {
+    if (auto v = std::getenv(name.c_str()))
+      return std::string(v);
+    return std::nullopt;
+  });
+  auto& c = result.value;
+  if (!cli.host.empty())
+    c.service.host = cli.host;
+  if (cli.port >= 0)
+    c.service.port = cli.port;
+  if (!cli.data_dir.empty())
+    c.data_dir = cli.data_dir;
+  protocol::finalize(c);
+  if (result.ok()) {
+    auto book = protocol::script_book::parse(c.model.script, c.model.scripts);
+    if (auto err = std::get_if<std::string>(&book))
+      result.errors.push_back(*err);
+  }
+  return result;
+}
+
+int report_errors(const protocol::config_result& r, const cli_options& cli) {
+  auto source = cli.config_file.empty() ? std::string("the embedded config/troupe.json") : cli.config_file;
+  std::cerr << "troupe: invalid configuration (" << source << "):\n";
+  for (auto& e : r.errors)
+    std::cerr << "  " << e << "\n";
+  return 2;
+}
+
+std::shared_ptr<model_port> make_model_port(const protocol::config& c) {
+  if (c.model.provider == "openai") {
+    io::openai_chat_options o;
+    o.base_url = c.model.base_url;
+    o.api_key = c.model.api_key;
+    o.timeout_seconds = static_cast<int>(std::max(1.0, c.model.timeout_seconds));
+    o.max_retries = c.model.max_retries;
+    o.stream = c.model.stream;
+    return std::make_shared<io::openai_chat_client>(o);
+  }
+  auto book = protocol::script_book::parse(c.model.script, c.model.scripts);
+  return std::make_shared<io::scripted_model_port>(std::get<protocol::script_book>(std::move(book)));
+}
+
+int check_config(const cli_options& cli) {
+  auto r = load_config(cli);
+  if (!r.ok())
+    return report_errors(r, cli);
+  auto& c = r.value;
+  std::cout << "config OK: listener " << c.service.host << ":" << c.service.port << ", data_dir " << c.data_dir
+            << ", model " << c.model.provider << "/" << c.model.name << "\n";
+  return 0;
+}
+
+int serve(const cli_options& cli) {
+  auto r = load_config(cli);
+  if (!r.ok())
+    return report_errors(r, cli);
+  auto cfg = r.value;
+  auto lock = io::prepare_data_dir(cfg.data_dir, cfg.workspaces_root);
+  if (auto err = std::get_if<std::string>(&lock)) {
+    std::cerr << "troupe: " << *err << "\n";
+    return 2;
+  }
+  if (cfg.service.service_tokens.empty())
+    spdlog::warn("auth: no service token configured; the service is open (set FASTREACT_SERVICE_TOKEN)");
+
+  // Signals are taken synchronously by this thread; every thread started below inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  caf::actor_system_config caf_cfg;
+  caf::actor_system sys{caf_cfg};
+  auto store = io::spawn_sqlite_store(sys, cfg.store_path);
+  if (auto err = std::get_if<std::string>(&store)) {
+    std::cerr << "troupe: " << *err << "\n";
+    return 2;
+  }
+
+  io::builtin_tools_options tool_opts;
+  tool_opts.exec_timeout_seconds = cfg.exec.timeout_seconds;
+  tool_opts.exec_env = cfg.exec.env;
+  auto tools = std::make_shared<io::builtin_tools>(tool_opts);
+  auto env = std::make_shared<run_environment>();
+  env->model = make_model_port(cfg);
+  env->tools = tools;
+  env->store = std::get<store_actor>(store);
+  env->limits.max_iterations = cfg.react.max_iterations;
+  env->limits.max_tool_output_chars = cfg.react.max_tool_output_chars;
+  env->default_model = cfg.model.name;
+  env->default_max_tokens = cfg.model.max_tokens;
+  env->stream = cfg.model.stream;
+  env->workspaces_root = cfg.workspaces_root;
+  auto registry = spawn_run_registry(sys, env);
+
+  auto routes = std::make_shared<io::router>();
+  io::add_agent_routes(*routes, sys, registry, {cfg, tools->tools(), TROUPE_VERSION});
+  io::http_server_options http;
+  http.host = cfg.service.host;
+  http.port = static_cast<uint16_t>(cfg.service.port);
+  http.threads = cfg.service.io_threads;
+  http.max_body_bytes = cfg.service.max_body_bytes;
+  http.read_timeout_seconds = cfg.service.read_timeout_seconds;
+  http.sse_heartbeat_seconds = cfg.service.sse_heartbeat_seconds;
+  http.max_stream_buffer_bytes = cfg.service.max_stream_buffer_bytes;
+  io::http_server server(http, routes);
+  uint16_t port = 0;
+  try {
+    port = server.start();
+  } catch (const std::exception& e) {
+    std::cerr << "troupe: cannot listen on " << cfg.service.host << ":" << cfg.service.port << ": " << e.what()
+              << "\n";
+    anon_send_exit(registry, caf::exit_reason::user_shutdown);
+    return 2;
+  }
+  std::printf("troupe listening on http://%s:%u\n", cfg.service.host.c_str(), port);
+  std::fflush(stdout);
+  spdlog::info("serve: ready data_dir={} store={} model={}/{}", cfg.data_dir, cfg.store_path, cfg.model.provider,
+               cfg.model.name);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("serve: signal {} received; draining for up to {}s", sig, cfg.service.shutdown_grace_seconds);
+
+  // Drain: no new connections; open streams get the grace period to end, then their runs are
+  // cancelled so every client still receives its terminal frames.
+  server.stop_accepting();
+  using clock = std::chrono::steady_clock;
+  auto wait_for_exchanges = [&](clock::duration budget) {
+    auto deadline = clock::now() + budget;
+    while (server.open_exchanges() > 0 && clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  wait_for_exchanges(std::chrono::milliseconds(static_cast<int64_t>(cfg.service.shutdown_grace_seconds * 1000)));
+  caf::anon_send(registry, cancel_all_atom::value);
+  wait_for_exchanges(std::chrono::seconds(2));
+  server.stop();
+  anon_send_exit(registry, caf::exit_reason::user_shutdown);
+  anon_send_exit(env->store, caf::exit_reason::user_shutdown);
+  spdlog::info("serve: stopped");
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("troupe"));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%f%z %^%l%$ %v");
+
+  CLI::App app{"troupe: an actor runtime for agent work"};
+  app.set_version_flag("--version", std::string("troupe ") + TROUPE_VERSION);
+  app.require_subcommand(1);
+  cli_options cli;
+  auto add_config = [&](CLI::App* sub) {
+    sub->add_option("--config", cli.config_file, "configuration file (default: the embedded config/troupe.json)");
+    sub->add_option("--set", cli.set, "override one key: --set service.port=9000 (repeatable)");
+  };
+  auto serve_cmd = app.add_subcommand("serve", "serve the agent service over HTTP");
+  add_config(serve_cmd);
+  serve_cmd->add_option("--host", cli.host, "listener host (service.host)");
+  serve_cmd->add_option("--port", cli.port, "listener port (service.port); 0 picks a free one")
+    ->check(CLI::Range(0, 65535));
+  serve_cmd->add_option("--data-dir", cli.data_dir, "data directory (data_dir, TROUPE_DATA_DIR)");
+  auto check_cmd = app.add_subcommand("check-config", "validate the configuration and explain every error");
+  add_config(check_cmd);
+  CLI11_PARSE(app, argc, argv);
+
+  if (check_cmd->parsed())
+    return check_config(cli);
+  return serve(cli);
+}

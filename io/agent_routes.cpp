@@ -1,0 +1,377 @@
+#include "io/agent_routes.hpp"
+
+#include "actors/errors.hpp"
+#include "protocol/agent_event.hpp"
+#include "protocol/auth.hpp"
+#include "protocol/chat_request.hpp"
+#include "protocol/errors.hpp"
+#include "protocol/ids.hpp"
+#include "protocol/json.hpp"
+#include "protocol/sse.hpp"
+#include "protocol/timestamp.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+namespace troupe::io {
+
+namespace {
+
+using protocol::json::writer;
+using disconnect_atom = caf::atom_constant<caf::atom("gone")>;
+
+http_response agent_error(errc code, std::string_view detail) {
+  return json_response(protocol::http_status(code), protocol::error_body(protocol::dialect::agent, code, detail));
+}
+
+template <class F>
+std::string json_object(F&& fill) {
+  rapidjson::StringBuffer buf;
+  writer w(buf);
+  w.StartObject();
+  fill(w);
+  w.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+struct shared_context {
+  caf::actor_system* sys;
+  run_registry_actor registry;
+  agent_service_info info;
+
+  // AS-3: with tokens configured, a request must present one of them.
+  bool authorized(const http_request& req) const {
+    auto& tokens = info.config.service.service_tokens;
+    if (tokens.empty())
+      return true;
+    return protocol::token_accepted(tokens, protocol::presented_token(req.header("authorization"),
+                                                                      req.header("x-fastreact-service-token")));
+  }
+};
+
+http_response unauthorized() {
+  return agent_error(errc::unauthorized, "FastReAct service token required");
+}
+
+// One chat completion in flight: receives the run's events and turns them into SSE frames, or
+// collects them for the non-streaming summary (AS-11, AS-15).
+struct chat_relay_state {
+  static inline const char* name = "chat_relay";
+  std::shared_ptr<http_exchange> exchange;
+  std::shared_ptr<event_stream> stream;
+  run_spec spec;
+  bool streaming = true;
+  bool cancel_on_disconnect = true;
+  run_actor run;
+  bool ended = false;
+  int64_t next_sequence = 0;
+  std::vector<std::string> events;       // payloads, for the summary
+  std::vector<protocol::agent_event> tool_calls;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+};
+
+void open_stream(caf::stateful_actor<chat_relay_state>* self) {
+  auto& st = self->state;
+  if (st.stream || !st.streaming)
+    return;
+  st.stream = st.exchange->open_event_stream({{"X-FastReAct-Run-ID", st.spec.run_id},
+                                              {"X-FastReAct-Session-ID", st.spec.request.session_id},
+                                              {"X-FastReAct-Event-Schema", protocol::agent_event_schema}});
+}
+
+std::string summary_json(const chat_relay_state& st, const run_result& r) {
+  return json_object([&](writer& w) {
+    w.Key("type");
+    w.String(r.error.empty() ? "chat.completion" : "error");
+    w.Key("run_id");
+    w.String(r.run_id);
+    w.Key("session_id");
+    w.String(r.session_id);
+    w.Key("content");
+    w.String(r.content);
+    w.Key("events");
+    w.StartArray();
+    for (auto& e : st.events)
+      protocol::json::write_raw(w, e);
+    w.EndArray();
+    w.Key("tool_calls");
+    w.StartArray();
+    for (auto& c : st.tool_calls) {
+      w.StartObject();
+      w.Key("event_id");
+      w.String(c.run_id + ":" + std::to_string(c.sequence));
+      w.Key("tool_call_id");
+      w.String(c.tool_call_id.value_or(""));
+      w.Key("tool_name");
+      w.String(c.tool_name.value_or(""));
+      w.Key("tool_args");
+      protocol::json::write_raw(w, c.tool_args.value_or("{}"));
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("duration_ms");
+    w.Double(protocol::elapsed_ms(st.started, std::chrono::steady_clock::now()));
+    w.Key("metadata");
+    w.StartObject();
+    w.Key("schema");
+    w.String(protocol::agent_event_schema);
+    w.Key("event_count");
+    w.Int64(static_cast<int64_t>(st.events.size()));
+    w.EndObject();
+    w.Key("status");
+    w.String(r.status);
+    w.Key("cited_source_ids");
+    w.StartArray();
+    for (auto& id : r.cited_source_ids)
+      w.String(id);
+    w.EndArray();
+    if (!r.error.empty()) {
+      w.Key("error");
+      w.String(r.error);
+    }
+  });
+}
+
+void finish(caf::stateful_actor<chat_relay_state>* self, const run_result& r) {
+  auto& st = self->state;
+  st.ended = true;
+  if (st.streaming) {
+    open_stream(self);
+    st.stream->send(protocol::sse_done_frame());
+    st.stream->finish();
+  } else {
+    st.exchange->respond(json_response(200, summary_json(st, r)));
+  }
+  self->quit();
+}
+
+caf::behavior chat_relay(caf::stateful_actor<chat_relay_state>* self, run_registry_actor registry,
+                         std::shared_ptr<http_exchange> exchange, run_spec spec, bool cancel_on_disconnect) {
+  auto& st = self->state;
+  st.exchange = exchange;
+  st.streaming = spec.request.stream;
+  st.cancel_on_disconnect = cancel_on_disconnect;
+  st.spec = spec;
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  exchange->on_disconnect([me] { caf::anon_send(me, disconnect_atom::value); });
+  self->request(registry, caf::infinite, spawn_run_atom::value, std::move(spec), me)
+    .then(
+      [=](run_actor& run) {
+        self->state.run = run;
+        self->monitor(run);
+        open_stream(self);
+      },
+      [=](caf::error& err) {
+        self->state.exchange->respond(agent_error(code_of(err), message_of(err)));
+        self->quit();
+      });
+  // A run that dies without its end event still gets a terminal error and `done` (AS-11, AS-90).
+  self->set_down_handler([=](caf::down_msg&) {
+    auto& s = self->state;
+    if (s.ended)
+      return;
+    protocol::agent_event e;
+    e.type = "error";
+    e.sequence = s.next_sequence;
+    e.run_id = s.spec.run_id;
+    e.session_id = s.spec.request.session_id;
+    e.timestamp = protocol::iso_now();
+    e.content = "Internal error: the run stopped unexpectedly";
+    e.metadata = R"({"error_type":"internal_error"})";
+    if (s.streaming) {
+      open_stream(self);
+      s.stream->send(protocol::to_sse_frame(e));
+    }
+    s.events.push_back(protocol::to_json(e));
+    finish(self, {s.spec.run_id, s.spec.request.session_id, "failed", "", e.content, 0, s.next_sequence + 1, {}});
+  });
+  return {
+    [=](event_atom, protocol::agent_event& e) {
+      auto& s = self->state;
+      s.next_sequence = e.sequence + 1;
+      if (s.streaming) {
+        open_stream(self);
+        s.stream->send(protocol::to_sse_frame(e));
+      } else {
+        if (e.type == "tool_call")
+          s.tool_calls.push_back(e);
+        s.events.push_back(protocol::to_json(e));
+      }
+    },
+    [=](run_end_atom, run_result& r) { finish(self, r); },
+    [=](disconnect_atom) {
+      auto& s = self->state;
+      if (s.ended)
+        return;
+      if (s.cancel_on_disconnect) {
+        spdlog::info("chat: client disconnected run_id={} action=cancel", s.spec.run_id);
+        self->send(registry, cancel_atom::value, s.spec.run_id);
+      } else {
+        spdlog::info("chat: client disconnected run_id={} action=continue", s.spec.run_id);
+      }
+      s.ended = true;
+      self->quit();
+    },
+  };
+}
+
+void handle_chat(const std::shared_ptr<shared_context>& ctx, http_request& req,
+                 std::shared_ptr<http_exchange> ex) {
+  if (!ctx->authorized(req))
+    return ex->respond(unauthorized());
+  auto parsed = protocol::parse_chat_request(req.body);
+  if (auto err = std::get_if<protocol::request_error>(&parsed))
+    return ex->respond(json_response(protocol::http_status(err->code), err->body));
+  auto& chat = std::get<protocol::chat_request>(parsed);
+  run_spec spec;
+  spec.run_id = chat.run_id.empty() ? protocol::uuid4() : chat.run_id;
+  // AS-4: body, then header, then "anonymous"; the tenant is explicit, else the user key's prefix.
+  spec.user_key = !chat.user_key.empty() ? chat.user_key
+                  : !req.header("x-fastreact-user-key").empty() ? req.header("x-fastreact-user-key")
+                                                                 : "anonymous";
+  spec.tenant_key = !chat.tenant_key.empty() ? chat.tenant_key
+                    : !req.header("x-fastreact-tenant-key").empty() ? req.header("x-fastreact-tenant-key")
+                                                                     : protocol::infer_tenant(spec.user_key);
+  bool cancel = chat.on_disconnect.value_or(ctx->info.config.service.chat_on_disconnect) != "continue";
+  spec.request = std::move(chat);
+  ctx->sys->spawn(chat_relay, ctx->registry, std::move(ex), std::move(spec), cancel);
+}
+
+std::string health_json() {
+  return json_object([](writer& w) {
+    w.Key("status");
+    w.String("healthy");
+    w.Key("agent_ready");
+    w.Bool(true);
+    w.Key("service_contract");
+    w.String(protocol::agent_event_schema);
+    w.Key("timestamp");
+    w.String(protocol::iso_now());
+  });
+}
+
+std::string ready_json(const shared_context& ctx) {
+  auto& c = ctx.info.config;
+  return json_object([&](writer& w) {
+    w.Key("status");
+    w.String("ready");
+    w.Key("agent_ready");
+    w.Bool(true);
+    w.Key("service_contract");
+    w.String(protocol::agent_event_schema);
+    w.Key("auth");
+    w.StartObject();
+    w.Key("required");
+    w.Bool(!c.service.service_tokens.empty());
+    w.Key("mode");
+    w.String("service_token");
+    w.Key("header");
+    w.String("Authorization: Bearer <token>");
+    w.Key("alternate_header");
+    w.String("X-FastReAct-Service-Token");
+    w.EndObject();
+    w.Key("model");
+    w.StartObject();
+    w.Key("name");
+    w.String(c.model.name);
+    w.Key("provider");
+    w.String(c.model.provider);
+    w.Key("api_base_configured");
+    w.Bool(!c.model.base_url.empty());
+    w.Key("api_key_configured");
+    w.Bool(!c.model.api_key.empty());
+    w.EndObject();
+    w.Key("multitenant");
+    w.StartObject();
+    w.Key("enabled");
+    w.Bool(true);
+    w.Key("workspaces_root");
+    w.String(c.workspaces_root);
+    w.EndObject();
+    w.Key("mcp");
+    w.StartObject();
+    w.Key("ready");
+    w.Bool(true);
+    w.Key("servers");
+    w.StartArray();
+    w.EndArray();
+    w.Key("tools");
+    w.StartArray();
+    w.EndArray();
+    w.EndObject();
+    w.Key("timestamp");
+    w.String(protocol::iso_now());
+  });
+}
+
+std::string tools_json(const shared_context& ctx) {
+  return json_object([&](writer& w) {
+    w.Key("tools");
+    w.StartArray();
+    for (auto& t : ctx.info.tools)
+      w.String(t.name);
+    w.EndArray();
+    w.Key("mcp_tools");
+    w.StartArray();
+    w.EndArray();
+    w.Key("tool_summaries");
+    w.StartArray();
+    for (auto& t : ctx.info.tools) {
+      w.StartObject();
+      w.Key("name");
+      w.String(t.name);
+      w.Key("description");
+      w.String(t.description);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("mcp_servers");
+    w.StartArray();
+    w.EndArray();
+  });
+}
+
+std::string root_json(const shared_context& ctx) {
+  return json_object([&](writer& w) {
+    w.Key("name");
+    w.String("troupe");
+    w.Key("version");
+    w.String(ctx.info.version);
+    w.Key("service_contract");
+    w.String(protocol::agent_event_schema);
+    w.Key("endpoints");
+    w.StartObject();
+    for (auto [name, path] : {std::pair{"health", "GET /health"}, {"ready", "GET /ready"},
+                              {"tools", "GET /v1/tools"}, {"chat", "POST /v1/chat/completions"}}) {
+      w.Key(name);
+      w.String(path);
+    }
+    w.EndObject();
+  });
+}
+
+} // namespace
+
+void add_agent_routes(router& routes, caf::actor_system& sys, run_registry_actor registry,
+                      agent_service_info info) {
+  auto ctx = std::make_shared<shared_context>(shared_context{&sys, std::move(registry), std::move(info)});
+  routes.add("GET", "/", [ctx](http_request&, std::shared_ptr<http_exchange> ex) {
+    ex->respond(json_response(200, root_json(*ctx)));
+  });
+  routes.add("GET", "/health", [](http_request&, std::shared_ptr<http_exchange> ex) {
+    ex->respond(json_response(200, health_json()));
+  });
+  routes.add("GET", "/ready", [ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
+    ex->respond(ctx->authorized(req) ? json_response(200, ready_json(*ctx)) : unauthorized());
+  });
+  routes.add("GET", "/v1/tools", [ctx](http_request&, std::shared_ptr<http_exchange> ex) {
+    ex->respond(json_response(200, tools_json(*ctx)));
+  });
+  routes.add("POST", "/v1/chat/completions", [ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
+    handle_chat(ctx, req, std::move(ex));
+  });
+}
+
+} // namespace troupe::io

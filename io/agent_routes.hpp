@@ -1,0 +1,25 @@
+// The agent service's HTTP surface (spec/agent-service.md): health, readiness, tools and
+// POST /v1/chat/completions, each a thin adapter from request to actor message and back.
+#pragma once
+
+#include "actors/run_registry.hpp"
+#include "io/router.hpp"
+#include "protocol/config.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <string>
+#include <vector>
+
+namespace troupe::io {
+
+struct agent_service_info {
+  protocol::config config;
+  std::vector<protocol::tool_schema> tools; // built-ins, then MCP
+  std::string version;
+};
+
+void add_agent_routes(router& routes, caf::actor_system& sys, run_registry_actor registry,
+                      agent_service_info info);
+
+} // namespace troupe::io

@@ -1,0 +1,546 @@
+#include "io/http_server.hpp"
+
+#include "protocol/errors.hpp"
+#include "protocol/sse.hpp"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+namespace troupe::io {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using std::chrono::steady_clock;
+
+namespace {
+
+std::chrono::milliseconds to_ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+std::string percent_decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+void split_target(std::string_view target, http_request& req) {
+  auto q = target.find('?');
+  req.path = percent_decode(target.substr(0, q));
+  if (q == std::string_view::npos)
+    return;
+  auto query = target.substr(q + 1);
+  std::size_t start = 0;
+  while (start < query.size()) {
+    auto amp = query.find('&', start);
+    auto pair = query.substr(start, amp == std::string_view::npos ? std::string_view::npos : amp - start);
+    auto eq = pair.find('=');
+    if (!pair.empty())
+      req.query[percent_decode(pair.substr(0, eq))] =
+        eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1));
+    if (amp == std::string_view::npos)
+      break;
+    start = amp + 1;
+  }
+}
+
+std::string chunk(std::string_view payload) {
+  char size[20];
+  std::snprintf(size, sizeof size, "%zx\r\n", payload.size());
+  std::string out(size);
+  out.append(payload);
+  out += "\r\n";
+  return out;
+}
+
+} // namespace
+
+struct server_state {
+  http_server_options options;
+  std::shared_ptr<const router> routes;
+  std::atomic<int64_t> open_exchanges{0};
+};
+
+class session;
+
+// The handler's view of one request: forwards to the session's strand, tagged with the request's
+// generation so that a late answer can never reach the connection's next request.
+class exchange_impl : public http_exchange, public event_stream, public std::enable_shared_from_this<exchange_impl> {
+public:
+  exchange_impl(std::shared_ptr<session> s, uint64_t gen) : session_(std::move(s)), gen_(gen) {}
+  void respond(http_response response) override;
+  std::shared_ptr<event_stream> open_event_stream(header_list headers) override;
+  void on_disconnect(std::function<void()> callback) override;
+  bool send(std::string frame) override;
+  void finish() override;
+
+private:
+  std::shared_ptr<session> session_;
+  uint64_t gen_;
+  std::atomic<bool> answered_{false};
+};
+
+class session : public std::enable_shared_from_this<session> {
+public:
+  session(tcp::socket&& socket, std::shared_ptr<server_state> state)
+    : stream_(std::move(socket)), state_(std::move(state)), heartbeat_(stream_.get_executor()) {}
+
+  void run() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
+  }
+
+  void close() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] { self->shutdown_now(); });
+  }
+
+  void respond(uint64_t gen, http_response r) {
+    net::post(stream_.get_executor(), [self = shared_from_this(), gen, r = std::move(r)]() mutable {
+      if (gen == self->gen_ && self->phase_ == phase::handling)
+        self->write_response(std::move(r));
+    });
+  }
+
+  void open_stream(uint64_t gen, header_list headers) {
+    net::post(stream_.get_executor(), [self = shared_from_this(), gen, h = std::move(headers)] {
+      if (gen == self->gen_ && self->phase_ == phase::handling)
+        self->start_stream(h);
+    });
+  }
+
+  bool send_frame(uint64_t gen, std::string frame) {
+    if (closed_.load())
+      return false;
+    auto size = static_cast<int64_t>(frame.size());
+    if (queued_bytes_.fetch_add(size) + size > state_->options.max_stream_buffer_bytes) {
+      // A client that cannot keep up is dropped rather than buffered without bound.
+      net::post(stream_.get_executor(), [self = shared_from_this(), gen] {
+        if (gen == self->gen_) {
+          spdlog::warn("http: dropping a slow event-stream client (buffer over {} bytes)",
+                       self->state_->options.max_stream_buffer_bytes);
+          self->client_gone();
+        }
+      });
+      return false;
+    }
+    net::post(stream_.get_executor(), [self = shared_from_this(), gen, f = std::move(frame), size]() mutable {
+      if (gen != self->gen_ || self->phase_ != phase::streaming || self->finishing_) {
+        self->queued_bytes_ -= size;
+        return;
+      }
+      self->enqueue(chunk(f), size);
+    });
+    return true;
+  }
+
+  void finish_stream(uint64_t gen) {
+    net::post(stream_.get_executor(), [self = shared_from_this(), gen] {
+      if (gen == self->gen_ && self->phase_ == phase::streaming && !self->finishing_) {
+        self->finishing_ = true;
+        self->enqueue("0\r\n\r\n", 0);
+      }
+    });
+  }
+
+  void set_disconnect(uint64_t gen, std::function<void()> cb) {
+    net::post(stream_.get_executor(), [self = shared_from_this(), gen, cb = std::move(cb)]() mutable {
+      if (gen != self->gen_)
+        return;
+      if (self->exchange_open_)
+        self->on_disconnect_ = std::move(cb);
+      else if (self->phase_ == phase::closed && self->gone_gen_ == gen)
+        cb(); // the client left before the handler asked
+    });
+  }
+
+private:
+  enum class phase { reading, handling, writing, streaming, closed };
+
+  void do_read() {
+    phase_ = phase::reading;
+    parser_.emplace();
+    parser_->body_limit(static_cast<uint64_t>(state_->options.max_body_bytes));
+    parser_->header_limit(64 * 1024);
+    stream_.expires_after(to_ms(state_->options.read_timeout_seconds));
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    if (phase_ == phase::closed)
+      return;
+    if (ec == http::error::body_limit) {
+      auto path = std::string(parser_->get().target());
+      auto d = protocol::dialect_for_path(path.substr(0, path.find('?')));
+      keep_alive_ = false;
+      ++gen_;
+      write_response(json_response(413, protocol::error_body(d, errc::payload_too_large, "Request body too large")));
+      return;
+    }
+    if (ec) {
+      if (ec != http::error::end_of_stream && ec != beast::error::timeout && ec != net::error::connection_reset
+          && parser_->is_header_done() == false && buffer_.size() > 0) {
+        keep_alive_ = false;
+        ++gen_;
+        write_response(json_response(400, protocol::error_body(protocol::dialect::agent, errc::bad_request,
+                                                               "Malformed HTTP request")));
+        return;
+      }
+      shutdown_now();
+      return;
+    }
+    auto msg = parser_->release();
+    keep_alive_ = msg.keep_alive();
+    http_request req;
+    req.method = std::string(msg.method_string());
+    req.target = std::string(msg.target());
+    split_target(req.target, req);
+    for (auto& field : msg) {
+      std::string name(field.name_string());
+      for (auto& c : name)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      req.headers[name] = std::string(field.value());
+    }
+    req.body = std::move(msg.body());
+
+    ++gen_;
+    phase_ = phase::handling;
+    exchange_open_ = true;
+    ++state_->open_exchanges;
+    stream_.expires_never();
+    auto ex = std::make_shared<exchange_impl>(shared_from_this(), gen_);
+    try {
+      state_->routes->dispatch(req, ex);
+    } catch (const std::exception& e) {
+      spdlog::error("http: handler for {} {} threw: {}", req.method, req.path, e.what());
+      ex->respond(json_response(500, protocol::error_body(protocol::dialect_for_path(req.path), errc::internal,
+                                                          "Internal server error")));
+    }
+    start_watch();
+  }
+
+  void write_response(http_response r) {
+    phase_ = phase::writing;
+    auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(r.status), 11);
+    res->set(http::field::server, "troupe");
+    res->set(http::field::content_type, r.content_type);
+    for (auto& [name, value] : r.headers)
+      res->set(name, value);
+    res->keep_alive(keep_alive_);
+    res->body() = std::move(r.body);
+    res->prepare_payload();
+    stream_.expires_after(to_ms(state_->options.read_timeout_seconds));
+    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
+      self->end_exchange();
+      if (ec || !self->keep_alive_)
+        self->shutdown_now();
+      else
+        self->resume_reading();
+    });
+  }
+
+  void start_stream(const header_list& headers) {
+    phase_ = phase::streaming;
+    std::string head = "HTTP/1.1 200 OK\r\nServer: troupe\r\nContent-Type: text/event-stream\r\n"
+                       "Cache-Control: no-cache\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n";
+    for (auto& [name, value] : headers)
+      head += name + ": " + value + "\r\n";
+    head += "\r\n";
+    enqueue(std::move(head), 0);
+    arm_heartbeat();
+  }
+
+  void enqueue(std::string bytes, int64_t counted) {
+    outbox_.push_back({std::move(bytes), counted});
+    last_frame_ = steady_clock::now();
+    if (!writing_)
+      write_next();
+  }
+
+  void write_next() {
+    if (phase_ == phase::closed)
+      return;
+    if (outbox_.empty()) {
+      writing_ = false;
+      if (finishing_)
+        stream_done();
+      else
+        stream_.expires_never();
+      return;
+    }
+    writing_ = true;
+    stream_.expires_after(to_ms(state_->options.read_timeout_seconds));
+    net::async_write(stream_, net::buffer(outbox_.front().bytes),
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       if (ec) {
+                         self->client_gone();
+                         return;
+                       }
+                       self->queued_bytes_ -= self->outbox_.front().counted;
+                       self->outbox_.pop_front();
+                       self->write_next();
+                     });
+  }
+
+  void arm_heartbeat() {
+    auto period = to_ms(state_->options.sse_heartbeat_seconds);
+    heartbeat_.expires_at(last_frame_ + period);
+    heartbeat_.async_wait([self = shared_from_this(), period](beast::error_code ec) {
+      if (ec || self->phase_ != phase::streaming || self->finishing_)
+        return;
+      if (steady_clock::now() - self->last_frame_ >= period)
+        self->enqueue(chunk(protocol::sse_heartbeat()), 0);
+      self->arm_heartbeat();
+    });
+  }
+
+  void stream_done() {
+    heartbeat_.cancel();
+    finishing_ = false;
+    end_exchange();
+    if (keep_alive_)
+      resume_reading();
+    else
+      shutdown_now();
+  }
+
+  // While an answer is pending, a readable socket with nothing to read means the client left.
+  void start_watch() {
+    if (watching_ || phase_ == phase::closed)
+      return;
+    watching_ = true;
+    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+      self->watching_ = false;
+      if (self->resume_after_watch_) {
+        self->resume_after_watch_ = false;
+        if (self->phase_ != phase::closed)
+          self->do_read();
+        return;
+      }
+      if (self->phase_ == phase::closed || self->phase_ == phase::reading)
+        return;
+      beast::error_code avail_ec;
+      if (ec || self->stream_.socket().available(avail_ec) == 0)
+        self->client_gone();
+      // else: the client pipelined its next request; it is read once this answer is done
+    });
+  }
+
+  void resume_reading() {
+    phase_ = phase::reading;
+    if (watching_) {
+      resume_after_watch_ = true;
+      beast::error_code ec;
+      stream_.socket().cancel(ec);
+    } else {
+      do_read();
+    }
+  }
+
+  void client_gone() {
+    gone_gen_ = gen_;
+    shutdown_now();
+  }
+
+  void end_exchange() {
+    if (!exchange_open_)
+      return;
+    exchange_open_ = false;
+    on_disconnect_ = nullptr;
+    --state_->open_exchanges;
+  }
+
+  void shutdown_now() {
+    if (phase_ == phase::closed)
+      return;
+    phase_ = phase::closed;
+    closed_ = true;
+    heartbeat_.cancel();
+    if (exchange_open_) {
+      auto cb = std::move(on_disconnect_);
+      end_exchange();
+      gone_gen_ = gen_;
+      if (cb)
+        cb();
+    }
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+
+  struct queued {
+    std::string bytes;
+    int64_t counted; // bytes charged against the stream buffer bound
+  };
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::shared_ptr<server_state> state_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  net::steady_timer heartbeat_;
+  phase phase_ = phase::reading;
+  uint64_t gen_ = 0;
+  uint64_t gone_gen_ = 0;
+  bool keep_alive_ = true;
+  bool exchange_open_ = false;
+  bool watching_ = false;
+  bool resume_after_watch_ = false;
+  bool writing_ = false;
+  bool finishing_ = false;
+  std::function<void()> on_disconnect_;
+  std::deque<queued> outbox_;
+  steady_clock::time_point last_frame_ = steady_clock::now();
+  std::atomic<int64_t> queued_bytes_{0};
+  std::atomic<bool> closed_{false};
+};
+
+void exchange_impl::respond(http_response response) {
+  if (!answered_.exchange(true))
+    session_->respond(gen_, std::move(response));
+}
+
+std::shared_ptr<event_stream> exchange_impl::open_event_stream(header_list headers) {
+  if (!answered_.exchange(true))
+    session_->open_stream(gen_, std::move(headers));
+  return shared_from_this();
+}
+
+void exchange_impl::on_disconnect(std::function<void()> callback) {
+  session_->set_disconnect(gen_, std::move(callback));
+}
+
+bool exchange_impl::send(std::string frame) {
+  return session_->send_frame(gen_, std::move(frame));
+}
+
+void exchange_impl::finish() {
+  session_->finish_stream(gen_);
+}
+
+struct http_server::impl {
+  std::shared_ptr<server_state> state = std::make_shared<server_state>();
+  net::io_context ioc;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  tcp::acceptor acceptor{net::make_strand(ioc)};
+  std::vector<std::thread> threads;
+  std::mutex sessions_mu;
+  std::unordered_map<session*, std::weak_ptr<session>> sessions;
+
+  void accept() {
+    acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+      if (ec) {
+        if (ec != net::error::operation_aborted && acceptor.is_open())
+          accept();
+        return;
+      }
+      beast::error_code opt_ec;
+      socket.set_option(tcp::no_delay(true), opt_ec);
+      auto s = std::make_shared<session>(std::move(socket), state);
+      track(s);
+      s->run();
+      accept();
+    });
+  }
+
+  void track(const std::shared_ptr<session>& s) {
+    std::lock_guard<std::mutex> lock(sessions_mu);
+    for (auto it = sessions.begin(); it != sessions.end();)
+      it = it->second.expired() ? sessions.erase(it) : std::next(it);
+    sessions.emplace(s.get(), s);
+  }
+};
+
+http_server::http_server(http_server_options options, std::shared_ptr<const router> routes)
+  : impl_(std::make_unique<impl>()) {
+  impl_->state->options = std::move(options);
+  impl_->state->routes = std::move(routes);
+}
+
+http_server::~http_server() {
+  stop();
+}
+
+uint16_t http_server::start() {
+  auto& o = impl_->state->options;
+  auto address = net::ip::make_address(o.host);
+  tcp::endpoint endpoint{address, o.port};
+  auto& acc = impl_->acceptor;
+  acc.open(endpoint.protocol());
+  acc.set_option(net::socket_base::reuse_address(true));
+  acc.bind(endpoint);
+  acc.listen(net::socket_base::max_listen_connections);
+  auto port = acc.local_endpoint().port();
+  impl_->work.emplace(net::make_work_guard(impl_->ioc));
+  impl_->accept();
+  for (int i = 0; i < std::max(1, o.threads); ++i)
+    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  return port;
+}
+
+void http_server::stop_accepting() {
+  net::post(impl_->acceptor.get_executor(), [this] {
+    beast::error_code ec;
+    impl_->acceptor.close(ec);
+  });
+}
+
+int64_t http_server::open_exchanges() const {
+  return impl_->state->open_exchanges.load();
+}
+
+void http_server::stop() {
+  if (impl_->threads.empty())
+    return;
+  stop_accepting();
+  {
+    std::lock_guard<std::mutex> lock(impl_->sessions_mu);
+    for (auto& [ptr, weak] : impl_->sessions)
+      if (auto s = weak.lock())
+        s->close();
+  }
+  impl_->work.reset();
+  // Closing sockets ends their pending operations; whatever still runs after a moment is stopped.
+  auto deadline = steady_clock::now() + std::chrono::seconds(2);
+  while (!impl_->ioc.stopped() && steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads)
+    t.join();
+  impl_->threads.clear();
+}
+
+} // namespace troupe::io

@@ -1,0 +1,77 @@
+#include "io/router.hpp"
+
+#include "protocol/errors.hpp"
+
+namespace troupe::io {
+
+namespace {
+
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    auto slash = path.find('/', start);
+    auto seg = path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (!seg.empty())
+      out.emplace_back(seg);
+    if (slash == std::string_view::npos)
+      break;
+    start = slash + 1;
+  }
+  return out;
+}
+
+bool match(const std::vector<std::string>& pattern, const std::vector<std::string>& path,
+           std::map<std::string, std::string>& params) {
+  if (pattern.size() != path.size())
+    return false;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    auto& p = pattern[i];
+    if (p.size() > 2 && p.front() == '{' && p.back() == '}')
+      params[p.substr(1, p.size() - 2)] = path[i];
+    else if (p != path[i])
+      return false;
+  }
+  return true;
+}
+
+} // namespace
+
+const std::string& http_request::header(const std::string& name) const {
+  static const std::string empty;
+  auto it = headers.find(name);
+  return it == headers.end() ? empty : it->second;
+}
+
+http_response json_response(int status, std::string body) {
+  http_response r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+void router::add(std::string method, std::string pattern, http_handler handler) {
+  routes_.push_back({std::move(method), split_path(pattern), std::move(handler)});
+}
+
+void router::dispatch(http_request& request, const std::shared_ptr<http_exchange>& exchange) const {
+  auto segments = split_path(request.path);
+  bool path_known = false;
+  for (auto& r : routes_) {
+    std::map<std::string, std::string> params;
+    if (!match(r.segments, segments, params))
+      continue;
+    path_known = true;
+    if (r.method != request.method)
+      continue;
+    request.params = std::move(params);
+    r.handler(request, exchange);
+    return;
+  }
+  auto d = protocol::dialect_for_path(request.path);
+  auto code = path_known ? errc::method_not_allowed : errc::not_found;
+  exchange->respond(json_response(protocol::http_status(code),
+                                  protocol::error_body(d, code, path_known ? "Method Not Allowed" : "Not Found")));
+}
+
+} // namespace troupe::io

@@ -1,0 +1,17 @@
+// The SQLite adapter of the store port: one detached actor that owns the database connection.
+#pragma once
+
+#include "actors/store.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <string>
+#include <variant>
+
+namespace troupe::io {
+
+// Opens (creating and migrating) the database at `path` and spawns the store actor on its own
+// thread, so SQLite never blocks a scheduler thread. An error names the file and the cause.
+std::variant<store_actor, std::string> spawn_sqlite_store(caf::actor_system& sys, const std::string& path);
+
+} // namespace troupe::io

@@ -1,0 +1,30 @@
+// Pure pieces of the agent loop: the prompt, history clean-up, tool-output bounds, citations.
+#pragma once
+
+#include "protocol/chat_types.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::protocol {
+
+// The troupe system message; its safety layer comes first (AS-19).
+std::string system_prompt(const std::vector<tool_schema>& tools);
+
+// Drops orphan tool messages and tool calls that were never answered (AS-19), so the upstream
+// never sees an unanswered call.
+std::vector<chat_message> clean_history(std::vector<chat_message> history);
+
+// Cuts tool output to `max_chars` bytes (never inside a UTF-8 sequence) and says how much was cut
+// (AS-22).
+std::string truncate_tool_output(std::string output, int64_t max_chars);
+
+// Source ids named in JSON tool output, in order, de-duplicated, at most 100 (AS-77).
+std::vector<std::string> harvest_citations(std::string_view tool_output);
+
+// Adds `more` to `into`, keeping first-seen order and the cap of 100 (AS-77).
+void merge_citations(std::vector<std::string>& into, const std::vector<std::string>& more);
+
+} // namespace troupe::protocol

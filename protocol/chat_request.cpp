@@ -1,0 +1,231 @@
+#include "protocol/chat_request.hpp"
+
+#include "protocol/ids.hpp"
+#include "protocol/json.hpp"
+
+namespace troupe::protocol {
+
+namespace {
+
+using issues = std::vector<validation_issue>;
+
+const char* json_type_name(const json::value& v) {
+  if (v.IsNull())
+    return "null";
+  if (v.IsBool())
+    return "boolean";
+  if (v.IsNumber())
+    return "number";
+  if (v.IsString())
+    return "string";
+  if (v.IsArray())
+    return "array";
+  return "object";
+}
+
+void type_issue(issues& out, std::vector<std::string> loc, const char* expected, const json::value& got) {
+  out.push_back({std::move(loc), std::string("Input should be a valid ") + expected + ", got "
+                                     + json_type_name(got),
+                 std::string(expected) + "_type"});
+}
+
+// Reads the content of a message: a string, null, or text parts joined with "\n" (AS-9).
+bool read_content(const json::value& v, chat_message& m, issues& out, const std::string& index) {
+  if (v.IsNull()) {
+    m.content_null = true;
+    return true;
+  }
+  if (v.IsString()) {
+    m.content.assign(v.GetString(), v.GetStringLength());
+    return true;
+  }
+  if (v.IsArray()) {
+    bool first = true;
+    for (auto& part : v.GetArray()) {
+      std::string text;
+      if (part.IsString())
+        text.assign(part.GetString(), part.GetStringLength());
+      else if (part.IsObject())
+        text = json::get_string(part, "text");
+      else {
+        type_issue(out, {"body", "messages", index, "content"}, "string", part);
+        return false;
+      }
+      if (!first)
+        m.content += '\n';
+      m.content += text;
+      first = false;
+    }
+    return true;
+  }
+  type_issue(out, {"body", "messages", index, "content"}, "string", v);
+  return false;
+}
+
+void read_tool_calls(const json::value& v, chat_message& m) {
+  if (!v.IsArray())
+    return;
+  for (auto& c : v.GetArray()) {
+    tool_call call;
+    call.id = json::get_string(c, "id");
+    auto fn = json::member(c, "function");
+    if (fn) {
+      call.name = json::get_string(*fn, "name");
+      auto args = json::member(*fn, "arguments");
+      if (args && args->IsString())
+        call.arguments.assign(args->GetString(), args->GetStringLength());
+      else if (args && args->IsObject())
+        call.arguments = json::serialize(*args);
+    }
+    m.tool_calls.push_back(std::move(call));
+  }
+}
+
+bool valid_role(std::string_view r) {
+  return r == "system" || r == "user" || r == "assistant" || r == "tool";
+}
+
+} // namespace
+
+std::variant<chat_request, request_error> parse_chat_request(std::string_view body) {
+  auto doc = json::parse(body);
+  if (!doc)
+    return request_error{errc::validation_failed,
+                         validation_body({{{"body"}, "JSON decode error", "json_invalid"}})};
+  if (!doc->IsObject())
+    return request_error{errc::validation_failed,
+                         validation_body({{{"body"}, "Input should be a valid dictionary", "dict_type"}})};
+  issues bad;
+  chat_request req;
+  std::vector<chat_message> messages;
+  auto msgs = json::member(*doc, "messages");
+  if (!msgs)
+    bad.push_back({{"body", "messages"}, "Field required", "missing"});
+  else if (!msgs->IsArray())
+    type_issue(bad, {"body", "messages"}, "list", *msgs);
+  else {
+    std::size_t i = 0;
+    for (auto& m : msgs->GetArray()) {
+      auto index = std::to_string(i++);
+      if (!m.IsObject()) {
+        type_issue(bad, {"body", "messages", index}, "dictionary", m);
+        continue;
+      }
+      chat_message msg;
+      auto role = json::member(m, "role");
+      if (!role || !role->IsString() || !valid_role(role->GetString())) {
+        bad.push_back({{"body", "messages", index, "role"},
+                       "Input should be 'system', 'user', 'assistant' or 'tool'", "literal_error"});
+        continue;
+      }
+      msg.role = role->GetString();
+      auto content = json::member(m, "content");
+      if (content && !read_content(*content, msg, bad, index))
+        continue;
+      if (!content)
+        msg.content_null = true;
+      if (auto calls = json::member(m, "tool_calls"))
+        read_tool_calls(*calls, msg);
+      msg.tool_call_id = json::get_string(m, "tool_call_id");
+      msg.name = json::get_string(m, "name");
+      messages.push_back(std::move(msg));
+    }
+  }
+
+  auto read_bool = [&](const char* key, bool& into) {
+    if (auto v = json::member(*doc, key); v && !v->IsNull()) {
+      if (v->IsBool())
+        into = v->GetBool();
+      else
+        type_issue(bad, {"body", key}, "boolean", *v);
+    }
+  };
+  auto read_string = [&](const char* key, std::optional<std::string>& into) {
+    if (auto v = json::member(*doc, key); v && !v->IsNull()) {
+      if (v->IsString())
+        into = std::string(v->GetString(), v->GetStringLength());
+      else
+        type_issue(bad, {"body", key}, "string", *v);
+    }
+  };
+  auto read_range = [&](const char* key, std::optional<double>& into, double lo, double hi) {
+    auto v = json::member(*doc, key);
+    if (!v || v->IsNull())
+      return;
+    if (!v->IsNumber()) {
+      type_issue(bad, {"body", key}, "number", *v);
+      return;
+    }
+    double x = v->GetDouble();
+    if (x < lo)
+      bad.push_back({{"body", key}, "Input should be greater than or equal to " + json::serialize(json::value(lo)),
+                     "greater_than_equal"});
+    else if (x > hi)
+      bad.push_back({{"body", key}, "Input should be less than or equal to " + json::serialize(json::value(hi)),
+                     "less_than_equal"});
+    else
+      into = x;
+  };
+
+  read_bool("stream", req.stream);
+  std::optional<std::string> session_id, user_key;
+  read_string("session_id", session_id);
+  read_string("user_key", user_key);
+  read_string("model", req.model);
+  read_string("on_disconnect", req.on_disconnect);
+  read_range("temperature", req.temperature, 0.0, 2.0);
+  read_range("top_p", req.top_p, 0.0, 1.0);
+  if (auto v = json::member(*doc, "max_tokens"); v && !v->IsNull()) {
+    if (!v->IsInt64())
+      type_issue(bad, {"body", "max_tokens"}, "integer", *v);
+    else if (v->GetInt64() <= 0)
+      bad.push_back({{"body", "max_tokens"}, "Input should be greater than 0", "greater_than"});
+    else
+      req.max_tokens = v->GetInt64();
+  }
+  auto metadata = json::member(*doc, "metadata");
+  if (metadata && !metadata->IsNull() && !metadata->IsObject())
+    type_issue(bad, {"body", "metadata"}, "dictionary", *metadata);
+  if (req.on_disconnect && *req.on_disconnect != "cancel" && *req.on_disconnect != "continue")
+    bad.push_back({{"body", "on_disconnect"}, "Input should be 'cancel' or 'continue'", "literal_error"});
+  if (!bad.empty())
+    return request_error{errc::validation_failed, validation_body(bad)};
+
+  // AS-10: 400s come after the 422s.
+  if (messages.empty())
+    return request_error{errc::bad_request, error_body(dialect::agent, errc::bad_request, "No messages provided")};
+  std::size_t query_index = messages.size();
+  for (std::size_t i = messages.size(); i-- > 0;) {
+    if (messages[i].role == "user" && !messages[i].content.empty()) {
+      query_index = i;
+      break;
+    }
+  }
+  if (query_index == messages.size())
+    return request_error{errc::bad_request,
+                         error_body(dialect::agent, errc::bad_request,
+                                    "At least one user message with non-empty content is required")};
+  req.query = messages[query_index].content;
+  messages.resize(query_index);
+  req.history = std::move(messages);
+  req.session_id = session_id ? *session_id : uuid4();
+  req.user_key = user_key.value_or("");
+
+  if (metadata && metadata->IsObject()) {
+    req.metadata = json::serialize(*metadata);
+    req.run_id = json::get_string(*metadata, "run_id");
+    req.tenant_key = json::get_string(*metadata, "tenant_key");
+    if (!req.on_disconnect) {
+      auto od = json::get_string(*metadata, "on_disconnect");
+      if (od == "cancel" || od == "continue")
+        req.on_disconnect = od;
+    }
+    if (auto tp = json::member(*metadata, "tool_policy"))
+      req.tool_policy = json::serialize(*tp);
+  }
+  if (auto tp = json::member(*doc, "tool_policy"); tp && !tp->IsNull())
+    req.tool_policy = json::serialize(*tp);
+  return req;
+}
+
+} // namespace troupe::protocol

@@ -1,0 +1,40 @@
+// POST /v1/chat/completions (and /v1/runs): the request body, validated (AS-2, AS-9, AS-10).
+#pragma once
+
+#include "protocol/chat_types.hpp"
+#include "protocol/errors.hpp"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace troupe::protocol {
+
+struct chat_request {
+  std::vector<chat_message> history; // the messages before the query
+  std::string query;                 // the last user message with non-empty content
+  bool stream = true;
+  std::string session_id;            // the caller's, byte for byte; a fresh UUIDv4 when absent
+  std::string user_key;              // empty when the body has none
+  std::optional<std::string> on_disconnect; // "cancel" | "continue"
+  std::optional<std::string> model;
+  std::optional<double> temperature;
+  std::optional<double> top_p;
+  std::optional<int64_t> max_tokens;
+  std::string run_id;                // metadata.run_id, else empty
+  std::string tenant_key;            // metadata.tenant_key, else empty
+  std::string tool_policy = "null";  // JSON text: top level, else metadata.tool_policy
+  std::string metadata = "{}";       // JSON object text, verbatim
+};
+
+// A rejected request: its status and the body to send.
+struct request_error {
+  errc code = errc::bad_request;
+  std::string body;
+};
+
+std::variant<chat_request, request_error> parse_chat_request(std::string_view body);
+
+} // namespace troupe::protocol

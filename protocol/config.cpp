@@ -1,0 +1,282 @@
+#include "protocol/config.hpp"
+
+#include "protocol/json.hpp"
+
+#include <cmath>
+
+namespace troupe::protocol {
+
+namespace {
+
+std::string trimmed(std::string_view s) {
+  auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos)
+    return {};
+  auto e = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+std::string describe(const json::value& v) {
+  auto text = json::serialize(v);
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+// Reads typed members of one JSON object and records an error naming the path of each bad one.
+class reader {
+public:
+  reader(const json::value* obj, std::string path, std::vector<std::string>& errors)
+    : obj_(obj), path_(std::move(path)), errors_(errors) {}
+
+  reader child(const char* key) {
+    auto v = find(key);
+    if (v && !v->IsObject()) {
+      fail(key, "expected an object", *v);
+      v = nullptr;
+    }
+    return reader(v, path_of(key), errors_);
+  }
+
+  void string(const char* key, std::string& into) {
+    if (auto v = find(key)) {
+      if (v->IsString())
+        into.assign(v->GetString(), v->GetStringLength());
+      else
+        fail(key, "expected a string", *v);
+    }
+  }
+
+  void boolean(const char* key, bool& into) {
+    if (auto v = find(key)) {
+      if (v->IsBool())
+        into = v->GetBool();
+      else
+        fail(key, "expected true or false", *v);
+    }
+  }
+
+  template <class Int>
+  void integer(const char* key, Int& into, int64_t lo, int64_t hi) {
+    if (auto v = find(key)) {
+      if (v->IsInt64() && v->GetInt64() >= lo && v->GetInt64() <= hi)
+        into = static_cast<Int>(v->GetInt64());
+      else
+        fail(key, "expected an integer " + std::to_string(lo) + ".." + std::to_string(hi), *v);
+    }
+  }
+
+  void seconds(const char* key, double& into, double lo) {
+    if (auto v = find(key)) {
+      if (v->IsNumber() && std::isfinite(v->GetDouble()) && v->GetDouble() >= lo)
+        into = v->GetDouble();
+      else
+        fail(key, "expected a number of seconds >= " + json::serialize(json::value(lo)), *v);
+    }
+  }
+
+  void one_of(const char* key, std::string& into, std::initializer_list<const char*> allowed) {
+    auto v = find(key);
+    if (!v)
+      return;
+    std::string expected = "expected one of";
+    for (auto a : allowed) {
+      if (v->IsString() && v->GetString() == std::string_view(a)) {
+        into = a;
+        return;
+      }
+      expected += std::string(expected.back() == 'f' ? " " : ", ") + a;
+    }
+    fail(key, expected, *v);
+  }
+
+  // JSON text of a member that must have the given kind (array or object).
+  void raw(const char* key, std::string& into, bool want_array) {
+    if (auto v = find(key)) {
+      if (want_array ? v->IsArray() : v->IsObject())
+        into = json::serialize(*v);
+      else
+        fail(key, want_array ? "expected an array" : "expected an object", *v);
+    }
+  }
+
+  void string_map(const char* key, std::map<std::string, std::string>& into) {
+    auto v = find(key);
+    if (!v)
+      return;
+    if (!v->IsObject()) {
+      fail(key, "expected an object of strings", *v);
+      return;
+    }
+    for (auto& m : v->GetObject()) {
+      std::string name(m.name.GetString(), m.name.GetStringLength());
+      if (m.value.IsString())
+        into[name] = m.value.GetString();
+      else
+        errors_.push_back(path_of(key) + "." + name + ": expected a string, got " + describe(m.value));
+    }
+  }
+
+private:
+  const json::value* find(const char* key) const {
+    auto v = obj_ ? json::member(*obj_, key) : nullptr;
+    return v && !v->IsNull() ? v : nullptr;
+  }
+
+  std::string path_of(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
+
+  void fail(const char* key, const std::string& expected, const json::value& got) {
+    errors_.push_back(path_of(key) + ": " + expected + ", got " + describe(got));
+  }
+
+  const json::value* obj_;
+  std::string path_;
+  std::vector<std::string>& errors_;
+};
+
+// Applies one `path=value` override to the document; the value is JSON when it parses, else a string.
+void apply_override(json::document& doc, const std::string& assignment, std::vector<std::string>& errors) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    errors.push_back("--set " + assignment + ": expected <json.path>=<value>");
+    return;
+  }
+  auto path = assignment.substr(0, eq);
+  auto text = assignment.substr(eq + 1);
+  json::value* node = &doc;
+  std::size_t start = 0;
+  auto& alloc = doc.GetAllocator();
+  while (true) {
+    auto dot = path.find('.', start);
+    auto key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!node->IsObject())
+      node->SetObject();
+    auto it = node->FindMember(key.c_str());
+    if (it == node->MemberEnd()) {
+      node->AddMember(json::value(key.c_str(), alloc), json::value(rapidjson::kObjectType), alloc);
+      it = node->FindMember(key.c_str());
+    }
+    node = &it->value;
+    if (dot == std::string::npos)
+      break;
+    start = dot + 1;
+  }
+  json::document parsed;
+  parsed.Parse(text.c_str());
+  if (parsed.HasParseError())
+    node->SetString(text.c_str(), alloc);
+  else
+    node->CopyFrom(parsed, alloc);
+}
+
+} // namespace
+
+config_result parse_config(std::string_view json_text, const std::vector<std::string>& set_overrides,
+                           const env_lookup& env) {
+  config_result result;
+  auto& c = result.value;
+  auto& errors = result.errors;
+  json::document doc;
+  if (trimmed(json_text).empty())
+    doc.SetObject();
+  else {
+    doc.Parse(json_text.data(), json_text.size());
+    if (doc.HasParseError()) {
+      errors.push_back("<file>: invalid JSON at offset " + std::to_string(doc.GetErrorOffset()));
+      return result;
+    }
+    if (!doc.IsObject()) {
+      errors.push_back("<file>: expected a JSON object at the top level");
+      return result;
+    }
+  }
+  for (auto& s : set_overrides)
+    apply_override(doc, s, errors);
+
+  reader root(&doc, "", errors);
+  root.string("data_dir", c.data_dir);
+
+  auto service = root.child("service");
+  service.string("host", c.service.host);
+  service.integer("port", c.service.port, 0, 65535);
+  service.integer("max_body_bytes", c.service.max_body_bytes, 1, int64_t{1} << 40);
+  service.seconds("sse_heartbeat_seconds", c.service.sse_heartbeat_seconds, 0.01);
+  service.seconds("read_timeout_seconds", c.service.read_timeout_seconds, 0.01);
+  service.seconds("shutdown_grace_seconds", c.service.shutdown_grace_seconds, 0);
+  service.integer("max_stream_buffer_bytes", c.service.max_stream_buffer_bytes, 1024, int64_t{1} << 34);
+  service.integer("io_threads", c.service.io_threads, 1, 256);
+  service.one_of("chat_on_disconnect", c.service.chat_on_disconnect, {"cancel", "continue"});
+  std::string token, alias;
+  service.string("service_token", token);
+  service.string("token", alias);
+
+  auto store = root.child("store");
+  store.string("path", c.store_path);
+  auto paths = root.child("paths");
+  paths.string("workspaces_root", c.workspaces_root);
+
+  auto model = root.child("model");
+  model.one_of("provider", c.model.provider, {"scripted", "openai"});
+  model.one_of("protocol", c.model.protocol, {"chat_completions", "responses"});
+  model.string("base_url", c.model.base_url);
+  model.string("name", c.model.name);
+  model.string("api_key", c.model.api_key);
+  model.string("api_key_env", c.model.api_key_env);
+  model.seconds("timeout_seconds", c.model.timeout_seconds, 0.001);
+  model.integer("max_retries", c.model.max_retries, 0, 100);
+  model.boolean("stream", c.model.stream);
+  model.integer("max_tokens", c.model.max_tokens, 1, int64_t{1} << 31);
+  model.raw("script", c.model.script, true);
+  model.raw("scripts", c.model.scripts, false);
+
+  auto react = root.child("react");
+  react.integer("max_iterations", c.react.max_iterations, 1, 100000);
+  react.integer("max_tool_output_chars", c.react.max_tool_output_chars, 1, int64_t{1} << 32);
+  react.integer("max_context_tokens", c.react.max_context_tokens, 1, int64_t{1} << 40);
+  react.integer("sliding_window_size", c.react.sliding_window_size, 1, 100000);
+
+  auto exec = root.child("tools").child("exec");
+  exec.seconds("timeout_seconds", c.exec.timeout_seconds, 0.001);
+  exec.string_map("env", c.exec.env);
+
+  // Environment beats the file (DESIGN.md, Shared configuration).
+  auto from_env = [&](const char* name, std::string& into) {
+    if (auto v = env(name); v && !v->empty())
+      into = *v;
+  };
+  from_env("TROUPE_DATA_DIR", c.data_dir);
+  from_env("TROUPE_MODEL_BASE_URL", c.model.base_url);
+  from_env("TROUPE_MODEL", c.model.name);
+  from_env("TROUPE_MODEL_API_KEY", c.model.api_key);
+  if (auto v = env("TROUPE_MODEL_PROVIDER"); v && !v->empty()) {
+    if (*v == "scripted" || *v == "openai")
+      c.model.provider = *v;
+    else
+      errors.push_back("TROUPE_MODEL_PROVIDER: expected one of scripted, openai, got \"" + *v + "\"");
+  }
+  if (c.model.api_key.empty() && !c.model.api_key_env.empty())
+    from_env(c.model.api_key_env.c_str(), c.model.api_key);
+  std::string env_token;
+  from_env("FASTREACT_SERVICE_TOKEN", env_token);
+  for (auto* t : {&token, &alias, &env_token}) {
+    auto v = trimmed(*t);
+    if (!v.empty())
+      c.service.service_tokens.push_back(v);
+  }
+
+  if (c.model.provider == "openai" && c.model.base_url.empty())
+    errors.push_back("model.base_url: expected the upstream's URL (e.g. http://127.0.0.1:11434/v1) when "
+                     "model.provider is \"openai\"; set it or TROUPE_MODEL_BASE_URL");
+  if (!c.model.base_url.empty() && c.model.base_url.rfind("http://", 0) != 0
+      && c.model.base_url.rfind("https://", 0) != 0)
+    errors.push_back("model.base_url: expected a URL starting with http:// or https://, got \""
+                     + c.model.base_url + "\"");
+  return result;
+}
+
+void finalize(config& c) {
+  if (c.store_path.empty())
+    c.store_path = c.data_dir + "/troupe.db";
+  if (c.workspaces_root.empty())
+    c.workspaces_root = c.data_dir + "/workspaces";
+}
+
+} // namespace troupe::protocol

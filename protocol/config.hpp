@@ -1,0 +1,84 @@
+// troupe's configuration: the JSON file's keys, their defaults, environment overrides, and
+// errors that name the JSON path and what it expects.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::protocol {
+
+struct service_config {
+  std::string host = "127.0.0.1";
+  int port = 18741;
+  int64_t max_body_bytes = 10 * 1024 * 1024;
+  double sse_heartbeat_seconds = 15;
+  double read_timeout_seconds = 30;
+  double shutdown_grace_seconds = 10;
+  int64_t max_stream_buffer_bytes = 4 * 1024 * 1024; // per SSE client; beyond it the client is dropped
+  int io_threads = 2;
+  std::string chat_on_disconnect = "cancel";
+  std::vector<std::string> service_tokens; // trimmed, non-empty: file token, its alias, env (AS-3)
+};
+
+struct model_config {
+  std::string provider = "scripted"; // scripted | openai
+  std::string protocol = "chat_completions";
+  std::string base_url;
+  std::string name = "scripted";
+  std::string api_key;
+  std::string api_key_env;
+  double timeout_seconds = 600;
+  int max_retries = 2;
+  bool stream = true;
+  int64_t max_tokens = 4096;
+  std::string script = "[]";  // the scripted model's default script: JSON array of turns
+  std::string scripts = "{}"; // named scripts, chosen with model "scripted:<name>"
+};
+
+struct react_config {
+  int max_iterations = 20;
+  int64_t max_tool_output_chars = 20000;
+  int64_t max_context_tokens = 128000;
+  int sliding_window_size = 15;
+};
+
+struct exec_config {
+  double timeout_seconds = 30;
+  std::map<std::string, std::string> env;
+};
+
+struct config {
+  service_config service;
+  model_config model;
+  react_config react;
+  exec_config exec;
+  std::string data_dir = "./var";
+  std::string store_path;       // default <data_dir>/troupe.db
+  std::string workspaces_root;  // default <data_dir>/workspaces
+};
+
+// Every problem found, each `<json path>: <what is expected>, got <what was there>`.
+struct config_result {
+  config value;
+  std::vector<std::string> errors;
+  bool ok() const { return errors.empty(); }
+};
+
+using env_lookup = std::function<std::optional<std::string>(const std::string&)>;
+
+// Reads the file's JSON text (an empty text means all defaults), then applies `--set path=value`
+// overrides, then the environment (TROUPE_MODEL_PROVIDER, TROUPE_MODEL_BASE_URL, TROUPE_MODEL,
+// TROUPE_MODEL_API_KEY, TROUPE_DATA_DIR, FASTREACT_SERVICE_TOKEN, and model.api_key_env's variable).
+// Flags that name a setting (--host, --port, --data-dir) are applied by the caller afterwards, then
+// `finalize` derives the paths that default from data_dir.
+config_result parse_config(std::string_view json_text, const std::vector<std::string>& set_overrides,
+                           const env_lookup& env);
+
+void finalize(config& c);
+
+} // namespace troupe::protocol

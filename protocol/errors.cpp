@@ -1,0 +1,118 @@
+#include "protocol/errors.hpp"
+
+#include "protocol/json.hpp"
+
+#include <cctype>
+
+namespace troupe {
+
+namespace {
+
+struct errc_entry {
+  errc code;
+  int status;
+  const char* name;
+  const char* openai_type;
+};
+
+// The one table: every code, its status, its name and the OpenAI error type it maps to.
+constexpr errc_entry errc_table[] = {
+  {errc::none, 200, "none", ""},
+  {errc::bad_request, 400, "bad_request", "invalid_request_error"},
+  {errc::unauthorized, 401, "unauthorized", "authentication_error"},
+  {errc::forbidden, 403, "forbidden", "permission_error"},
+  {errc::not_found, 404, "not_found", "not_found_error"},
+  {errc::method_not_allowed, 405, "method_not_allowed", "invalid_request_error"},
+  {errc::conflict, 409, "conflict", "invalid_request_error"},
+  {errc::payload_too_large, 413, "payload_too_large", "invalid_request_error"},
+  {errc::validation_failed, 422, "validation_failed", "invalid_request_error"},
+  {errc::rate_limited, 429, "rate_limited", "rate_limit_error"},
+  {errc::unavailable, 503, "unavailable", "server_error"},
+  {errc::internal, 500, "internal", "server_error"},
+  {errc::upstream_failed, 502, "upstream_failed", "server_error"},
+  {errc::cancelled, 499, "cancelled", "server_error"},
+};
+
+const errc_entry& entry(errc code) {
+  for (auto& e : errc_table)
+    if (e.code == code)
+      return e;
+  return errc_table[static_cast<int>(errc::internal)];
+}
+
+} // namespace
+
+const char* to_string(errc code) {
+  return entry(code).name;
+}
+
+namespace protocol {
+
+int http_status(errc code) {
+  return entry(code).status;
+}
+
+std::string error_body(dialect d, errc code, std::string_view message) {
+  rapidjson::StringBuffer buf;
+  json::writer w(buf);
+  w.StartObject();
+  if (d == dialect::agent) {
+    w.Key("detail");
+    w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
+  } else {
+    w.Key("error");
+    w.StartObject();
+    w.Key("message");
+    w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
+    w.Key("type");
+    w.String(entry(code).openai_type);
+    w.Key("param");
+    w.Null();
+    w.Key("code");
+    w.String(entry(code).name);
+    w.EndObject();
+  }
+  w.EndObject();
+  return buf.GetString();
+}
+
+std::string validation_body(const std::vector<validation_issue>& issues) {
+  rapidjson::StringBuffer buf;
+  json::writer w(buf);
+  w.StartObject();
+  w.Key("detail");
+  w.StartArray();
+  for (auto& issue : issues) {
+    w.StartObject();
+    w.Key("loc");
+    w.StartArray();
+    for (auto& part : issue.loc) {
+      bool numeric = !part.empty();
+      for (char c : part)
+        numeric = numeric && std::isdigit(static_cast<unsigned char>(c));
+      if (numeric)
+        w.Int64(std::stoll(part));
+      else
+        w.String(part);
+    }
+    w.EndArray();
+    w.Key("msg");
+    w.String(issue.msg);
+    w.Key("type");
+    w.String(issue.type);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return buf.GetString();
+}
+
+dialect dialect_for_path(std::string_view path) {
+  for (std::string_view prefix : {"/v1/responses", "/v1/conversations", "/v1/models"})
+    if (path.substr(0, prefix.size()) == prefix)
+      return dialect::openai;
+  return dialect::agent;
+}
+
+} // namespace protocol
+} // namespace troupe

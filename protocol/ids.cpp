@@ -1,0 +1,40 @@
+#include "protocol/ids.hpp"
+
+#include <random>
+
+namespace troupe::protocol {
+
+namespace {
+
+uint64_t next_random() {
+  // One generator per thread: no locking, seeded from the OS once.
+  thread_local std::mt19937_64 gen{std::random_device{}()};
+  return gen();
+}
+
+constexpr char hex_digits[] = "0123456789abcdef";
+
+} // namespace
+
+std::string random_hex(std::size_t chars) {
+  std::string out;
+  out.reserve(chars);
+  uint64_t bits = 0;
+  for (std::size_t i = 0; i < chars; ++i) {
+    if (i % 16 == 0)
+      bits = next_random();
+    out.push_back(hex_digits[bits & 0xf]);
+    bits >>= 4;
+  }
+  return out;
+}
+
+std::string uuid4() {
+  auto h = random_hex(32);
+  h[12] = '4';                                  // version
+  h[16] = hex_digits[8 + (next_random() & 3)];  // variant 10xx
+  return h.substr(0, 8) + '-' + h.substr(8, 4) + '-' + h.substr(12, 4) + '-' + h.substr(16, 4) + '-'
+         + h.substr(20, 12);
+}
+
+} // namespace troupe::protocol

@@ -1,0 +1,66 @@
+#include "protocol/json.hpp"
+
+#include <rapidjson/error/en.h>
+
+namespace troupe::protocol::json {
+
+std::optional<document> parse(std::string_view text) {
+  document doc;
+  doc.Parse(text.data(), text.size());
+  if (doc.HasParseError())
+    return std::nullopt;
+  return doc;
+}
+
+std::string serialize(const value& v) {
+  rapidjson::StringBuffer buf;
+  writer w(buf);
+  v.Accept(w);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+const value* member(const value& obj, const char* key) {
+  if (!obj.IsObject())
+    return nullptr;
+  auto it = obj.FindMember(key);
+  return it == obj.MemberEnd() ? nullptr : &it->value;
+}
+
+std::string get_string(const value& obj, const char* key, std::string fallback) {
+  auto v = member(obj, key);
+  return v && v->IsString() ? std::string(v->GetString(), v->GetStringLength()) : fallback;
+}
+
+std::optional<int64_t> get_int(const value& obj, const char* key) {
+  auto v = member(obj, key);
+  if (v && v->IsInt64())
+    return v->GetInt64();
+  return std::nullopt;
+}
+
+std::optional<double> get_number(const value& obj, const char* key) {
+  auto v = member(obj, key);
+  if (v && v->IsNumber())
+    return v->GetDouble();
+  return std::nullopt;
+}
+
+std::optional<bool> get_bool(const value& obj, const char* key) {
+  auto v = member(obj, key);
+  if (v && v->IsBool())
+    return v->GetBool();
+  return std::nullopt;
+}
+
+void write_raw(writer& w, std::string_view json_text) {
+  w.RawValue(json_text.data(), json_text.size(), rapidjson::kObjectType);
+}
+
+std::string quote(std::string_view s) {
+  rapidjson::StringBuffer buf;
+  writer w(buf);
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+} // namespace troupe::protocol::json

@@ -1,0 +1,35 @@
+#include "protocol/timestamp.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+namespace troupe::protocol {
+
+std::string iso_timestamp(std::chrono::system_clock::time_point t) {
+  using namespace std::chrono;
+  auto us = duration_cast<microseconds>(t.time_since_epoch()).count();
+  auto secs = static_cast<std::time_t>(us / 1000000);
+  auto frac = static_cast<long>(us % 1000000);
+  if (frac < 0) {
+    frac += 1000000;
+    secs -= 1;
+  }
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ld+00:00", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+  return buf;
+}
+
+std::string iso_now() {
+  return iso_timestamp(std::chrono::system_clock::now());
+}
+
+double elapsed_ms(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(to - from).count();
+  return std::round(static_cast<double>(us) / 10.0) / 100.0;
+}
+
+} // namespace troupe::protocol

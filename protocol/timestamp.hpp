@@ -1,0 +1,15 @@
+// Timestamps in the agent service's one format (AS-78): UTC, microseconds, "+00:00".
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace troupe::protocol {
+
+std::string iso_timestamp(std::chrono::system_clock::time_point t);
+std::string iso_now();
+
+// Milliseconds between two steady times, rounded to 2 decimals (the spec's `*_ms`).
+double elapsed_ms(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to);
+
+} // namespace troupe::protocol
