@@ -1,0 +1,210 @@
+// The run actor's loop against fake model and tool ports (AS-13, AS-14, AS-20, AS-22, AS-52, AS-80).
+#include "actors/errors.hpp"
+#include "actors/run_registry.hpp"
+#include "fake_ports.hpp"
+#include "protocol/json.hpp"
+
+#include <caf/all.hpp>
+#include <catch2/catch.hpp>
+
+using namespace troupe;
+using troupe::testing::fake_model;
+using troupe::testing::fake_tools;
+
+namespace {
+
+struct fixture {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  std::shared_ptr<fake_model> model = std::make_shared<fake_model>();
+  std::shared_ptr<fake_tools> tools = std::make_shared<fake_tools>();
+  std::shared_ptr<run_environment> env = [this] {
+    auto e = std::make_shared<run_environment>();
+    e->model = model;
+    e->tools = tools;
+    e->workspaces_root = "/tmp/troupe-actor-tests";
+    return e;
+  }();
+
+  run_spec spec(std::string query = "do it") {
+    run_spec s;
+    s.run_id = "r1";
+    s.tenant_key = "t";
+    s.user_key = "t:u";
+    s.request.query = std::move(query);
+    s.request.session_id = "s1";
+    return s;
+  }
+
+  struct outcome {
+    std::vector<protocol::agent_event> events;
+    run_result result;
+    std::vector<std::string> types() const {
+      std::vector<std::string> t;
+      for (auto& e : events)
+        t.push_back(e.type);
+      return t;
+    }
+  };
+
+  // Collects events until the run ends; `on_event` may act (e.g. cancel) as events arrive.
+  outcome collect(caf::scoped_actor& self, std::function<void(const protocol::agent_event&)> on_event = {}) {
+    outcome out;
+    bool done = false;
+    self->receive_while([&] { return !done; })(
+      [&](event_atom, const protocol::agent_event& e) {
+        out.events.push_back(e);
+        if (on_event)
+          on_event(e);
+      },
+      [&](run_end_atom, const run_result& r) {
+        out.result = r;
+        done = true;
+      },
+      caf::after(std::chrono::seconds(10)) >> [&] {
+        FAIL("the run did not end within 10 s");
+        done = true;
+      });
+    return out;
+  }
+
+  outcome run(std::function<void(const protocol::agent_event&, run_actor&)> on_event = {}) {
+    caf::scoped_actor self{sys};
+    auto r = spawn_run(sys, env, spec(), caf::actor_cast<caf::actor>(self));
+    self->send(r, start_atom::value);
+    return collect(self, [&](const protocol::agent_event& e) {
+      if (on_event)
+        on_event(e, r);
+    });
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "a step with a tool call runs the tool and the next step answers", "[run]") { // AS-14
+  model->push(fake_model::call("echo", R"({"x":1})"));
+  model->push(fake_model::text("all done"));
+  tools->push({"echoed", false});
+  auto out = run();
+  CHECK(out.types() == std::vector<std::string>{"session_start", "think", "tool_call", "step_end", "tool_result",
+                                                "think", "step_end", "session_end"});
+  CHECK(out.result.status == "completed");
+  CHECK(out.result.content == "all done");
+  for (std::size_t i = 0; i < out.events.size(); ++i)
+    CHECK(out.events[i].sequence == static_cast<int64_t>(i));
+  CHECK(out.events[1].content == "Using echo tool");
+  CHECK(out.events[4].tool_call_id == std::optional<std::string>("c1")); // AS-76
+  CHECK(out.events[4].content == "echoed");
+
+  auto calls = tools->requests();
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].workspace_dir == "/tmp/troupe-actor-tests/tenants/t/users/t_u"); // AS-26
+  auto reqs = model->requests();
+  REQUIRE(reqs.size() == 2);
+  auto& second = reqs[1].messages;
+  REQUIRE(second.size() == 4); // system, user, assistant with the call, tool answer
+  CHECK(second[2].tool_calls.at(0).id == "c1");
+  CHECK(second[3].role == "tool");
+  CHECK(second[3].tool_call_id == "c1");
+  CHECK(second[3].content == "echoed");
+  CHECK(reqs[0].tools.at(0).name == "echo");
+}
+
+TEST_CASE_METHOD(fixture, "unparseable tool arguments become an empty object", "[run]") { // AS-18
+  model->push(fake_model::call("echo", "{not json"));
+  model->push(fake_model::text("ok"));
+  tools->push({"r", false});
+  auto out = run();
+  CHECK(out.events[2].tool_args == std::optional<std::string>("{}"));
+}
+
+TEST_CASE_METHOD(fixture, "the last permitted step still runs its tools, then the run stops", "[run]") { // AS-20
+  env->limits.max_iterations = 2;
+  for (int i = 0; i < 3; ++i) {
+    model->push(fake_model::call("echo", "{}", "c" + std::to_string(i)));
+    tools->push({"r", false});
+  }
+  auto out = run();
+  CHECK(model->requests().size() == 2);
+  CHECK(tools->requests().size() == 2);
+  auto& end = out.events.back();
+  CHECK(end.type == "session_end");
+  CHECK(end.content == "[STOPPED] Task stopped due to maximum iteration limit (2).");
+  CHECK(end.metadata.find(R"("stop_reason":"max_iterations")") != std::string::npos);
+  CHECK(out.result.status == "completed");
+}
+
+TEST_CASE_METHOD(fixture, "an upstream failure ends the run failed with an error event", "[run]") { // AS-80
+  model->push(fake_model::failure("HTTP 500: boom"));
+  auto out = run();
+  CHECK(out.types() == std::vector<std::string>{"session_start", "error"});
+  CHECK(out.events.back().content == "LLM call failed: HTTP 500: boom");
+  CHECK(out.events.back().metadata == R"({"error_type":"upstream_model_error"})");
+  CHECK(out.result.status == "failed");
+}
+
+TEST_CASE_METHOD(fixture, "cancelling a run cancels its model request and ends it cancelled", "[run]") { // AS-52
+  auto out = run([](const protocol::agent_event& e, run_actor& r) {
+    if (e.type == "session_start")
+      caf::anon_send(r, cancel_atom::value); // the model call hangs: nothing is scripted
+  });
+  CHECK(out.types() == std::vector<std::string>{"session_start", "error"});
+  CHECK(out.events.back().content == "Run cancelled");
+  CHECK(out.events.back().metadata == R"({"error_type":"CancelledError"})");
+  CHECK(out.result.status == "cancelled");
+  CHECK(model->cancels() == 1);
+}
+
+TEST_CASE_METHOD(fixture, "cancelling a run cancels the tool call in flight", "[run]") { // AS-52
+  model->push(fake_model::call("echo", "{}"));
+  auto out = run([](const protocol::agent_event& e, run_actor& r) {
+    if (e.type == "step_end")
+      caf::anon_send(r, cancel_atom::value); // the tool hangs: nothing is scripted
+  });
+  CHECK(out.result.status == "cancelled");
+  // the tool_call actor cancels its port call when told, or when it sees the run go down
+  caf::scoped_actor waiter{sys};
+  for (int i = 0; i < 200 && tools->cancels() == 0; ++i)
+    waiter->receive(caf::after(std::chrono::milliseconds(10)) >> [] {});
+  CHECK(tools->cancels() == 1);
+}
+
+TEST_CASE_METHOD(fixture, "tool output is truncated and the model sees the same text", "[run]") { // AS-22
+  env->limits.max_tool_output_chars = 5;
+  model->push(fake_model::call("echo", "{}"));
+  model->push(fake_model::text("ok"));
+  tools->push({"0123456789", false});
+  auto out = run();
+  CHECK(out.events[4].content == "01234\n... [truncated 5 chars]");
+  CHECK(model->requests().at(1).messages.back().content == "01234\n... [truncated 5 chars]");
+}
+
+TEST_CASE_METHOD(fixture, "citations in tool output reach the result and the final event", "[run]") { // AS-77
+  model->push(fake_model::call("echo", "{}"));
+  model->push(fake_model::text("see [1]"));
+  tools->push({R"({"hits":[{"source_id":"src_1"}]})", false});
+  auto out = run();
+  CHECK(out.events[4].cited_source_ids == std::vector<std::string>{"src_1"});
+  CHECK(out.events.back().cited_source_ids == std::vector<std::string>{"src_1"});
+  CHECK(out.result.content == "see [1]"); // AS-96: bracketed answers are kept
+}
+
+TEST_CASE_METHOD(fixture, "the registry refuses a second live run with the same id", "[registry]") { // AS-10
+  auto registry = spawn_run_registry(sys, env);
+  caf::scoped_actor self{sys};
+  auto me = caf::actor_cast<caf::actor>(self);
+  bool first = false;
+  self->request(registry, std::chrono::seconds(5), spawn_run_atom::value, spec(), me)
+    .receive([&](run_actor&) { first = true; }, [&](caf::error& err) { FAIL(message_of(err)); });
+  REQUIRE(first); // its model call hangs, so it stays live
+  self->request(registry, std::chrono::seconds(5), spawn_run_atom::value, spec(), me)
+    .receive([&](run_actor&) { FAIL("a duplicate id was accepted"); },
+             [&](caf::error& err) {
+               CHECK(code_of(err) == errc::conflict);
+               CHECK(message_of(err) == "Run already exists");
+             });
+  self->request(registry, std::chrono::seconds(5), cancel_atom::value, std::string("r1"))
+    .receive([&](bool ok) { CHECK(ok); }, [&](caf::error& err) { FAIL(message_of(err)); });
+  collect(self);
+  self->send_exit(registry, caf::exit_reason::user_shutdown);
+}

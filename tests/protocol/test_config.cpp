@@ -1,0 +1,106 @@
+// Configuration: defaults, environment and --set overrides, errors that name the JSON path.
+#include "protocol/config.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+
+using namespace troupe::protocol;
+
+namespace {
+
+env_lookup env_of(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+}
+
+config_result parse(std::string_view text, std::map<std::string, std::string> env = {},
+                    std::vector<std::string> set = {}) {
+  return parse_config(text, set, env_of(std::move(env)));
+}
+
+} // namespace
+
+TEST_CASE("an empty file gives the shared defaults of DESIGN.md", "[config]") {
+  auto r = parse("");
+  REQUIRE(r.ok());
+  auto c = r.value;
+  finalize(c);
+  CHECK(c.service.host == "127.0.0.1");
+  CHECK(c.service.port == 18741);
+  CHECK(c.service.max_body_bytes == 10 * 1024 * 1024);
+  CHECK(c.service.sse_heartbeat_seconds == 15);
+  CHECK(c.model.provider == "scripted");
+  CHECK(c.model.max_retries == 2);
+  CHECK(c.model.timeout_seconds == 600);
+  CHECK(c.react.max_iterations == 20);
+  CHECK(c.store_path == "./var/troupe.db");
+  CHECK(c.workspaces_root == "./var/workspaces");
+}
+
+TEST_CASE("errors name the JSON path, what is expected and what was there", "[config]") {
+  auto r = parse(R"({"service":{"port":"x","max_body_bytes":-1},"model":{"provider":"llama","stream":"yes"},
+                     "react":{"max_iterations":0}})");
+  REQUIRE(r.errors.size() == 5);
+  CHECK(r.errors[0] == R"(service.port: expected an integer 0..65535, got "x")");
+  CHECK(r.errors[1].rfind("service.max_body_bytes: expected an integer 1..", 0) == 0);
+  CHECK(r.errors[2] == R"(model.provider: expected one of scripted, openai, got "llama")");
+  CHECK(r.errors[3] == R"(model.stream: expected true or false, got "yes")");
+  CHECK(r.errors[4].rfind("react.max_iterations: expected an integer 1..", 0) == 0);
+}
+
+TEST_CASE("a section that is not an object is an error at its path", "[config]") {
+  auto r = parse(R"({"service":[1]})");
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0] == "service: expected an object, got [1]");
+}
+
+TEST_CASE("the environment beats the file", "[config]") {
+  auto r = parse(R"({"data_dir":"/file","model":{"name":"from-file","provider":"scripted"}})",
+                 {{"TROUPE_DATA_DIR", "/env"},
+                  {"TROUPE_MODEL", "m"},
+                  {"TROUPE_MODEL_PROVIDER", "openai"},
+                  {"TROUPE_MODEL_BASE_URL", "http://127.0.0.1:11434/v1"},
+                  {"TROUPE_MODEL_API_KEY", "k"}});
+  REQUIRE(r.ok());
+  CHECK(r.value.data_dir == "/env");
+  CHECK(r.value.model.name == "m");
+  CHECK(r.value.model.provider == "openai");
+  CHECK(r.value.model.base_url == "http://127.0.0.1:11434/v1");
+  CHECK(r.value.model.api_key == "k");
+}
+
+TEST_CASE("service tokens come from the file, its alias and the environment at once", "[config]") { // AS-3, AS-89
+  auto r = parse(R"({"service":{"service_token":" A ","token":"C"}})", {{"FASTREACT_SERVICE_TOKEN", "B"}});
+  REQUIRE(r.ok());
+  CHECK(r.value.service.service_tokens == std::vector<std::string>{"A", "C", "B"});
+}
+
+TEST_CASE("model.api_key_env names the variable holding the key", "[config]") {
+  auto r = parse(R"({"model":{"api_key_env":"MY_KEY"}})", {{"MY_KEY", "sk-1"}});
+  REQUIRE(r.ok());
+  CHECK(r.value.model.api_key == "sk-1");
+}
+
+TEST_CASE("an openai provider without a base URL says how to set one", "[config]") {
+  auto r = parse(R"({"model":{"provider":"openai"}})");
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].find("TROUPE_MODEL_BASE_URL") != std::string::npos);
+}
+
+TEST_CASE("--set overrides any key with a JSON value or a plain string", "[config]") {
+  auto r = parse(R"({"service":{"port":1}})", {}, {"service.port=9000", "service.host=0.0.0.0", "react.max_iterations=3"});
+  REQUIRE(r.ok());
+  CHECK(r.value.service.port == 9000);
+  CHECK(r.value.service.host == "0.0.0.0");
+  CHECK(r.value.react.max_iterations == 3);
+  CHECK_FALSE(parse("", {}, {"no-equals-sign"}).ok());
+}
+
+TEST_CASE("invalid JSON is reported with its offset", "[config]") {
+  auto r = parse("{\"service\":");
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].find("invalid JSON at offset") != std::string::npos);
+}
