@@ -188,6 +188,13 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
       return result;
     }
   }
+  // The environment beats the file and --set beats the environment (DESIGN.md, Shared configuration).
+  for (auto [var, path] : {std::pair{"TROUPE_DATA_DIR", "data_dir"}, {"TROUPE_MODEL_PROVIDER", "model.provider"},
+                           {"TROUPE_MODEL_BASE_URL", "model.base_url"}, {"TROUPE_MODEL", "model.name"},
+                           {"TROUPE_MODEL_API_KEY", "model.api_key"}}) {
+    if (auto v = env(var); v && !v->empty())
+      apply_override(doc, std::string(path) + "=" + json::quote(*v), errors);
+  }
   for (auto& s : set_overrides)
     apply_override(doc, s, errors);
 
@@ -237,21 +244,10 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   exec.seconds("timeout_seconds", c.exec.timeout_seconds, 0.001);
   exec.string_map("env", c.exec.env);
 
-  // Environment beats the file (DESIGN.md, Shared configuration).
   auto from_env = [&](const char* name, std::string& into) {
     if (auto v = env(name); v && !v->empty())
       into = *v;
   };
-  from_env("TROUPE_DATA_DIR", c.data_dir);
-  from_env("TROUPE_MODEL_BASE_URL", c.model.base_url);
-  from_env("TROUPE_MODEL", c.model.name);
-  from_env("TROUPE_MODEL_API_KEY", c.model.api_key);
-  if (auto v = env("TROUPE_MODEL_PROVIDER"); v && !v->empty()) {
-    if (*v == "scripted" || *v == "openai")
-      c.model.provider = *v;
-    else
-      errors.push_back("TROUPE_MODEL_PROVIDER: expected one of scripted, openai, got \"" + *v + "\"");
-  }
   if (c.model.api_key.empty() && !c.model.api_key_env.empty())
     from_env(c.model.api_key_env.c_str(), c.model.api_key);
   std::string env_token;
