@@ -1,0 +1,534 @@
+#include "io/builtin_tools.hpp"
+#include "protocol/json.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using troupe::tool_outcome;
+using troupe::io::builtin_tools;
+using troupe::io::builtin_tools_options;
+
+// A fresh directory per test, removed afterwards. The workspace inside it is not created: the
+// tools must create it on first use.
+struct temp_dir {
+  fs::path root;
+
+  temp_dir() {
+    std::string pattern = (fs::temp_directory_path() / "troupe-tools-XXXXXX").string();
+    char* made = ::mkdtemp(pattern.data());
+    REQUIRE(made != nullptr);
+    root = fs::canonical(made);
+    fs::create_directories(outside());
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+
+  fs::path ws() const { return root / "ws"; }
+  fs::path outside() const { return root / "outside"; }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+void spit(const fs::path& p, const std::string& content) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << content;
+}
+
+// One call in flight; wait() blocks on its `done` through a promise (test-only).
+struct pending_call {
+  std::shared_ptr<std::promise<tool_outcome>> promise = std::make_shared<std::promise<tool_outcome>>();
+  std::future<tool_outcome> future = promise->get_future();
+  std::shared_ptr<std::atomic<int>> done_count = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<bool>> on_caller_thread = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<troupe::cancel_handle> handle;
+
+  bool ready_within(std::chrono::milliseconds limit) {
+    return future.wait_for(limit) == std::future_status::ready;
+  }
+
+  tool_outcome wait() {
+    REQUIRE(ready_within(20s));
+    return future.get();
+  }
+};
+
+pending_call start(builtin_tools& tools, const std::string& name, const std::string& args,
+                   const fs::path& ws) {
+  pending_call p;
+  auto promise = p.promise;
+  auto count = p.done_count;
+  auto on_caller = p.on_caller_thread;
+  auto caller = std::this_thread::get_id();
+  p.handle = tools.execute({"run_1", "call_1", name, args, ws.string()},
+                           [promise, count, on_caller, caller](tool_outcome outcome) {
+                             if (std::this_thread::get_id() == caller)
+                               *on_caller = true;
+                             if (count->fetch_add(1) == 0)
+                               promise->set_value(std::move(outcome));
+                           });
+  return p;
+}
+
+std::string run(builtin_tools& tools, const std::string& name, const std::string& args,
+                const fs::path& ws) {
+  auto p = start(tools, name, args, ws);
+  return p.wait().output;
+}
+
+std::string q(const std::string& s) {
+  return troupe::protocol::json::quote(s);
+}
+
+// Whether `pid` no longer runs. A killed orphan can linger as a zombie until init reaps it; a
+// zombie runs nothing, so it counts as gone.
+bool process_gone(pid_t pid) {
+  for (int i = 0; i < 100; ++i) {
+    if (::kill(pid, 0) != 0 && errno == ESRCH)
+      return true;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    auto close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z')
+      return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+bool wait_for_file(const fs::path& p) {
+  for (int i = 0; i < 500; ++i) {
+    if (fs::exists(p))
+      return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("the port lists exactly the five built-in tools with object parameter schemas", "[tools]") {
+  // AS-29: all five tools exist in every deployment.
+  builtin_tools tools;
+  auto schemas = tools.tools();
+  REQUIRE(schemas.size() == 5);
+  const char* names[] = {"exec", "read_file", "write_file", "edit_file", "list_dir"};
+  const char* required[][3] = {{"command", nullptr, nullptr},
+                               {"path", nullptr, nullptr},
+                               {"path", "content", nullptr},
+                               {"path", "old_text", "new_text"},
+                               {nullptr, nullptr, nullptr}};
+  for (std::size_t i = 0; i < 5; ++i) {
+    INFO(names[i]);
+    CHECK(schemas[i].name == names[i]);
+    CHECK(!schemas[i].description.empty());
+    auto doc = troupe::protocol::json::parse(schemas[i].parameters);
+    REQUIRE(doc);
+    CHECK(troupe::protocol::json::get_string(*doc, "type") == "object");
+    auto props = troupe::protocol::json::member(*doc, "properties");
+    REQUIRE(props);
+    REQUIRE(props->IsObject());
+    std::size_t n_required = 0;
+    for (const char* r : required[i])
+      if (r) {
+        ++n_required;
+        CHECK(props->HasMember(r));
+      }
+    auto req = troupe::protocol::json::member(*doc, "required");
+    CHECK((req ? req->Size() : 0) == n_required);
+  }
+  auto exec_props = troupe::protocol::json::parse(schemas[0].parameters);
+  CHECK((*exec_props)["properties"].HasMember("working_dir"));
+  auto list_props = troupe::protocol::json::parse(schemas[4].parameters);
+  CHECK((*list_props)["properties"].HasMember("path"));
+}
+
+TEST_CASE("write_file creates the workspace and parent directories and reports the bytes written",
+          "[tools]") {
+  // AS-26 (mkdir -p on first use), AS-29
+  temp_dir dir;
+  builtin_tools tools;
+  REQUIRE_FALSE(fs::exists(dir.ws()));
+  CHECK(run(tools, "write_file", R"({"path":"a/b/c.txt","content":"héllo"})", dir.ws()) ==
+        "Successfully wrote 6 bytes to a/b/c.txt");
+  CHECK(slurp(dir.ws() / "a/b/c.txt") == "héllo");
+
+  // Overwrites.
+  CHECK(run(tools, "write_file", R"({"path":"a/b/c.txt","content":"x"})", dir.ws()) ==
+        "Successfully wrote 1 bytes to a/b/c.txt");
+  CHECK(slurp(dir.ws() / "a/b/c.txt") == "x");
+}
+
+TEST_CASE("read_file returns the text, or names a missing or too large file", "[tools]") {
+  // AS-29
+  temp_dir dir;
+  builtin_tools tools;
+  spit(dir.ws() / "notes.md", "line 1\nline 2\n");
+  CHECK(run(tools, "read_file", R"({"path":"notes.md"})", dir.ws()) == "line 1\nline 2\n");
+  CHECK(run(tools, "read_file", R"({"path":"nope.md"})", dir.ws()) ==
+        "[ERROR] File not found: nope.md");
+  CHECK(run(tools, "read_file", R"({"path":"nope/deeper.md"})", dir.ws()) ==
+        "[ERROR] File not found: nope/deeper.md");
+
+  spit(dir.ws() / "exact.bin", std::string(1048576, 'a'));
+  CHECK(run(tools, "read_file", R"({"path":"exact.bin"})", dir.ws()).size() == 1048576);
+  spit(dir.ws() / "big.bin", std::string(1048577, 'a'));
+  CHECK(run(tools, "read_file", R"({"path":"big.bin"})", dir.ws()) ==
+        "[ERROR] File too large: big.bin (1048577 bytes > 1048576)");
+}
+
+TEST_CASE("read_file shows invalid UTF-8 bytes as replacement characters", "[tools]") {
+  // AS-29: the output goes to the model as JSON text.
+  temp_dir dir;
+  builtin_tools tools;
+  spit(dir.ws() / "bin", "a\xFF" "b");
+  CHECK(run(tools, "read_file", R"({"path":"bin"})", dir.ws()) == "a\xEF\xBF\xBD" "b");
+}
+
+TEST_CASE("edit_file replaces a unique occurrence and refuses a missing or repeated one", "[tools]") {
+  // AS-29
+  temp_dir dir;
+  builtin_tools tools;
+  spit(dir.ws() / "f.txt", "alpha beta alpha gamma");
+
+  CHECK(run(tools, "edit_file", R"({"path":"f.txt","old_text":"beta","new_text":"BETA"})",
+            dir.ws()) == "Successfully edited f.txt");
+  CHECK(slurp(dir.ws() / "f.txt") == "alpha BETA alpha gamma");
+
+  CHECK(run(tools, "edit_file", R"({"path":"f.txt","old_text":"delta","new_text":"x"})", dir.ws()) ==
+        "[ERROR] old_text not found in f.txt");
+  CHECK(run(tools, "edit_file", R"({"path":"f.txt","old_text":"alpha","new_text":"x"})", dir.ws()) ==
+        "[ERROR] old_text appears 2 times in f.txt; provide more context");
+  CHECK(slurp(dir.ws() / "f.txt") == "alpha BETA alpha gamma");
+
+  CHECK(run(tools, "edit_file", R"({"path":"gone.txt","old_text":"a","new_text":"b"})", dir.ws()) ==
+        "[ERROR] File not found: gone.txt");
+}
+
+TEST_CASE("list_dir lists sorted entries one per line with a slash after directories", "[tools]") {
+  // AS-29
+  temp_dir dir;
+  builtin_tools tools;
+  spit(dir.ws() / "zeta.txt", "");
+  spit(dir.ws() / "Alpha.txt", "");
+  spit(dir.ws() / "mid/inner.txt", "");
+  fs::create_directories(dir.ws() / "b-dir");
+  CHECK(run(tools, "list_dir", "{}", dir.ws()) == "Alpha.txt\nb-dir/\nmid/\nzeta.txt");
+  CHECK(run(tools, "list_dir", R"({"path":"."})", dir.ws()) == "Alpha.txt\nb-dir/\nmid/\nzeta.txt");
+  CHECK(run(tools, "list_dir", R"({"path":"mid"})", dir.ws()) == "inner.txt");
+  CHECK(run(tools, "list_dir", R"({"path":"b-dir"})", dir.ws()).empty());
+  CHECK(run(tools, "list_dir", R"({"path":"missing"})", dir.ws()) ==
+        "[ERROR] Directory not found: missing");
+  CHECK(run(tools, "list_dir", R"({"path":"zeta.txt"})", dir.ws()) ==
+        "[ERROR] Not a directory: zeta.txt");
+}
+
+TEST_CASE("a path that climbs out of the workspace with .. is refused and nothing is written",
+          "[tools]") {
+  // AS-27
+  temp_dir dir;
+  builtin_tools tools;
+  CHECK(run(tools, "write_file", R"({"path":"../outside/x.txt","content":"pwned"})", dir.ws()) ==
+        "[ERROR] Path outside user workspace: ../outside/x.txt");
+  CHECK(run(tools, "write_file", R"({"path":"new/../../outside/y/z.txt","content":"pwned"})",
+            dir.ws()) == "[ERROR] Path outside user workspace: new/../../outside/y/z.txt");
+  CHECK(fs::is_empty(dir.outside()));
+  CHECK_FALSE(fs::exists(dir.ws() / "new")); // no parent directories were made either
+
+  spit(dir.outside() / "secret.txt", "s3cret");
+  std::string absolute = (dir.outside() / "secret.txt").string();
+  CHECK(run(tools, "read_file", "{\"path\":" + q(absolute) + "}", dir.ws()) ==
+        "[ERROR] Path outside user workspace: " + absolute);
+  CHECK(run(tools, "list_dir", R"({"path":".."})", dir.ws()) ==
+        "[ERROR] Path outside user workspace: ..");
+  CHECK(run(tools, "edit_file", R"({"path":"../outside/secret.txt","old_text":"s3cret","new_text":"x"})",
+            dir.ws()) == "[ERROR] Path outside user workspace: ../outside/secret.txt");
+  CHECK(slurp(dir.outside() / "secret.txt") == "s3cret");
+}
+
+TEST_CASE("a .. that stays inside the workspace and an absolute path inside it are allowed",
+          "[tools]") {
+  // AS-27
+  temp_dir dir;
+  builtin_tools tools;
+  CHECK(run(tools, "write_file", R"({"path":"a/../b.txt","content":"ok"})", dir.ws()) ==
+        "Successfully wrote 2 bytes to a/../b.txt");
+  CHECK(slurp(dir.ws() / "b.txt") == "ok");
+  std::string absolute = (dir.ws() / "b.txt").string();
+  CHECK(run(tools, "read_file", "{\"path\":" + q(absolute) + "}", dir.ws()) == "ok");
+}
+
+TEST_CASE("a symlink that points outside the workspace is refused for reads and writes",
+          "[tools]") {
+  // AS-27: symlinks are followed, including for the parent of a new file.
+  temp_dir dir;
+  builtin_tools tools;
+  fs::create_directories(dir.ws());
+  spit(dir.outside() / "secret.txt", "s3cret");
+  fs::create_directory_symlink(dir.outside(), dir.ws() / "escape");
+  fs::create_symlink(dir.outside() / "planted.txt", dir.ws() / "dangling");
+  fs::create_symlink("../outside/secret.txt", dir.ws() / "relative");
+
+  CHECK(run(tools, "read_file", R"({"path":"escape/secret.txt"})", dir.ws()) ==
+        "[ERROR] Path outside user workspace: escape/secret.txt");
+  CHECK(run(tools, "read_file", R"({"path":"relative"})", dir.ws()) ==
+        "[ERROR] Path outside user workspace: relative");
+  CHECK(run(tools, "write_file", R"({"path":"escape/new/x.txt","content":"pwned"})", dir.ws()) ==
+        "[ERROR] Path outside user workspace: escape/new/x.txt");
+  // A dangling link would make a write create its target outside.
+  CHECK(run(tools, "write_file", R"({"path":"dangling","content":"pwned"})", dir.ws()) ==
+        "[ERROR] Path outside user workspace: dangling");
+  CHECK(run(tools, "list_dir", R"({"path":"escape"})", dir.ws()) ==
+        "[ERROR] Path outside user workspace: escape");
+  CHECK(run(tools, "exec", R"({"command":"pwd","working_dir":"escape"})", dir.ws()) ==
+        "[ERROR] Path outside user workspace: escape");
+
+  CHECK_FALSE(fs::exists(dir.outside() / "new"));
+  CHECK_FALSE(fs::exists(dir.outside() / "planted.txt"));
+  CHECK(slurp(dir.outside() / "secret.txt") == "s3cret");
+}
+
+TEST_CASE("a symlink that stays inside the workspace is followed", "[tools]") {
+  // AS-27
+  temp_dir dir;
+  builtin_tools tools;
+  spit(dir.ws() / "real/data.txt", "inside");
+  fs::create_directory_symlink("real", dir.ws() / "alias");
+  CHECK(run(tools, "read_file", R"({"path":"alias/data.txt"})", dir.ws()) == "inside");
+  CHECK(run(tools, "write_file", R"({"path":"alias/new.txt","content":"n"})", dir.ws()) ==
+        "Successfully wrote 1 bytes to alias/new.txt");
+  CHECK(slurp(dir.ws() / "real/new.txt") == "n");
+}
+
+TEST_CASE("a missing or ill-typed required argument names the tool and the argument", "[tools]") {
+  // AS-29: failures become [ERROR] messages, never exceptions.
+  temp_dir dir;
+  builtin_tools tools;
+  CHECK(run(tools, "exec", "{}", dir.ws()) == "[ERROR] exec: missing required argument 'command'");
+  CHECK(run(tools, "exec", R"({"command":42})", dir.ws()) ==
+        "[ERROR] exec: missing required argument 'command'");
+  CHECK(run(tools, "read_file", "not json", dir.ws()) ==
+        "[ERROR] read_file: missing required argument 'path'");
+  CHECK(run(tools, "read_file", "[1,2]", dir.ws()) ==
+        "[ERROR] read_file: missing required argument 'path'");
+  CHECK(run(tools, "write_file", R"({"path":"x"})", dir.ws()) ==
+        "[ERROR] write_file: missing required argument 'content'");
+  CHECK(run(tools, "edit_file", R"({"path":"x","old_text":"a"})", dir.ws()) ==
+        "[ERROR] edit_file: missing required argument 'new_text'");
+  CHECK(run(tools, "list_dir", R"({"path":7})", dir.ws()) ==
+        "[ERROR] list_dir: argument 'path' must be a string");
+}
+
+TEST_CASE("an unknown tool name is answered with an error, not a failure", "[tools]") {
+  // AS-29
+  temp_dir dir;
+  builtin_tools tools;
+  CHECK(run(tools, "rm_rf", "{}", dir.ws()) == "[ERROR] Unknown tool: rm_rf");
+}
+
+TEST_CASE("done runs once, on a worker thread, never on the caller's", "[tools]") {
+  // Tool port contract: execute() returns before done runs.
+  temp_dir dir;
+  builtin_tools tools;
+  for (const char* name : {"rm_rf", "list_dir", "exec"}) {
+    auto p = start(tools, name, R"({"command":"true"})", dir.ws());
+    p.wait();
+    std::this_thread::sleep_for(20ms);
+    CHECK(*p.done_count == 1);
+    CHECK_FALSE(*p.on_caller_thread);
+  }
+}
+
+TEST_CASE("exec returns stdout, then stderr and a non-zero exit code in the fixed format",
+          "[tools]") {
+  // AS-28
+  temp_dir dir;
+  builtin_tools tools;
+  CHECK(run(tools, "exec", R"({"command":"echo hello"})", dir.ws()) == "hello\n");
+  CHECK(run(tools, "exec", R"({"command":"printf out; printf err >&2; exit 3"})", dir.ws()) ==
+        "out\nSTDERR:\nerr\nExit code: 3");
+  CHECK(run(tools, "exec", R"({"command":"printf err >&2"})", dir.ws()) == "\nSTDERR:\nerr");
+  CHECK(run(tools, "exec", R"({"command":"exit 7"})", dir.ws()) == "\nExit code: 7");
+  CHECK(run(tools, "exec", R"({"command":"true"})", dir.ws()).empty());
+  CHECK(run(tools, "exec", R"({"command":"kill -9 $$"})", dir.ws()) == "\nExit code: 137");
+}
+
+TEST_CASE("exec output is capped at 10000 characters", "[tools]") {
+  // AS-28
+  temp_dir dir;
+  builtin_tools tools;
+  auto out = run(tools, "exec", R"({"command":"head -c 200000 /dev/zero | tr '\\000' a"})", dir.ws());
+  CHECK(out == std::string(10000, 'a'));
+}
+
+TEST_CASE("exec runs in the workspace or in a confined working_dir", "[tools]") {
+  // AS-28
+  temp_dir dir;
+  builtin_tools tools;
+  fs::create_directories(dir.ws() / "sub");
+  CHECK(run(tools, "exec", R"({"command":"pwd"})", dir.ws()) == dir.ws().string() + "\n");
+  CHECK(run(tools, "exec", R"({"command":"pwd","working_dir":"sub"})", dir.ws()) ==
+        (dir.ws() / "sub").string() + "\n");
+  CHECK(run(tools, "exec", R"({"command":"pwd","working_dir":".."})", dir.ws()) ==
+        "[ERROR] Path outside user workspace: ..");
+  CHECK(run(tools, "exec", R"({"command":"pwd","working_dir":"nope"})", dir.ws()) ==
+        "[ERROR] Working directory not found: nope");
+}
+
+TEST_CASE("exec gets a minimal environment without troupe's variables and HOME set to the workspace",
+          "[tools]") {
+  // AS-28: never troupe's secrets.
+  temp_dir dir;
+  ::setenv("TROUPE_SECRET_CANARY", "leaked", 1);
+  builtin_tools_options options;
+  options.exec_env = {{"EXTRA_VAR", "extra"}, {"HOME", "/not/the/workspace"}};
+  builtin_tools tools(options);
+  auto out = run(tools, "exec",
+                 R"({"command":"printf '%s|%s|%s|%s|%s' \"${TROUPE_SECRET_CANARY-unset}\" \"$HOME\" \"$PATH\" \"$LANG\" \"$EXTRA_VAR\""})",
+                 dir.ws());
+  ::unsetenv("TROUPE_SECRET_CANARY");
+  CHECK(out == "unset|" + dir.ws().string() + "|/usr/local/bin:/usr/bin:/bin|C.UTF-8|extra");
+}
+
+TEST_CASE("exec over its timeout answers the timeout marker and kills the whole process group",
+          "[tools]") {
+  // AS-28
+  temp_dir dir;
+  builtin_tools_options options;
+  options.exec_timeout_seconds = 1;
+  builtin_tools tools(options);
+  auto started = std::chrono::steady_clock::now();
+  auto out = run(tools, "exec", R"({"command":"sleep 5 & echo $! > bg.pid; sleep 5"})", dir.ws());
+  auto elapsed = std::chrono::steady_clock::now() - started;
+  CHECK(out == "[ERROR] Command timed out after 1 seconds");
+  CHECK(elapsed < 3s);
+  pid_t background = std::atoi(slurp(dir.ws() / "bg.pid").c_str());
+  REQUIRE(background > 0);
+  CHECK(process_gone(background));
+}
+
+TEST_CASE("exec returns when the shell exits even if it left a process in the background",
+          "[tools]") {
+  // AS-28: the group goes with the call, so a leftover cannot hold the pipes until the timeout.
+  temp_dir dir;
+  builtin_tools tools;
+  auto started = std::chrono::steady_clock::now();
+  auto out = run(tools, "exec", R"({"command":"sleep 5 & echo $! > bg.pid; echo done"})", dir.ws());
+  CHECK(out == "done\n");
+  CHECK(std::chrono::steady_clock::now() - started < 3s);
+  pid_t background = std::atoi(slurp(dir.ws() / "bg.pid").c_str());
+  REQUIRE(background > 0);
+  CHECK(process_gone(background));
+}
+
+TEST_CASE("exec returns when the shell exits even if an escaped process keeps the pipes open",
+          "[tools]") {
+  // AS-28: a process in its own session is out of the group's reach; the call must not wait for it.
+  temp_dir dir;
+  builtin_tools tools;
+  auto started = std::chrono::steady_clock::now();
+  auto out = run(tools, "exec", R"({"command":"setsid sleep 3 & echo ok"})", dir.ws());
+  CHECK(out == "ok\n");
+  CHECK(std::chrono::steady_clock::now() - started < 2s);
+}
+
+TEST_CASE("cancelling a running exec kills it and completes cancelled within 200 ms", "[tools]") {
+  // AS-28: cancelling the run kills the group.
+  temp_dir dir;
+  builtin_tools tools;
+  auto p = start(tools, "exec", R"({"command":"echo $$ > sh.pid; sleep 5"})", dir.ws());
+  REQUIRE(wait_for_file(dir.ws() / "sh.pid"));
+  std::this_thread::sleep_for(50ms);
+  auto started = std::chrono::steady_clock::now();
+  p.handle->cancel();
+  p.handle->cancel(); // idempotent
+  REQUIRE(p.ready_within(2s));
+  CHECK(std::chrono::steady_clock::now() - started < 200ms);
+  auto outcome = p.future.get();
+  CHECK(outcome.cancelled);
+  CHECK(outcome.output.rfind("[ERROR]", 0) == 0);
+  std::this_thread::sleep_for(20ms);
+  CHECK(*p.done_count == 1);
+  pid_t shell = std::atoi(slurp(dir.ws() / "sh.pid").c_str());
+  REQUIRE(shell > 0);
+  CHECK(process_gone(shell));
+}
+
+TEST_CASE("a call over the queue bound answers busy, and a queued call cancels at once", "[tools]") {
+  // Bounded executor queue (STYLE: everything that grows has a bound).
+  temp_dir dir;
+  builtin_tools_options options;
+  options.worker_threads = 1;
+  options.max_queued = 1;
+  builtin_tools tools(options);
+
+  auto running = start(tools, "exec", R"({"command":"touch started; sleep 5"})", dir.ws());
+  REQUIRE(wait_for_file(dir.ws() / "started"));
+  auto queued = start(tools, "exec", R"({"command":"sleep 5"})", dir.ws());
+  auto rejected = start(tools, "list_dir", "{}", dir.ws());
+  REQUIRE(rejected.ready_within(1s));
+  auto busy = rejected.future.get();
+  CHECK(busy.output == "[ERROR] tool executor is busy");
+  CHECK_FALSE(busy.cancelled);
+  CHECK_FALSE(queued.ready_within(50ms));
+
+  auto started = std::chrono::steady_clock::now();
+  queued.handle->cancel();
+  REQUIRE(queued.ready_within(1s));
+  CHECK(std::chrono::steady_clock::now() - started < 200ms);
+  CHECK(queued.future.get().cancelled);
+  CHECK_FALSE(running.ready_within(0ms));
+
+  running.handle->cancel();
+  CHECK(running.wait().cancelled);
+}
+
+TEST_CASE("destroying the tools cancels every call in flight and answers each exactly once",
+          "[tools]") {
+  // Tool port contract: done runs exactly once, also on shutdown.
+  temp_dir dir;
+  pending_call running, queued;
+  auto started = std::chrono::steady_clock::now();
+  {
+    builtin_tools_options options;
+    options.worker_threads = 1;
+    builtin_tools tools(options);
+    running = start(tools, "exec", R"({"command":"touch started; sleep 5"})", dir.ws());
+    REQUIRE(wait_for_file(dir.ws() / "started"));
+    queued = start(tools, "exec", R"({"command":"sleep 5"})", dir.ws());
+  }
+  CHECK(std::chrono::steady_clock::now() - started < 3s);
+  REQUIRE(running.ready_within(0ms));
+  REQUIRE(queued.ready_within(0ms));
+  CHECK(running.future.get().cancelled);
+  CHECK(queued.future.get().cancelled);
+  CHECK(*running.done_count == 1);
+  CHECK(*queued.done_count == 1);
+  running.handle->cancel(); // a handle outliving the tools is harmless
+}
