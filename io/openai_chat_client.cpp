@@ -1,0 +1,566 @@
+#include "io/openai_chat_client.hpp"
+
+#include "protocol/openai_chat_codec.hpp"
+#include "protocol/sse_parser.hpp"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace troupe::io {
+
+namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = boost::asio::ip::tcp;
+using protocol::model_outcome;
+
+namespace {
+
+constexpr std::size_t read_chunk_bytes = 16 * 1024;
+constexpr std::size_t header_limit_bytes = 64 * 1024;
+constexpr std::size_t error_body_bytes = 64 * 1024; // enough to quote an error, not to buffer a flood
+constexpr std::size_t error_quote_chars = 500;
+
+struct parsed_url {
+  bool tls = false;
+  std::string host; // without IPv6 brackets
+  std::string port;
+  std::string host_header;
+  std::string target; // path of .../chat/completions
+  std::string error;
+};
+
+parsed_url parse_base_url(const std::string& url) {
+  parsed_url out;
+  std::string_view rest = url;
+  if (rest.substr(0, 8) == "https://") {
+    out.tls = true;
+    rest.remove_prefix(8);
+  } else if (rest.substr(0, 7) == "http://") {
+    rest.remove_prefix(7);
+  } else {
+    out.error = "model.base_url: expected http://host[:port]/path or https://..., got \"" + url + "\"";
+    return out;
+  }
+  auto slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  std::string path = slash == std::string_view::npos ? "" : std::string(rest.substr(slash));
+  while (!path.empty() && path.back() == '/')
+    path.pop_back();
+  std::string_view port;
+  if (!authority.empty() && authority.front() == '[') {
+    auto close = authority.find(']');
+    if (close == std::string_view::npos) {
+      out.error = "model.base_url: unterminated IPv6 address in \"" + url + "\"";
+      return out;
+    }
+    out.host = std::string(authority.substr(1, close - 1));
+    if (close + 1 < authority.size() && authority[close + 1] == ':')
+      port = authority.substr(close + 2);
+  } else {
+    auto colon = authority.find(':');
+    out.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos)
+      port = authority.substr(colon + 1);
+  }
+  bool port_ok = port.empty() ||
+    (port.size() <= 5 && std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+     std::stoi(std::string(port)) >= 1 && std::stoi(std::string(port)) <= 65535);
+  if (out.host.empty() || !port_ok) {
+    out.error = "model.base_url: expected a host and an optional port 1..65535, got \"" + url + "\"";
+    return out;
+  }
+  out.port = port.empty() ? (out.tls ? "443" : "80") : std::string(port);
+  out.host_header = std::string(authority);
+  out.target = path + "/chat/completions";
+  return out;
+}
+
+bool transient_status(int status) {
+  return status == 408 || status == 429 || (status >= 500 && status <= 599);
+}
+
+model_outcome failure(std::string error, int http_status, bool retryable) {
+  model_outcome out;
+  out.error = std::move(error);
+  out.http_status = http_status;
+  out.retryable = retryable;
+  return out;
+}
+
+} // namespace
+
+class openai_chat_client::impl {
+public:
+  explicit impl(openai_chat_options options);
+  ~impl();
+
+  std::shared_ptr<cancel_handle> infer(protocol::model_request request, completion done);
+
+  void forget(uint64_t id);
+
+  class call;
+
+  const openai_chat_options options_;
+  const parsed_url url_;
+  const std::string url_text_; // the full request URL, for error messages
+  ssl::context ssl_ctx_{ssl::context::tls_client};
+  net::io_context ioc_;
+
+private:
+  net::executor_work_guard<net::io_context::executor_type> guard_;
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable idle_;
+  std::unordered_map<uint64_t, std::weak_ptr<call>> live_;
+  uint64_t next_id_ = 0;
+  bool closing_ = false;
+};
+
+// One inference with its retries. Every member is touched only on the call's strand.
+class openai_chat_client::impl::call : public std::enable_shared_from_this<call> {
+public:
+  call(impl& owner, uint64_t id, protocol::model_request request, completion done)
+    : owner_(owner), id_(id), strand_(net::make_strand(owner.ioc_)), resolver_(strand_),
+      deadline_(strand_), backoff_(strand_), done_(std::move(done)), chunk_(read_chunk_bytes) {
+    streamed_ = owner.options_.stream && request.stream;
+    request.stream = streamed_;
+    body_ = protocol::encode_chat_request(request);
+  }
+
+  void start() {
+    net::post(strand_, [self = shared_from_this()] {
+      if (self->finished_)
+        return;
+      if (!self->owner_.url_.error.empty())
+        return self->finish(failure(self->owner_.url_.error, 0, false));
+      self->build_request();
+      self->start_attempt();
+    });
+  }
+
+  // Thread-safe and idempotent: completion happens on the strand, once.
+  void cancel() {
+    net::post(strand_, [self = shared_from_this()] {
+      model_outcome out;
+      out.cancelled = true;
+      out.error = "cancelled";
+      self->finish(std::move(out));
+    });
+  }
+
+private:
+  void build_request() {
+    const auto& opts = owner_.options_;
+    req_.method(http::verb::post);
+    req_.target(owner_.url_.target);
+    req_.version(11);
+    req_.set(http::field::host, owner_.url_.host_header);
+    req_.set(http::field::user_agent, "troupe");
+    req_.set(http::field::content_type, "application/json");
+    req_.set(http::field::accept, streamed_ ? "text/event-stream" : "application/json");
+    if (!opts.api_key.empty())
+      req_.set(http::field::authorization, "Bearer " + opts.api_key);
+    req_.body() = std::move(body_);
+    req_.prepare_payload();
+  }
+
+  // Each attempt gets a fresh connection, parser and assembler, and its own deadline (AS-17).
+  void start_attempt() {
+    ++attempt_;
+    timed_out_ = false;
+    tcp_.reset();
+    tls_.reset();
+    buffer_.clear();
+    parser_.emplace();
+    parser_->header_limit(header_limit_bytes);
+    parser_->body_limit(owner_.options_.max_body_bytes);
+    sse_.emplace(owner_.options_.max_line_bytes);
+    assembler_.emplace();
+    plain_body_.clear();
+    events_.clear();
+
+    deadline_.expires_after(std::chrono::seconds(owner_.options_.timeout_seconds));
+    deadline_.async_wait([self = shared_from_this(), gen = attempt_](beast::error_code ec) {
+      if (ec || self->finished_ || gen != self->attempt_)
+        return;
+      self->timed_out_ = true;
+      self->resolver_.cancel();
+      self->close_stream();
+    });
+
+    // A literal address needs no resolver (whose getaddrinfo thread cannot be interrupted).
+    beast::error_code ec;
+    auto address = net::ip::make_address(owner_.url_.host, ec);
+    if (!ec) {
+      tcp_.emplace(strand_);
+      tcp::endpoint endpoint(address, static_cast<unsigned short>(std::stoi(owner_.url_.port)));
+      tcp_->async_connect(endpoint, [self = shared_from_this(), gen = attempt_](beast::error_code ec) {
+        self->on_connect(gen, ec);
+      });
+      return;
+    }
+    resolver_.async_resolve(
+      owner_.url_.host, owner_.url_.port,
+      [self = shared_from_this(), gen = attempt_](beast::error_code ec, tcp::resolver::results_type results) {
+        if (self->stale(gen))
+          return;
+        if (ec)
+          return self->transport_failure("cannot resolve host", ec);
+        self->tcp_.emplace(self->strand_);
+        self->tcp_->async_connect(results, [self, gen](beast::error_code ec, const tcp::endpoint&) {
+          self->on_connect(gen, ec);
+        });
+      });
+  }
+
+  void on_connect(uint64_t gen, beast::error_code ec) {
+    if (stale(gen))
+      return;
+    if (ec)
+      return transport_failure("cannot connect", ec);
+    if (owner_.url_.tls)
+      handshake();
+    else
+      write();
+  }
+
+  void handshake() {
+    tls_.emplace(std::move(*tcp_), owner_.ssl_ctx_);
+    tcp_.reset();
+    const auto& host = owner_.url_.host;
+    if (!SSL_set_tlsext_host_name(tls_->native_handle(), host.c_str())) {
+      beast::error_code ec{static_cast<int>(::ERR_get_error()), net::error::get_ssl_category()};
+      return transport_failure("cannot set TLS server name", ec);
+    }
+    tls_->set_verify_mode(ssl::verify_peer);
+    tls_->set_verify_callback(ssl::host_name_verification(host));
+    tls_->async_handshake(ssl::stream_base::client, [self = shared_from_this(), gen = attempt_](beast::error_code ec) {
+      if (self->stale(gen))
+        return;
+      if (ec)
+        return self->transport_failure("TLS handshake failed", ec);
+      self->write();
+    });
+  }
+
+  void write() {
+    with_stream([&](auto& stream) {
+      http::async_write(stream, req_, [self = shared_from_this(), gen = attempt_](beast::error_code ec, std::size_t) {
+        if (self->stale(gen))
+          return;
+        if (ec)
+          return self->transport_failure("cannot send the request", ec);
+        self->read_header();
+      });
+    });
+  }
+
+  void read_header() {
+    with_stream([&](auto& stream) {
+      http::async_read_header(stream, buffer_, *parser_, [self = shared_from_this(), gen = attempt_](beast::error_code ec, std::size_t) {
+        if (self->stale(gen))
+          return;
+        if (ec)
+          return self->transport_failure("no response", ec);
+        self->on_header();
+      });
+    });
+  }
+
+  void on_header() {
+    const auto& head = parser_->get();
+    status_ = head.result_int();
+    auto type = head[http::field::content_type];
+    sse_body_ = status_ / 100 == 2 && type.find("text/event-stream") != beast::string_view::npos;
+    if (parser_->is_done()) { // no body at all: reading on would wait for bytes that never come
+      reset_chunk();
+      return on_body();
+    }
+    read_body();
+  }
+
+  void reset_chunk() {
+    parser_->get().body().data = chunk_.data();
+    parser_->get().body().size = chunk_.size();
+  }
+
+  void read_body() {
+    reset_chunk();
+    with_stream([&](auto& stream) {
+      http::async_read_some(stream, buffer_, *parser_, [self = shared_from_this(), gen = attempt_](beast::error_code ec, std::size_t) {
+        if (self->stale(gen))
+          return;
+        if (ec == http::error::need_buffer)
+          ec = {};
+        if (ec == http::error::body_limit) // a bound, not a transient failure: do not retry
+          return self->finish(failure(self->url_text() + ": response body longer than " +
+                                        std::to_string(self->owner_.options_.max_body_bytes) + " bytes",
+                                      self->status_, false));
+        if (ec)
+          return self->transport_failure("response interrupted", ec);
+        self->on_body();
+      });
+    });
+  }
+
+  void on_body() {
+    std::size_t got = chunk_.size() - parser_->get().body().size;
+    std::string_view bytes(chunk_.data(), got);
+    bool done = parser_->is_done();
+    if (status_ / 100 != 2) {
+      plain_body_.append(bytes.substr(0, error_body_bytes - std::min(error_body_bytes, plain_body_.size())));
+      if (done || plain_body_.size() >= error_body_bytes)
+        return http_failure();
+      return read_body();
+    }
+    if (!sse_body_) {
+      plain_body_.append(bytes); // bounded by the parser's body_limit
+      if (done)
+        return decode_plain();
+      return read_body();
+    }
+    if (!sse_->feed(bytes, events_))
+      return finish(failure(url_text() + ": " + sse_->error(), status_, false));
+    for (auto& event : events_) {
+      if (event.event == "error")
+        return finish(failure("upstream error: " + event.data, status_, false));
+      if (!assembler_->feed(event.data))
+        return finish(failure(assembler_->error(), status_, false));
+      if (assembler_->done())
+        return succeed(assembler_->finish()); // nothing useful follows [DONE]
+    }
+    events_.clear();
+    if (!done)
+      return read_body();
+    if (!assembler_->started())
+      return finish(failure(url_text() + ": stream ended without a chunk", status_, false));
+    succeed(assembler_->finish()); // a stream that ends without [DONE] still ends
+  }
+
+  void decode_plain() {
+    auto decoded = protocol::decode_chat_response(plain_body_);
+    if (!decoded.ok)
+      return finish(failure(decoded.error, status_, false));
+    succeed(std::move(decoded.reply));
+  }
+
+  void http_failure() {
+    std::string error = "HTTP " + std::to_string(status_) + ": " + plain_body_.substr(0, error_quote_chars);
+    retry_or_finish(failure(std::move(error), status_, transient_status(status_)));
+  }
+
+  void transport_failure(const char* what, beast::error_code ec) {
+    if (timed_out_)
+      return retry_or_finish(failure(url_text() + ": timed out after " +
+                                       std::to_string(owner_.options_.timeout_seconds) + " s",
+                                     0, true));
+    // A refused certificate will not be accepted on the next attempt either.
+    bool tls_refusal = ec.category() == net::error::get_ssl_category();
+    retry_or_finish(failure(url_text() + ": " + what + ": " + ec.message(), 0, !tls_refusal));
+  }
+
+  // AS-17: transient failures are retried max_retries times, after base, 2·base, 4·base...
+  void retry_or_finish(model_outcome out) {
+    end_attempt();
+    if (!out.retryable || attempt_ > static_cast<uint64_t>(std::max(0, owner_.options_.max_retries))) {
+      if (attempt_ > 1)
+        out.error += " (after " + std::to_string(attempt_) + " attempts)";
+      return finish(std::move(out));
+    }
+    auto shift = std::min<uint64_t>(attempt_ - 1, 20);
+    auto wait = std::chrono::milliseconds(int64_t{owner_.options_.retry_base_ms} << shift);
+    backoff_.expires_after(wait);
+    backoff_.async_wait([self = shared_from_this(), gen = attempt_](beast::error_code ec) {
+      if (ec || self->stale(gen))
+        return;
+      self->start_attempt();
+    });
+  }
+
+  void succeed(protocol::model_reply reply) {
+    model_outcome out;
+    out.ok = true;
+    out.http_status = status_;
+    out.reply = std::move(reply);
+    finish(std::move(out));
+  }
+
+  void finish(model_outcome out) {
+    if (finished_)
+      return;
+    finished_ = true;
+    end_attempt();
+    backoff_.cancel();
+    auto done = std::move(done_);
+    done(std::move(out));
+    owner_.forget(id_);
+  }
+
+  // Closing aborts whatever operation is pending; its handler then finds the call stale.
+  void end_attempt() {
+    deadline_.cancel();
+    resolver_.cancel();
+    close_stream();
+  }
+
+  void close_stream() {
+    if (tls_)
+      beast::get_lowest_layer(*tls_).close();
+    if (tcp_)
+      tcp_->close();
+  }
+
+  bool stale(uint64_t gen) const {
+    return finished_ || gen != attempt_;
+  }
+
+  template <class F>
+  void with_stream(F&& f) {
+    if (tls_)
+      f(*tls_);
+    else
+      f(*tcp_);
+  }
+
+  std::string url_text() const {
+    return owner_.url_text_;
+  }
+
+  impl& owner_;
+  const uint64_t id_;
+  net::strand<net::io_context::executor_type> strand_;
+  tcp::resolver resolver_;
+  net::steady_timer deadline_;
+  net::steady_timer backoff_;
+  completion done_;
+  bool streamed_ = true;
+  std::string body_;
+  http::request<http::string_body> req_;
+
+  uint64_t attempt_ = 0;
+  bool timed_out_ = false;
+  bool finished_ = false;
+  std::optional<beast::tcp_stream> tcp_;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;
+  beast::flat_buffer buffer_;
+  std::optional<http::response_parser<http::buffer_body>> parser_;
+  std::vector<char> chunk_;
+  unsigned status_ = 0;
+  bool sse_body_ = false;
+  std::string plain_body_;
+  std::optional<protocol::sse_parser> sse_;
+  std::optional<protocol::chat_stream_assembler> assembler_;
+  std::vector<protocol::sse_event> events_;
+};
+
+namespace {
+
+// The caller's handle does not own the call: a call lives only as long as its pending operations.
+class call_handle : public cancel_handle {
+public:
+  explicit call_handle(std::weak_ptr<openai_chat_client::impl::call> c) : call_(std::move(c)) {
+  }
+
+  void cancel() override;
+
+private:
+  std::weak_ptr<openai_chat_client::impl::call> call_;
+};
+
+void call_handle::cancel() {
+  if (auto c = call_.lock())
+    c->cancel();
+}
+
+} // namespace
+
+openai_chat_client::impl::impl(openai_chat_options options)
+  : options_(std::move(options)), url_(parse_base_url(options_.base_url)),
+    url_text_("POST " + std::string(url_.tls ? "https://" : "http://") + url_.host_header + url_.target),
+    guard_(net::make_work_guard(ioc_)) {
+  ssl_ctx_.set_default_verify_paths();
+  ssl_ctx_.set_verify_mode(ssl::verify_peer);
+  int threads = std::max(1, options_.io_threads);
+  for (int i = 0; i < threads; ++i)
+    threads_.emplace_back([this] { ioc_.run(); });
+}
+
+openai_chat_client::impl::~impl() {
+  std::vector<std::shared_ptr<call>> calls;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closing_ = true;
+    for (auto& [id, weak] : live_)
+      if (auto c = weak.lock())
+        calls.push_back(std::move(c));
+  }
+  for (auto& c : calls)
+    c->cancel();
+  calls.clear();
+  {
+    // Cancellation is a posted handler that runs at once; waiting here is what lets the destructor
+    // promise every `done` has run.
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [this] { return live_.empty(); });
+  }
+  guard_.reset();
+  ioc_.stop(); // handlers of aborted operations are simply destroyed
+  for (auto& t : threads_)
+    t.join();
+}
+
+std::shared_ptr<cancel_handle> openai_chat_client::impl::infer(protocol::model_request request,
+                                                               completion done) {
+  std::shared_ptr<call> c;
+  bool closing = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t id = next_id_++;
+    c = std::make_shared<call>(*this, id, std::move(request), std::move(done));
+    live_.emplace(id, c);
+    closing = closing_;
+  }
+  c->start();
+  if (closing) // started from a `done` while the client is being destroyed
+    c->cancel();
+  return std::make_shared<call_handle>(c);
+}
+
+void openai_chat_client::impl::forget(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  live_.erase(id);
+  if (live_.empty())
+    idle_.notify_all();
+}
+
+openai_chat_client::openai_chat_client(openai_chat_options options)
+  : impl_(std::make_unique<impl>(std::move(options))) {
+}
+
+openai_chat_client::~openai_chat_client() = default;
+
+std::shared_ptr<cancel_handle> openai_chat_client::infer(protocol::model_request request, completion done) {
+  return impl_->infer(std::move(request), std::move(done));
+}
+
+} // namespace troupe::io

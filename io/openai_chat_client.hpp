@@ -1,0 +1,44 @@
+// The model port over an OpenAI-compatible chat-completions upstream, over HTTP or HTTPS (AS-17).
+#pragma once
+
+#include "actors/model_port.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace troupe::io {
+
+// Filled from the model.* configuration keys (DESIGN.md, "Shared configuration").
+struct openai_chat_options {
+  std::string base_url;    // model.base_url, e.g. http://127.0.0.1:11434/v1 or https://api.openai.com/v1
+  std::string api_key;     // model.api_key; empty sends no Authorization header
+  int timeout_seconds = 600; // model.timeout_seconds, per attempt
+  int max_retries = 2;       // model.max_retries
+  int retry_base_ms = 1000;  // the n-th retry waits retry_base_ms * 2^(n-1)
+  bool stream = true;        // model.stream; a call streams when this and request.stream are true
+  std::size_t max_line_bytes = std::size_t{1} << 20;  // longest SSE line accepted
+  std::size_t max_body_bytes = std::size_t{16} << 20; // longest response body accepted
+  int io_threads = 1;
+};
+
+// Owns its io_context and worker threads. Each infer() is one POST {base_url}/chat/completions, with
+// its retries; `done` runs on a worker thread, never from inside infer(). The destructor completes
+// every outstanding call as cancelled and joins the workers; it must not run from inside a `done`.
+class openai_chat_client : public model_port {
+public:
+  explicit openai_chat_client(openai_chat_options options);
+  ~openai_chat_client() override;
+
+  openai_chat_client(const openai_chat_client&) = delete;
+  openai_chat_client& operator=(const openai_chat_client&) = delete;
+
+  std::shared_ptr<cancel_handle> infer(protocol::model_request request, completion done) override;
+
+  class impl;
+
+private:
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace troupe::io

@@ -1,0 +1,424 @@
+// The chat-completions client against the fake upstream (tests/fake_upstream), over real sockets.
+#include "io/openai_chat_client.hpp"
+#include "protocol/json.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <regex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef TROUPE_SOURCE_DIR
+#error "TROUPE_SOURCE_DIR must name the source tree (tests/CMakeLists.txt)"
+#endif
+
+namespace json = troupe::protocol::json;
+namespace http = boost::beast::http;
+using troupe::io::openai_chat_client;
+using troupe::io::openai_chat_options;
+using troupe::protocol::model_outcome;
+using troupe::protocol::model_request;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The fake upstream as a child process on an ephemeral port, stopped with SIGTERM.
+class fake_upstream {
+public:
+  fake_upstream() {
+    int fds[2];
+    if (::pipe(fds) != 0)
+      throw std::runtime_error("pipe failed");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(fds[1], STDOUT_FILENO);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      const char* script = TROUPE_SOURCE_DIR "/tests/fake_upstream/fake_upstream.mjs";
+      ::execlp("node", "node", script, "--port", "0", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    out_ = fds[0];
+    std::string line = read_line(10s);
+    std::smatch m;
+    if (!std::regex_search(line, m, std::regex("listening on http://127\\.0\\.0\\.1:(\\d+)")))
+      throw std::runtime_error("fake upstream did not start: \"" + line + "\"");
+    port_ = std::stoi(m[1]);
+  }
+
+  ~fake_upstream() {
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    ::close(out_);
+  }
+
+  int port() const { return port_; }
+  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
+
+  // One control call (/__script, /__requests, /__active); returns the body.
+  std::string call(http::verb verb, const std::string& target, const std::string& body = "") const {
+    boost::asio::io_context ioc;
+    boost::asio::ip::tcp::socket socket(ioc);
+    socket.connect({boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port_)});
+    http::request<http::string_body> req{verb, target, 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.set(http::field::content_type, "application/json");
+    req.body() = body;
+    req.prepare_payload();
+    http::write(socket, req);
+    boost::beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(socket, buffer, res);
+    return res.body();
+  }
+
+  void script(const std::string& script_json) const {
+    call(http::verb::post, "/__script", script_json);
+  }
+
+  json::document requests() const {
+    auto doc = json::parse(call(http::verb::get, "/__requests"));
+    REQUIRE(doc);
+    return std::move(*doc);
+  }
+
+  int64_t active() const {
+    auto doc = json::parse(call(http::verb::get, "/__active"));
+    REQUIRE(doc);
+    return json::get_int(*doc, "active").value_or(-1);
+  }
+
+  // Polls /__active until it equals `n`; the fake upstream notices a closed socket asynchronously.
+  bool wait_active(int64_t n, std::chrono::milliseconds limit = 3000ms) const {
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+      if (active() == n)
+        return true;
+      std::this_thread::sleep_for(5ms);
+    }
+    return active() == n;
+  }
+
+private:
+  std::string read_line(std::chrono::milliseconds limit) {
+    std::string line;
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0)
+        continue;
+      char c;
+      if (::read(out_, &c, 1) != 1)
+        break;
+      if (c == '\n')
+        return line;
+      line.push_back(c);
+    }
+    return line;
+  }
+
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int port_ = 0;
+};
+
+openai_chat_options options_for(const fake_upstream& upstream) {
+  openai_chat_options options;
+  options.base_url = upstream.base_url();
+  options.api_key = "sk-test";
+  options.timeout_seconds = 10;
+  options.retry_base_ms = 10;
+  return options;
+}
+
+model_request simple_request(bool stream = true) {
+  model_request request;
+  request.model = "fake-model";
+  request.stream = stream;
+  troupe::protocol::chat_message hello;
+  hello.role = "user";
+  hello.content = "hello";
+  request.messages.push_back(hello);
+  return request;
+}
+
+// Runs one inference and waits for its outcome.
+model_outcome infer(openai_chat_client& client, model_request request) {
+  auto promise = std::make_shared<std::promise<model_outcome>>();
+  auto future = promise->get_future();
+  client.infer(std::move(request), [promise](model_outcome out) { promise->set_value(std::move(out)); });
+  REQUIRE(future.wait_for(20s) == std::future_status::ready);
+  return future.get();
+}
+
+// A port nothing listens on: bind an ephemeral port, then release it.
+int closed_port() {
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::acceptor acceptor(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  return acceptor.local_endpoint().port();
+}
+
+} // namespace
+
+TEST_CASE("a streamed reply is assembled from its content chunks", "[openai_client]") {
+  // AS-17
+  fake_upstream upstream;
+  upstream.script(R"({"replies":[{"content":"Hello from the fake upstream","chunk_size":4,"chunk_delay_ms":2,
+                      "usage":{"prompt_tokens":7,"completion_tokens":6,"total_tokens":13}}]})");
+  openai_chat_client client(options_for(upstream));
+  auto out = infer(client, simple_request());
+  REQUIRE(out.ok);
+  CHECK(out.http_status == 200);
+  CHECK(out.reply.content == "Hello from the fake upstream");
+  CHECK(out.reply.finish_reason == "stop");
+  CHECK(out.reply.model == "fake-model");
+  CHECK(out.reply.usage.total_tokens == 13);
+  auto requests = upstream.requests();
+  REQUIRE(requests.Size() == 1);
+  CHECK(json::get_bool(requests[0], "stream") == true);
+  CHECK(json::get_string(requests[0]["messages"][0], "content") == "hello");
+}
+
+TEST_CASE("a tool call streamed in pieces of three characters arrives whole", "[openai_client]") {
+  // AS-17, AS-18
+  fake_upstream upstream;
+  upstream.script(R"({"replies":[{"chunk_size":3,"tool_calls":[
+                      {"id":"call_1","name":"exec","arguments":"{\"command\":\"ls -la /tmp\"}"},
+                      {"name":"read_file","arguments":"{\"path\":\"notes.md\"}"}]}]})");
+  openai_chat_client client(options_for(upstream));
+  auto request = simple_request();
+  request.tools.push_back({"exec", "Run a command", R"({"type":"object"})"});
+  auto out = infer(client, request);
+  REQUIRE(out.ok);
+  REQUIRE(out.reply.tool_calls.size() == 2);
+  CHECK(out.reply.tool_calls[0].id == "call_1");
+  CHECK(out.reply.tool_calls[0].name == "exec");
+  CHECK(out.reply.tool_calls[0].arguments == R"({"command":"ls -la /tmp"})");
+  CHECK(std::regex_match(out.reply.tool_calls[1].id, std::regex("call_[0-9a-f]{12}")));
+  CHECK(out.reply.tool_calls[1].arguments == R"({"path":"notes.md"})");
+  CHECK(out.reply.finish_reason == "tool_calls");
+  auto requests = upstream.requests();
+  CHECK(json::get_string(requests[0], "tool_choice") == "auto");
+}
+
+TEST_CASE("a non-streamed call posts stream false and decodes the JSON reply", "[openai_client]") {
+  // AS-17: model.stream false gives the same result without SSE.
+  fake_upstream upstream;
+  upstream.script(R"({"replies":[{"content":"plain answer"}]})");
+  auto options = options_for(upstream);
+  options.stream = false;
+  openai_chat_client client(options);
+  auto out = infer(client, simple_request(true));
+  REQUIRE(out.ok);
+  CHECK(out.reply.content == "plain answer");
+  CHECK(out.reply.usage.total_tokens > 0);
+  CHECK(json::get_bool(upstream.requests()[0], "stream") == false);
+}
+
+TEST_CASE("an upstream 500 is retried and the next success is the outcome", "[openai_client]") {
+  // AS-17
+  fake_upstream upstream;
+  upstream.script(R"({"replies":[{"status":500},{"content":"second try"}]})");
+  openai_chat_client client(options_for(upstream));
+  auto out = infer(client, simple_request());
+  REQUIRE(out.ok);
+  CHECK(out.reply.content == "second try");
+  CHECK(upstream.requests().Size() == 2);
+}
+
+TEST_CASE("an upstream that keeps failing with 503 fails retryable after max_retries retries", "[openai_client]") {
+  // AS-17, AS-80
+  fake_upstream upstream;
+  upstream.script(R"({"default":{"status":503,"message":"overloaded"}})");
+  openai_chat_client client(options_for(upstream));
+  auto out = infer(client, simple_request());
+  CHECK_FALSE(out.ok);
+  CHECK(out.retryable);
+  CHECK(out.http_status == 503);
+  CHECK(out.error.rfind("HTTP 503: ", 0) == 0);
+  CHECK(out.error.find("overloaded") != std::string::npos);
+  CHECK(upstream.requests().Size() == 3);
+}
+
+TEST_CASE("a 400 is not retried and its body is quoted", "[openai_client]") {
+  // AS-17
+  fake_upstream upstream;
+  upstream.script(R"({"replies":[{"status":400,"message":"unknown model"}]})");
+  openai_chat_client client(options_for(upstream));
+  auto out = infer(client, simple_request());
+  CHECK_FALSE(out.ok);
+  CHECK_FALSE(out.retryable);
+  CHECK(out.http_status == 400);
+  CHECK(out.error.rfind("HTTP 400: ", 0) == 0);
+  CHECK(out.error.find("unknown model") != std::string::npos);
+  CHECK(upstream.requests().Size() == 1);
+}
+
+TEST_CASE("a refused connection fails retryable, naming the URL, after the retries", "[openai_client]") {
+  // AS-17
+  openai_chat_options options;
+  options.base_url = "http://127.0.0.1:" + std::to_string(closed_port()) + "/v1";
+  options.retry_base_ms = 10;
+  openai_chat_client client(options);
+  auto started = std::chrono::steady_clock::now();
+  auto out = infer(client, simple_request());
+  CHECK_FALSE(out.ok);
+  CHECK_FALSE(out.cancelled);
+  CHECK(out.retryable);
+  CHECK(out.http_status == 0);
+  CHECK(out.error.find(options.base_url + "/chat/completions") != std::string::npos);
+  CHECK(out.error.find("after 3 attempts") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - started >= 30ms); // waited 10 ms, then 20 ms
+}
+
+TEST_CASE("an upstream that never answers times out, retryable", "[openai_client]") {
+  // AS-17: the timeout applies per attempt.
+  fake_upstream upstream;
+  upstream.script(R"({"default":{"hang":true}})");
+  auto options = options_for(upstream);
+  options.timeout_seconds = 1;
+  options.max_retries = 0;
+  openai_chat_client client(options);
+  auto out = infer(client, simple_request());
+  CHECK_FALSE(out.ok);
+  CHECK(out.retryable);
+  CHECK(out.error.find("timed out") != std::string::npos);
+  CHECK(upstream.wait_active(0));
+}
+
+TEST_CASE("cancelling a hanging request completes it as cancelled at once and leaks no upstream request",
+          "[openai_client]") {
+  // AS-52: a cancelled run stops its model call.
+  fake_upstream upstream;
+  upstream.script(R"({"default":{"hang":true}})");
+  openai_chat_client client(options_for(upstream));
+  auto promise = std::make_shared<std::promise<model_outcome>>();
+  auto future = promise->get_future();
+  auto handle = client.infer(simple_request(), [promise](model_outcome out) { promise->set_value(std::move(out)); });
+  REQUIRE(upstream.wait_active(1));
+  auto cancelled_at = std::chrono::steady_clock::now();
+  handle->cancel();
+  handle->cancel(); // idempotent: done still runs once (a second set_value would throw)
+  REQUIRE(future.wait_for(1s) == std::future_status::ready);
+  CHECK(std::chrono::steady_clock::now() - cancelled_at < 100ms);
+  auto out = future.get();
+  CHECK(out.cancelled);
+  CHECK_FALSE(out.ok);
+  CHECK(upstream.wait_active(0));
+}
+
+TEST_CASE("destroying the client completes outstanding calls as cancelled", "[openai_client]") {
+  fake_upstream upstream;
+  upstream.script(R"({"default":{"hang":true}})");
+  auto promise = std::make_shared<std::promise<model_outcome>>();
+  auto future = promise->get_future();
+  {
+    openai_chat_client client(options_for(upstream));
+    client.infer(simple_request(), [promise](model_outcome out) { promise->set_value(std::move(out)); });
+    REQUIRE(upstream.wait_active(1));
+  }
+  REQUIRE(future.wait_for(0s) == std::future_status::ready);
+  CHECK(future.get().cancelled);
+  CHECK(upstream.wait_active(0));
+}
+
+TEST_CASE("a base URL without /v1 and with a trailing slash reaches /chat/completions", "[openai_client]") {
+  fake_upstream upstream;
+  openai_chat_options options = options_for(upstream);
+  options.base_url = "http://127.0.0.1:" + std::to_string(upstream.port()) + "/"; // no /v1, trailing slash
+  openai_chat_client client(options);
+  auto out = infer(client, simple_request());
+  REQUIRE(out.ok);
+  CHECK(out.reply.content == "ok"); // the fake's built-in default reply
+}
+
+TEST_CASE("a malformed base URL fails without a connection attempt", "[openai_client]") {
+  openai_chat_options options;
+  options.base_url = "ftp://example";
+  openai_chat_client client(options);
+  auto out = infer(client, simple_request());
+  CHECK_FALSE(out.ok);
+  CHECK_FALSE(out.retryable);
+  CHECK(out.error.find("model.base_url") != std::string::npos);
+}
+
+TEST_CASE("an SSE line longer than max_line_bytes fails the call instead of growing", "[openai_client]") {
+  // STYLE: every bound has a key and a test; this one is the client's max_line_bytes.
+  fake_upstream upstream;
+  upstream.script(R"({"replies":[{"content":")" + std::string(600, 'x') + R"("}]})");
+  auto options = options_for(upstream);
+  options.max_line_bytes = 256;
+  openai_chat_client client(options);
+  auto out = infer(client, simple_request());
+  CHECK_FALSE(out.ok);
+  CHECK_FALSE(out.retryable);
+  CHECK(out.error.find("256") != std::string::npos);
+  CHECK(upstream.requests().Size() == 1);
+}
+
+TEST_CASE("a response body longer than max_body_bytes fails the call without a retry", "[openai_client]") {
+  fake_upstream upstream;
+  upstream.script(R"({"default":{"content":")" + std::string(5000, 'y') + R"("}})");
+  auto options = options_for(upstream);
+  options.stream = false;
+  options.max_body_bytes = 1024;
+  openai_chat_client client(options);
+  auto out = infer(client, simple_request());
+  CHECK_FALSE(out.ok);
+  CHECK_FALSE(out.retryable);
+  CHECK(out.error.find("1024") != std::string::npos);
+  CHECK(upstream.requests().Size() == 1);
+}
+
+TEST_CASE("an https URL to a plain-HTTP server fails the TLS handshake without a retry", "[openai_client]") {
+  // Exercises the TLS path (SNI, peer verification) without a certificate: the handshake itself fails.
+  fake_upstream upstream;
+  auto options = options_for(upstream);
+  options.base_url = "https://127.0.0.1:" + std::to_string(upstream.port()) + "/v1";
+  openai_chat_client client(options);
+  auto out = infer(client, simple_request());
+  CHECK_FALSE(out.ok);
+  CHECK_FALSE(out.retryable);
+  CHECK(out.error.find("TLS handshake failed") != std::string::npos);
+  CHECK(upstream.wait_active(0));
+}
+
+TEST_CASE("many concurrent calls on several io threads each complete once", "[openai_client]") {
+  fake_upstream upstream;
+  upstream.script(R"({"default":{"content":"pong","chunk_size":2,"delay_ms":5}})");
+  auto options = options_for(upstream);
+  options.io_threads = 3;
+  openai_chat_client client(options);
+  constexpr int calls = 24;
+  std::vector<std::future<model_outcome>> futures;
+  for (int i = 0; i < calls; ++i) {
+    auto promise = std::make_shared<std::promise<model_outcome>>();
+    futures.push_back(promise->get_future());
+    client.infer(simple_request(i % 2 == 0), [promise](model_outcome out) { promise->set_value(std::move(out)); });
+  }
+  for (auto& f : futures) {
+    REQUIRE(f.wait_for(20s) == std::future_status::ready);
+    auto out = f.get();
+    CHECK(out.ok);
+    CHECK(out.reply.content == "pong");
+  }
+  CHECK(upstream.requests().Size() == calls);
+}
