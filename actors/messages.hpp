@@ -20,6 +20,22 @@ struct run_spec {
   std::string tenant_key;
   std::string user_key;
   protocol::chat_request request;
+  int attempt = 1;            // a reopened chat run counts on (AS-10)
+  int64_t first_sequence = 0; // and continues its event sequence
+};
+
+// A run's stored state; a chat run is stored as a run too (AS-91).
+struct run_record {
+  std::string run_id;
+  std::string run_kind;
+  std::string session_id;
+  std::string tenant_key;
+  std::string user_key;
+  std::string status; // running | completed | failed | cancelled
+  int attempts = 0;
+  int64_t event_count = 0;
+  std::string created_at;
+  std::string updated_at;
 };
 
 // How a run ended; sent to its subscriber after the terminal event.
@@ -53,6 +69,7 @@ struct session_record {
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_spec)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::session_record)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_record)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::tool_outcome)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::agent_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::model_outcome)

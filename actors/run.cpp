@@ -52,6 +52,7 @@ struct run_state {
   std::vector<protocol::tool_schema> visible_tools;
   std::vector<protocol::chat_message> conversation;
   clock::time_point started = clock::now();
+  std::string created_at;
 
   int64_t sequence = 0;
   int step = 0;
@@ -86,7 +87,18 @@ struct run_state {
 
   double since_start_ms() const { return protocol::elapsed_ms(started, clock::now()); }
 
+  void save_run(const std::string& status) {
+    if (!env->store)
+      return;
+    run_record r{spec.run_id, spec.run_kind, spec.request.session_id, spec.tenant_key, spec.user_key, status,
+                 spec.attempt, sequence, created_at, protocol::iso_now()};
+    self->send(env->store, save_run_atom::value, std::move(r));
+  }
+
   void start() {
+    sequence = spec.first_sequence;
+    created_at = protocol::iso_now();
+    save_run("running");
     workspace_dir = protocol::user_workspace_dir(env->workspaces_root, spec.tenant_key, spec.user_key);
     model_name = spec.request.model.value_or(env->default_model);
     if (env->tools)
@@ -112,7 +124,7 @@ struct run_state {
         w.String(t.name);
       w.EndArray();
       w.Key("attempt");
-      w.Int(1);
+      w.Int(spec.attempt);
       w.Key("model");
       w.String(model_name);
       w.Key("timing");
@@ -292,6 +304,7 @@ struct run_state {
 
   void end(std::string status, std::string answer, std::string error) {
     ended = true;
+    save_run(status);
     run_result result{spec.run_id, spec.request.session_id, status, answer, std::move(error),
                       since_start_ms(), sequence, citations};
     if (env->store) {
@@ -323,7 +336,7 @@ run_actor::behavior_type run_behavior(run_actor::stateful_pointer<run_state> sel
   st.subscriber = std::move(subscriber);
   return {
     [=](start_atom) {
-      if (self->state.sequence == 0)
+      if (self->state.created_at.empty())
         self->state.start();
     },
     [=](cancel_atom) { self->state.cancel(); },

@@ -63,7 +63,7 @@ protocol::config_result load_config(const cli_options& cli) {
   if (!cli.data_dir.empty())
     c.data_dir = cli.data_dir;
   protocol::finalize(c);
-  if (result.ok()) {
+  if (result.ok() && c.model.provider == "scripted") {
     auto book = protocol::script_book::parse(c.model.script, c.model.scripts);
     if (auto err = std::get_if<std::string>(&book))
       result.errors.push_back(*err);

@@ -29,6 +29,20 @@ constexpr const char* migrations[] = {
       PRIMARY KEY (tenant_key, user_key, session_id)
     );
   )sql",
+  R"sql(
+    CREATE TABLE runs (
+      run_id      TEXT PRIMARY KEY,
+      run_kind    TEXT NOT NULL,
+      session_id  TEXT NOT NULL,
+      tenant_key  TEXT NOT NULL,
+      user_key    TEXT NOT NULL,
+      status      TEXT NOT NULL,
+      attempts    INTEGER NOT NULL,
+      event_count INTEGER NOT NULL,
+      created_at  TEXT NOT NULL,
+      updated_at  TEXT NOT NULL
+    );
+  )sql",
 };
 
 struct db_closer {
@@ -125,6 +139,33 @@ store_actor::behavior_type sqlite_store_behavior(store_actor::pointer self, db_p
                        sqlite3_column_int64(s.get(), 2), column(s.get(), 3), column(s.get(), 4),
                        column(s.get(), 5), column(s.get(), 6)};
       return r;
+    },
+    [db](save_run_atom, const run_record& r) {
+      auto s = prepare(db.get(), R"sql(
+        INSERT INTO runs (run_id, run_kind, session_id, tenant_key, user_key, status, attempts, event_count,
+                          created_at, updated_at)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+        ON CONFLICT (run_id) DO UPDATE SET
+          status = excluded.status, attempts = excluded.attempts, event_count = excluded.event_count,
+          updated_at = excluded.updated_at)sql");
+      for (auto [i, v] : {std::pair{1, &r.run_id}, {2, &r.run_kind}, {3, &r.session_id}, {4, &r.tenant_key},
+                          {5, &r.user_key}, {6, &r.status}, {9, &r.created_at}, {10, &r.updated_at}})
+        bind(s.get(), i, *v);
+      sqlite3_bind_int(s.get(), 7, r.attempts);
+      sqlite3_bind_int64(s.get(), 8, r.event_count);
+      if (sqlite3_step(s.get()) != SQLITE_DONE)
+        spdlog::error("store: saving run {} failed: {}", r.run_id, sqlite3_errmsg(db.get()));
+    },
+    [db](get_run_atom, const std::string& run_id) -> caf::result<run_record> {
+      auto s = prepare(db.get(), R"sql(
+        SELECT run_kind, session_id, tenant_key, user_key, status, attempts, event_count, created_at, updated_at
+        FROM runs WHERE run_id = ?1)sql");
+      bind(s.get(), 1, run_id);
+      if (sqlite3_step(s.get()) != SQLITE_ROW)
+        return make_error(errc::not_found, "Run not found");
+      return run_record{run_id, column(s.get(), 0), column(s.get(), 1), column(s.get(), 2), column(s.get(), 3),
+                        column(s.get(), 4), sqlite3_column_int(s.get(), 5), sqlite3_column_int64(s.get(), 6),
+                        column(s.get(), 7), column(s.get(), 8)};
     },
   };
 }

@@ -36,7 +36,7 @@ struct model_config {
   int max_retries = 2;
   bool stream = true;
   int64_t max_tokens = 4096;
-  std::string script = "[]";  // the scripted model's default script: JSON array of turns
+  std::string script = R"([{"content":"You asked: {{query}}"}])"; // the scripted model's default script
   std::string scripts = "{}"; // named scripts, chosen with model "scripted:<name>"
 };
 
