@@ -17,17 +17,6 @@ namespace {
 using clock = std::chrono::steady_clock;
 using protocol::json::writer;
 
-// Builds a JSON object text with a writer, for event metadata.
-template <class F>
-std::string json_object(F&& fill) {
-  rapidjson::StringBuffer buf;
-  writer w(buf);
-  w.StartObject();
-  fill(w);
-  w.EndObject();
-  return std::string(buf.GetString(), buf.GetSize());
-}
-
 void write_usage(writer& w, const protocol::token_usage& u) {
   w.StartObject();
   w.Key("prompt_tokens");
@@ -109,7 +98,7 @@ struct run_state {
     conversation.push_back(protocol::text_message("user", spec.request.query));
 
     auto e = make_event("session_start", spec.request.query);
-    e.metadata = json_object([&](writer& w) {
+    e.metadata = protocol::json::object([&](writer& w) {
       w.Key("skills");
       w.StartArray();
       w.EndArray();
@@ -179,14 +168,14 @@ struct run_state {
       e.tool_name = c.name;
       e.tool_args = c.arguments;
       e.tool_call_id = c.id;
-      e.metadata = json_object([&](writer& w) {
+      e.metadata = protocol::json::object([&](writer& w) {
         w.Key("call_id");
         w.String(c.id);
       });
       emit(std::move(e));
     }
     auto end = make_event("step_end", reply.content);
-    end.metadata = json_object([&](writer& w) {
+    end.metadata = protocol::json::object([&](writer& w) {
       w.Key("step");
       w.Int(step);
       w.Key("has_tool_calls");
@@ -242,7 +231,7 @@ struct run_state {
     e.tool_call_id = c.id;
     e.duration_ms = duration_ms;
     e.cited_source_ids = std::move(cited);
-    e.metadata = json_object([&](writer& w) {
+    e.metadata = protocol::json::object([&](writer& w) {
       w.Key("duration_ms");
       w.Double(duration_ms);
       w.Key("decision_level");
@@ -264,7 +253,7 @@ struct run_state {
   void finish_completed(std::string answer, const char* stop_reason) {
     auto e = make_event("session_end", answer);
     e.cited_source_ids = citations;
-    e.metadata = json_object([&](writer& w) {
+    e.metadata = protocol::json::object([&](writer& w) {
       w.Key("stop_reason");
       w.String(stop_reason);
       w.Key("status");
@@ -284,7 +273,7 @@ struct run_state {
   void fail(std::string message, const char* error_type) {
     auto e = make_event("error", message);
     e.duration_ms = since_start_ms();
-    e.metadata = json_object([&](writer& w) {
+    e.metadata = protocol::json::object([&](writer& w) {
       w.Key("error_type");
       w.String(error_type);
     });

@@ -26,16 +26,6 @@ http_response agent_error(errc code, std::string_view detail) {
   return json_response(protocol::http_status(code), protocol::error_body(protocol::dialect::agent, code, detail));
 }
 
-template <class F>
-std::string json_object(F&& fill) {
-  rapidjson::StringBuffer buf;
-  writer w(buf);
-  w.StartObject();
-  fill(w);
-  w.EndObject();
-  return std::string(buf.GetString(), buf.GetSize());
-}
-
 struct shared_context {
   caf::actor_system* sys;
   run_registry_actor registry;
@@ -82,7 +72,7 @@ void open_stream(caf::stateful_actor<chat_relay_state>* self) {
 }
 
 std::string summary_json(const chat_relay_state& st, const run_result& r) {
-  return json_object([&](writer& w) {
+  return protocol::json::object([&](writer& w) {
     w.Key("type");
     w.String(r.error.empty() ? "chat.completion" : "error");
     w.Key("run_id");
@@ -240,7 +230,7 @@ void handle_chat(const std::shared_ptr<shared_context>& ctx, http_request& req,
 }
 
 std::string health_json() {
-  return json_object([](writer& w) {
+  return protocol::json::object([](writer& w) {
     w.Key("status");
     w.String("healthy");
     w.Key("agent_ready");
@@ -254,7 +244,7 @@ std::string health_json() {
 
 std::string ready_json(const shared_context& ctx) {
   auto& c = ctx.info.config;
-  return json_object([&](writer& w) {
+  return protocol::json::object([&](writer& w) {
     w.Key("status");
     w.String("ready");
     w.Key("agent_ready");
@@ -307,7 +297,7 @@ std::string ready_json(const shared_context& ctx) {
 }
 
 std::string tools_json(const shared_context& ctx) {
-  return json_object([&](writer& w) {
+  return protocol::json::object([&](writer& w) {
     w.Key("tools");
     w.StartArray();
     for (auto& t : ctx.info.tools)
@@ -334,7 +324,7 @@ std::string tools_json(const shared_context& ctx) {
 }
 
 std::string root_json(const shared_context& ctx) {
-  return json_object([&](writer& w) {
+  return protocol::json::object([&](writer& w) {
     w.Key("name");
     w.String("troupe");
     w.Key("version");

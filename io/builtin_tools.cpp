@@ -1,6 +1,7 @@
 #include "io/builtin_tools.hpp"
 
 #include "protocol/json.hpp"
+#include "protocol/utf8.hpp"
 #include "protocol/workspace_path.hpp"
 
 #include <algorithm>
@@ -81,34 +82,6 @@ std::string errno_text(int err) {
 
 // ---- text -----------------------------------------------------------------------------------
 
-// Length of the well-formed UTF-8 sequence at s[i], or 0 when none starts there.
-std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
-  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  auto continuation = [&](std::size_t k) { return k < s.size() && (byte(k) & 0xC0) == 0x80; };
-  unsigned char lead = byte(i);
-  if (lead < 0x80)
-    return 1;
-  if (lead >= 0xC2 && lead <= 0xDF)
-    return continuation(i + 1) ? 2 : 0;
-  if (lead >= 0xE0 && lead <= 0xEF) {
-    if (!continuation(i + 1) || !continuation(i + 2))
-      return 0;
-    unsigned char second = byte(i + 1);
-    if ((lead == 0xE0 && second < 0xA0) || (lead == 0xED && second > 0x9F))
-      return 0;
-    return 3;
-  }
-  if (lead >= 0xF0 && lead <= 0xF4) {
-    if (!continuation(i + 1) || !continuation(i + 2) || !continuation(i + 3))
-      return 0;
-    unsigned char second = byte(i + 1);
-    if ((lead == 0xF0 && second < 0x90) || (lead == 0xF4 && second > 0x8F))
-      return 0;
-    return 4;
-  }
-  return 0;
-}
-
 // Tool output goes into JSON for the model and the event stream, so it must be valid UTF-8:
 // every invalid byte becomes U+FFFD, as a lenient decoder would show it. At most `max_chars`
 // characters are kept.
@@ -117,7 +90,7 @@ std::string to_text(std::string_view bytes, std::size_t max_chars = SIZE_MAX) {
   out.reserve(std::min(bytes.size(), max_chars));
   std::size_t chars = 0;
   for (std::size_t i = 0; i < bytes.size() && chars < max_chars; ++chars) {
-    std::size_t len = utf8_sequence_length(bytes, i);
+    std::size_t len = protocol::utf8_sequence_length(bytes, i);
     if (len == 0) {
       out += "\xEF\xBF\xBD";
       ++i;

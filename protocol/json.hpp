@@ -36,4 +36,15 @@ void write_raw(writer& w, std::string_view json_text);
 // Quotes `s` as a JSON string literal.
 std::string quote(std::string_view s);
 
+// The text of a JSON object whose members `fill(writer&)` writes.
+template <class F>
+std::string object(F&& fill) {
+  rapidjson::StringBuffer buf;
+  writer w(buf);
+  w.StartObject();
+  fill(w);
+  w.EndObject();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
 } // namespace troupe::protocol::json

@@ -1,5 +1,7 @@
 #include "protocol/workspace_path.hpp"
 
+#include "protocol/utf8.hpp"
+
 #include <cstddef>
 #include <vector>
 
@@ -10,33 +12,6 @@ namespace {
 bool is_allowed_ascii(unsigned char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
          c == '_' || c == '@' || c == '-';
-}
-
-// Length of the well-formed UTF-8 sequence starting at s[i], or 0 when the byte there does not
-// start one. Lets a multi-byte character count as one character, as the reference does.
-std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
-  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  auto continuation = [&](std::size_t k) { return k < s.size() && (byte(k) & 0xC0) == 0x80; };
-  unsigned char lead = byte(i);
-  if (lead >= 0xC2 && lead <= 0xDF)
-    return continuation(i + 1) ? 2 : 0;
-  if (lead >= 0xE0 && lead <= 0xEF) {
-    if (!continuation(i + 1) || !continuation(i + 2))
-      return 0;
-    unsigned char second = byte(i + 1);
-    if ((lead == 0xE0 && second < 0xA0) || (lead == 0xED && second > 0x9F))
-      return 0; // overlong or surrogate
-    return 3;
-  }
-  if (lead >= 0xF0 && lead <= 0xF4) {
-    if (!continuation(i + 1) || !continuation(i + 2) || !continuation(i + 3))
-      return 0;
-    unsigned char second = byte(i + 1);
-    if ((lead == 0xF0 && second < 0x90) || (lead == 0xF4 && second > 0x8F))
-      return 0; // overlong or above U+10FFFF
-    return 4;
-  }
-  return 0;
 }
 
 // The components of an absolute path after lexical normalization; `..` at the root stays there.

@@ -1,0 +1,32 @@
+#include "protocol/utf8.hpp"
+
+namespace troupe::protocol {
+
+std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
+  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  auto continuation = [&](std::size_t k) { return k < s.size() && (byte(k) & 0xC0) == 0x80; };
+  unsigned char lead = byte(i);
+  if (lead < 0x80)
+    return 1;
+  if (lead >= 0xC2 && lead <= 0xDF)
+    return continuation(i + 1) ? 2 : 0;
+  if (lead >= 0xE0 && lead <= 0xEF) {
+    if (!continuation(i + 1) || !continuation(i + 2))
+      return 0;
+    unsigned char second = byte(i + 1);
+    if ((lead == 0xE0 && second < 0xA0) || (lead == 0xED && second > 0x9F))
+      return 0;
+    return 3;
+  }
+  if (lead >= 0xF0 && lead <= 0xF4) {
+    if (!continuation(i + 1) || !continuation(i + 2) || !continuation(i + 3))
+      return 0;
+    unsigned char second = byte(i + 1);
+    if ((lead == 0xF0 && second < 0x90) || (lead == 0xF4 && second > 0x8F))
+      return 0;
+    return 4;
+  }
+  return 0;
+}
+
+} // namespace troupe::protocol

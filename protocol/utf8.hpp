@@ -1,0 +1,13 @@
+// UTF-8 well-formedness, for text that goes into JSON and for counting characters.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace troupe::protocol {
+
+// Length of the well-formed UTF-8 sequence starting at s[i] (1 for ASCII), or 0 when the byte
+// there does not start one (overlong forms, surrogates and values above U+10FFFF included).
+std::size_t utf8_sequence_length(std::string_view s, std::size_t i);
+
+} // namespace troupe::protocol
