@@ -109,10 +109,14 @@ public:
   bool send(std::string frame) override;
   void finish() override;
 
+  // True once respond() was called: a whole answer is on its way and there is nothing to watch.
+  bool responded() const { return responded_.load(); }
+
 private:
   std::shared_ptr<session> session_;
   uint64_t gen_;
   std::atomic<bool> answered_{false};
+  std::atomic<bool> responded_{false};
 };
 
 class session : public std::enable_shared_from_this<session> {
@@ -250,7 +254,8 @@ private:
       ex->respond(json_response(500, protocol::error_body(protocol::dialect_for_path(req.path), errc::internal,
                                                           "Internal server error")));
     }
-    start_watch();
+    if (!ex->responded())
+      start_watch();
   }
 
   void write_response(http_response r) {
@@ -429,6 +434,7 @@ private:
 };
 
 void exchange_impl::respond(http_response response) {
+  responded_ = true;
   if (!answered_.exchange(true))
     session_->respond(gen_, std::move(response));
 }
