@@ -19,6 +19,7 @@ using count_atom = caf::atom_constant<caf::atom("count")>;
 using save_session_atom = caf::atom_constant<caf::atom("save_sess")>;
 using get_session_atom = caf::atom_constant<caf::atom("get_sess")>;
 using save_run_atom = caf::atom_constant<caf::atom("save_run")>;
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
 using get_run_atom = caf::atom_constant<caf::atom("get_run")>;
 
 } // namespace troupe

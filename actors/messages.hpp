@@ -20,6 +20,7 @@ struct run_spec {
   std::string tenant_key;
   std::string user_key;
   protocol::chat_request request;
+  bool caller_named_id = false; // metadata.run_id: it may name a stored run
   int attempt = 1;            // a reopened chat run counts on (AS-10)
   int64_t first_sequence = 0; // and continues its event sequence
 };

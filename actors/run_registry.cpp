@@ -48,7 +48,7 @@ run_registry_behavior(run_registry_actor::stateful_pointer<run_registry_state> s
       auto& st = self->state;
       if (st.live.count(spec.run_id) != 0 || st.reserved.count(spec.run_id) != 0)
         return make_error(errc::conflict, "Run already exists");
-      if (!st.env->store)
+      if (!st.env->store || !spec.caller_named_id) // a fresh UUID names no stored run
         return start(self, std::move(spec), std::move(subscriber));
       // A stored terminal chat run with this id reopens (AS-10); the id is reserved meanwhile so a
       // concurrent request for it is refused.

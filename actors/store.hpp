@@ -17,6 +17,8 @@ using store_actor = caf::typed_actor<
   // Upserts a run's record (created_at is kept from the first save).
   caf::reacts_to<save_run_atom, run_record>,
   // The stored record of a run; not_found when there is none.
-  caf::replies_to<get_run_atom, std::string>::with<run_record>>;
+  caf::replies_to<get_run_atom, std::string>::with<run_record>,
+  // Commits the writes received so far in one transaction (sent by the store to itself).
+  caf::reacts_to<flush_atom>>;
 
 } // namespace troupe

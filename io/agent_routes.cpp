@@ -217,6 +217,7 @@ void handle_chat(const std::shared_ptr<shared_context>& ctx, http_request& req,
   auto& chat = std::get<protocol::chat_request>(parsed);
   run_spec spec;
   spec.run_id = chat.run_id.empty() ? protocol::uuid4() : chat.run_id;
+  spec.caller_named_id = !chat.run_id.empty();
   // AS-4: body, then header, then "anonymous"; the tenant is explicit, else the user key's prefix.
   spec.user_key = !chat.user_key.empty() ? chat.user_key
                   : !req.header("x-fastreact-user-key").empty() ? req.header("x-fastreact-user-key")

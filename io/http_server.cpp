@@ -13,7 +13,10 @@
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cctype>
 #include <chrono>
 #include <deque>
@@ -358,9 +361,17 @@ private:
       }
       if (self->phase_ == phase::closed || self->phase_ == phase::reading)
         return;
-      beast::error_code avail_ec;
-      if (ec || self->stream_.socket().available(avail_ec) == 0)
+      if (ec) {
         self->client_gone();
+        return;
+      }
+      // Readiness can be reported spuriously: only end-of-stream or an error means the client left.
+      char byte;
+      auto n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        self->client_gone();
+      else if (n < 0)
+        self->start_watch();
       // else: the client pipelined its next request; it is read once this answer is done
     });
   }

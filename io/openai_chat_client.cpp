@@ -144,7 +144,7 @@ public:
       deadline_(strand_), backoff_(strand_), done_(std::move(done)), chunk_(read_chunk_bytes) {
     streamed_ = owner.options_.stream && request.stream;
     request.stream = streamed_;
-    body_ = protocol::encode_chat_request(request);
+    build_request(protocol::encode_chat_request(request));
   }
 
   void start() {
@@ -153,7 +153,6 @@ public:
         return;
       if (!self->owner_.url_.error.empty())
         return self->finish(failure(self->owner_.url_.error, 0, false));
-      self->build_request();
       self->start_attempt();
     });
   }
@@ -169,7 +168,7 @@ public:
   }
 
 private:
-  void build_request() {
+  void build_request(std::string body) {
     const auto& opts = owner_.options_;
     req_.method(http::verb::post);
     req_.target(owner_.url_.target);
@@ -180,7 +179,7 @@ private:
     req_.set(http::field::accept, streamed_ ? "text/event-stream" : "application/json");
     if (!opts.api_key.empty())
       req_.set(http::field::authorization, "Bearer " + opts.api_key);
-    req_.body() = std::move(body_);
+    req_.body() = std::move(body);
     req_.prepare_payload();
   }
 
@@ -188,6 +187,7 @@ private:
   void start_attempt() {
     ++attempt_;
     timed_out_ = false;
+    status_ = 0;
     tcp_.reset();
     tls_.reset();
     buffer_.clear();
@@ -221,13 +221,13 @@ private:
     }
     resolver_.async_resolve(
       owner_.url_.host, owner_.url_.port,
-      [self = shared_from_this(), gen = attempt_](beast::error_code ec, tcp::resolver::results_type results) {
+      [self = shared_from_this(), gen = attempt_](beast::error_code ec, tcp::resolver::results_type found) {
         if (self->stale(gen))
           return;
         if (ec)
           return self->transport_failure("cannot resolve host", ec);
         self->tcp_.emplace(self->strand_);
-        self->tcp_->async_connect(results, [self, gen](beast::error_code ec, const tcp::endpoint&) {
+        self->tcp_->async_connect(found, [self, gen](beast::error_code ec, const tcp::endpoint&) {
           self->on_connect(gen, ec);
         });
       });
@@ -248,48 +248,50 @@ private:
     tls_.emplace(std::move(*tcp_), owner_.ssl_ctx_);
     tcp_.reset();
     const auto& host = owner_.url_.host;
-    if (!SSL_set_tlsext_host_name(tls_->native_handle(), host.c_str())) {
+    beast::error_code not_ip;
+    net::ip::make_address(host, not_ip);
+    // SNI names a host; RFC 6066 forbids sending a literal address.
+    if (not_ip && !SSL_set_tlsext_host_name(tls_->native_handle(), host.c_str())) {
       beast::error_code ec{static_cast<int>(::ERR_get_error()), net::error::get_ssl_category()};
       return transport_failure("cannot set TLS server name", ec);
     }
     tls_->set_verify_mode(ssl::verify_peer);
     tls_->set_verify_callback(ssl::host_name_verification(host));
-    tls_->async_handshake(ssl::stream_base::client, [self = shared_from_this(), gen = attempt_](beast::error_code ec) {
+    auto on_handshake = [self = shared_from_this(), gen = attempt_](beast::error_code ec) {
       if (self->stale(gen))
         return;
       if (ec)
         return self->transport_failure("TLS handshake failed", ec);
       self->write();
-    });
+    };
+    tls_->async_handshake(ssl::stream_base::client, std::move(on_handshake));
   }
 
   void write() {
-    with_stream([&](auto& stream) {
-      http::async_write(stream, req_, [self = shared_from_this(), gen = attempt_](beast::error_code ec, std::size_t) {
-        if (self->stale(gen))
-          return;
-        if (ec)
-          return self->transport_failure("cannot send the request", ec);
-        self->read_header();
-      });
-    });
+    auto on_write = [self = shared_from_this(), gen = attempt_](beast::error_code ec, std::size_t) {
+      if (self->stale(gen))
+        return;
+      if (ec)
+        return self->transport_failure("cannot send the request", ec);
+      self->read_header();
+    };
+    with_stream([&](auto& stream) { http::async_write(stream, req_, std::move(on_write)); });
   }
 
   void read_header() {
-    with_stream([&](auto& stream) {
-      http::async_read_header(stream, buffer_, *parser_, [self = shared_from_this(), gen = attempt_](beast::error_code ec, std::size_t) {
-        if (self->stale(gen))
-          return;
-        if (ec)
-          return self->transport_failure("no response", ec);
-        self->on_header();
-      });
-    });
+    auto header_read = [self = shared_from_this(), gen = attempt_](beast::error_code ec, std::size_t) {
+      if (self->stale(gen))
+        return;
+      if (ec)
+        return self->transport_failure("no response", ec);
+      self->on_header();
+    };
+    with_stream([&](auto& stream) { http::async_read_header(stream, buffer_, *parser_, std::move(header_read)); });
   }
 
   void on_header() {
     const auto& head = parser_->get();
-    status_ = head.result_int();
+    status_ = static_cast<int>(head.result_int());
     auto type = head[http::field::content_type];
     sse_body_ = status_ / 100 == 2 && type.find("text/event-stream") != beast::string_view::npos;
     if (parser_->is_done()) { // no body at all: reading on would wait for bytes that never come
@@ -306,21 +308,16 @@ private:
 
   void read_body() {
     reset_chunk();
-    with_stream([&](auto& stream) {
-      http::async_read_some(stream, buffer_, *parser_, [self = shared_from_this(), gen = attempt_](beast::error_code ec, std::size_t) {
-        if (self->stale(gen))
-          return;
-        if (ec == http::error::need_buffer)
-          ec = {};
-        if (ec == http::error::body_limit) // a bound, not a transient failure: do not retry
-          return self->finish(failure(self->url_text() + ": response body longer than " +
-                                        std::to_string(self->owner_.options_.max_body_bytes) + " bytes",
-                                      self->status_, false));
-        if (ec)
-          return self->transport_failure("response interrupted", ec);
-        self->on_body();
-      });
-    });
+    auto on_read = [self = shared_from_this(), gen = attempt_](beast::error_code ec, std::size_t) {
+      if (self->stale(gen))
+        return;
+      if (ec == http::error::need_buffer) // the chunk buffer is full: consume it, then read on
+        ec = {};
+      if (ec)
+        return self->transport_failure("response interrupted", ec);
+      self->on_body();
+    };
+    with_stream([&](auto& stream) { http::async_read_some(stream, buffer_, *parser_, std::move(on_read)); });
   }
 
   void on_body() {
@@ -370,6 +367,15 @@ private:
   }
 
   void transport_failure(const char* what, beast::error_code ec) {
+    // A bound hit is not transient: the same reply would hit it again.
+    if (ec == http::error::body_limit)
+      return finish(failure(url_text() + ": response body longer than " +
+                              std::to_string(owner_.options_.max_body_bytes) + " bytes",
+                            status_, false));
+    if (ec == http::error::header_limit)
+      return finish(failure(url_text() + ": response header longer than " +
+                              std::to_string(header_limit_bytes) + " bytes",
+                            status_, false));
     if (timed_out_)
       return retry_or_finish(failure(url_text() + ": timed out after " +
                                        std::to_string(owner_.options_.timeout_seconds) + " s",
@@ -454,7 +460,6 @@ private:
   net::steady_timer backoff_;
   completion done_;
   bool streamed_ = true;
-  std::string body_;
   http::request<http::string_body> req_;
 
   uint64_t attempt_ = 0;
@@ -465,7 +470,7 @@ private:
   beast::flat_buffer buffer_;
   std::optional<http::response_parser<http::buffer_body>> parser_;
   std::vector<char> chunk_;
-  unsigned status_ = 0;
+  int status_ = 0;
   bool sse_body_ = false;
   std::string plain_body_;
   std::optional<protocol::sse_parser> sse_;

@@ -6,7 +6,9 @@
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
+#include <functional>
 #include <memory>
+#include <vector>
 
 namespace troupe::io {
 
@@ -101,33 +103,86 @@ std::string migrate(sqlite3* db) {
   return {};
 }
 
-store_actor::behavior_type sqlite_store_behavior(store_actor::pointer self, db_ptr db) {
-  (void) self;
+// Writes are grouped: each one joins a batch and the first one of a batch queues a flush behind
+// whatever else is already in the mailbox, so one transaction (one fsync) covers all of them. Reads
+// flush first, so they always see every write sent before them.
+struct store_state {
+  static inline const char* name = "sqlite_store";
+  db_ptr db;
+  std::vector<std::function<void(sqlite3*)>> batch;
+
+  void flush() {
+    if (batch.empty())
+      return;
+    auto raw = db.get();
+    exec(raw, "BEGIN IMMEDIATE");
+    for (auto& write : batch)
+      write(raw);
+    if (auto err = exec(raw, "COMMIT"); !err.empty()) {
+      spdlog::error("store: commit of {} writes failed: {}", batch.size(), err);
+      exec(raw, "ROLLBACK");
+    }
+    batch.clear();
+  }
+};
+
+void save_session(sqlite3* db, const session_record& r) {
+  auto s = prepare(db, R"sql(
+    INSERT INTO sessions (tenant_key, user_key, session_id, created_at, updated_at, run_count,
+                          last_run_id, last_status, last_query, last_answer)
+    VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9)
+    ON CONFLICT (tenant_key, user_key, session_id) DO UPDATE SET
+      updated_at = excluded.updated_at, run_count = run_count + 1, last_run_id = excluded.last_run_id,
+      last_status = excluded.last_status, last_query = excluded.last_query,
+      last_answer = excluded.last_answer)sql");
+  for (auto [i, v] : {std::pair{1, &r.tenant_key}, {2, &r.user_key}, {3, &r.session_id}, {4, &r.created_at},
+                      {5, &r.updated_at}, {6, &r.last_run_id}, {7, &r.last_status}, {8, &r.last_query},
+                      {9, &r.last_answer}})
+    bind(s.get(), i, *v);
+  if (sqlite3_step(s.get()) != SQLITE_DONE)
+    spdlog::error("store: saving session {} failed: {}", r.session_id, sqlite3_errmsg(db));
+}
+
+void save_run(sqlite3* db, const run_record& r) {
+  auto s = prepare(db, R"sql(
+    INSERT INTO runs (run_id, run_kind, session_id, tenant_key, user_key, status, attempts, event_count,
+                      created_at, updated_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+    ON CONFLICT (run_id) DO UPDATE SET
+      status = excluded.status, attempts = excluded.attempts, event_count = excluded.event_count,
+      updated_at = excluded.updated_at)sql");
+  for (auto [i, v] : {std::pair{1, &r.run_id}, {2, &r.run_kind}, {3, &r.session_id}, {4, &r.tenant_key},
+                      {5, &r.user_key}, {6, &r.status}, {9, &r.created_at}, {10, &r.updated_at}})
+    bind(s.get(), i, *v);
+  sqlite3_bind_int(s.get(), 7, r.attempts);
+  sqlite3_bind_int64(s.get(), 8, r.event_count);
+  if (sqlite3_step(s.get()) != SQLITE_DONE)
+    spdlog::error("store: saving run {} failed: {}", r.run_id, sqlite3_errmsg(db));
+}
+
+store_actor::behavior_type sqlite_store_behavior(store_actor::stateful_pointer<store_state> self, db_ptr db) {
+  self->state.db = std::move(db);
+  auto enqueue = [self](std::function<void(sqlite3*)> write) {
+    if (self->state.batch.empty())
+      self->send(self, flush_atom::value);
+    self->state.batch.push_back(std::move(write));
+  };
+  // Nothing sent to the store may be lost when it is told to stop.
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    self->state.flush();
+    self->quit(msg.reason);
+  });
   return {
-    [db](save_session_atom, const session_record& r) {
-      auto s = prepare(db.get(), R"sql(
-        INSERT INTO sessions (tenant_key, user_key, session_id, created_at, updated_at, run_count,
-                              last_run_id, last_status, last_query, last_answer)
-        VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9)
-        ON CONFLICT (tenant_key, user_key, session_id) DO UPDATE SET
-          updated_at = excluded.updated_at, run_count = run_count + 1, last_run_id = excluded.last_run_id,
-          last_status = excluded.last_status, last_query = excluded.last_query,
-          last_answer = excluded.last_answer)sql");
-      bind(s.get(), 1, r.tenant_key);
-      bind(s.get(), 2, r.user_key);
-      bind(s.get(), 3, r.session_id);
-      bind(s.get(), 4, r.created_at);
-      bind(s.get(), 5, r.updated_at);
-      bind(s.get(), 6, r.last_run_id);
-      bind(s.get(), 7, r.last_status);
-      bind(s.get(), 8, r.last_query);
-      bind(s.get(), 9, r.last_answer);
-      if (sqlite3_step(s.get()) != SQLITE_DONE)
-        spdlog::error("store: saving session {} failed: {}", r.session_id, sqlite3_errmsg(db.get()));
+    [=](save_session_atom, session_record& r) {
+      enqueue([r = std::move(r)](sqlite3* db) { save_session(db, r); });
     },
-    [db](get_session_atom, const std::string& tenant, const std::string& user,
-         const std::string& session) -> caf::result<session_record> {
-      auto s = prepare(db.get(), R"sql(
+    [=](save_run_atom, run_record& r) { enqueue([r = std::move(r)](sqlite3* db) { save_run(db, r); }); },
+    [=](flush_atom) { self->state.flush(); },
+    [=](get_session_atom, const std::string& tenant, const std::string& user,
+        const std::string& session) -> caf::result<session_record> {
+      self->state.flush();
+      auto db = self->state.db.get();
+      auto s = prepare(db, R"sql(
         SELECT created_at, updated_at, run_count, last_run_id, last_status, last_query, last_answer
         FROM sessions WHERE tenant_key = ?1 AND user_key = ?2 AND session_id = ?3)sql");
       bind(s.get(), 1, tenant);
@@ -135,29 +190,14 @@ store_actor::behavior_type sqlite_store_behavior(store_actor::pointer self, db_p
       bind(s.get(), 3, session);
       if (sqlite3_step(s.get()) != SQLITE_ROW)
         return make_error(errc::not_found, "Session not found");
-      session_record r{tenant, user, session, column(s.get(), 0), column(s.get(), 1),
-                       sqlite3_column_int64(s.get(), 2), column(s.get(), 3), column(s.get(), 4),
-                       column(s.get(), 5), column(s.get(), 6)};
-      return r;
+      return session_record{tenant, user, session, column(s.get(), 0), column(s.get(), 1),
+                            sqlite3_column_int64(s.get(), 2), column(s.get(), 3), column(s.get(), 4),
+                            column(s.get(), 5), column(s.get(), 6)};
     },
-    [db](save_run_atom, const run_record& r) {
-      auto s = prepare(db.get(), R"sql(
-        INSERT INTO runs (run_id, run_kind, session_id, tenant_key, user_key, status, attempts, event_count,
-                          created_at, updated_at)
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-        ON CONFLICT (run_id) DO UPDATE SET
-          status = excluded.status, attempts = excluded.attempts, event_count = excluded.event_count,
-          updated_at = excluded.updated_at)sql");
-      for (auto [i, v] : {std::pair{1, &r.run_id}, {2, &r.run_kind}, {3, &r.session_id}, {4, &r.tenant_key},
-                          {5, &r.user_key}, {6, &r.status}, {9, &r.created_at}, {10, &r.updated_at}})
-        bind(s.get(), i, *v);
-      sqlite3_bind_int(s.get(), 7, r.attempts);
-      sqlite3_bind_int64(s.get(), 8, r.event_count);
-      if (sqlite3_step(s.get()) != SQLITE_DONE)
-        spdlog::error("store: saving run {} failed: {}", r.run_id, sqlite3_errmsg(db.get()));
-    },
-    [db](get_run_atom, const std::string& run_id) -> caf::result<run_record> {
-      auto s = prepare(db.get(), R"sql(
+    [=](get_run_atom, const std::string& run_id) -> caf::result<run_record> {
+      self->state.flush();
+      auto db = self->state.db.get();
+      auto s = prepare(db, R"sql(
         SELECT run_kind, session_id, tenant_key, user_key, status, attempts, event_count, created_at, updated_at
         FROM runs WHERE run_id = ?1)sql");
       bind(s.get(), 1, run_id);
