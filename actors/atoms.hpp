@@ -20,6 +20,13 @@ using save_session_atom = caf::atom_constant<caf::atom("save_sess")>;
 using get_session_atom = caf::atom_constant<caf::atom("get_sess")>;
 using save_run_atom = caf::atom_constant<caf::atom("save_run")>;
 using flush_atom = caf::atom_constant<caf::atom("flush")>;
+using mcp_call_atom = caf::atom_constant<caf::atom("mcp_call")>;
+using mcp_message_atom = caf::atom_constant<caf::atom("mcp_msg")>;
+using mcp_closed_atom = caf::atom_constant<caf::atom("mcp_closed")>;
+using status_atom = caf::atom_constant<caf::atom("status")>;
+using restart_atom = caf::atom_constant<caf::atom("restart")>;
+using start_timeout_atom = caf::atom_constant<caf::atom("start_tmo")>;
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
 using get_run_atom = caf::atom_constant<caf::atom("get_run")>;
 
 } // namespace troupe

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include "protocol/mcp.hpp"
+
 #include <functional>
 #include <map>
 #include <optional>
@@ -52,11 +54,17 @@ struct exec_config {
   std::map<std::string, std::string> env;
 };
 
+struct mcp_config {
+  std::vector<mcp_server_config> servers;
+  double call_timeout_seconds = 120; // per server: timeout_seconds (AS-64)
+};
+
 struct config {
   service_config service;
   model_config model;
   react_config react;
   exec_config exec;
+  mcp_config mcp;
   std::string data_dir = "./var";
   std::string store_path;       // default <data_dir>/troupe.db
   std::string workspaces_root;  // default <data_dir>/workspaces

@@ -1,0 +1,524 @@
+#include "protocol/mcp.hpp"
+
+#include "protocol/json.hpp"
+
+#include <rapidjson/error/en.h>
+
+#include <cmath>
+#include <set>
+
+namespace troupe::protocol {
+
+namespace {
+
+// The JSON text of a value that was there, short enough for one error line.
+std::string describe(const json::value& v) {
+  auto text = json::serialize(v);
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+bool is_blank(std::string_view s) {
+  return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
+
+bool is_name_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+// ^[A-Za-z0-9][A-Za-z0-9_-]*$: the server part of `{server}_{tool}`, which must stay a function name.
+bool is_server_name(std::string_view s) {
+  if (s.empty() || s.front() == '_' || s.front() == '-')
+    return false;
+  for (char c : s)
+    if (!is_name_char(c))
+      return false;
+  return true;
+}
+
+bool has_http_scheme(std::string_view url) {
+  for (std::string_view scheme : {"http://", "https://"})
+    if (url.substr(0, scheme.size()) == scheme)
+      return url.size() > scheme.size() && url.find_first_of("/?#", scheme.size()) != scheme.size();
+  return false;
+}
+
+// Reads the members of one mcp.servers[] entry, recording an error that names the path of each bad one.
+class entry_reader {
+public:
+  entry_reader(const json::value& obj, std::string path, std::vector<std::string>& errors)
+    : obj_(obj), path_(std::move(path)), errors_(errors) {}
+
+  // The member, or nullptr when absent or null (null means "use the default", as in the config).
+  const json::value* find(const char* key) const {
+    auto v = json::member(obj_, key);
+    return v && !v->IsNull() ? v : nullptr;
+  }
+
+  std::string path_of(const char* key) const { return path_ + "." + key; }
+
+  void fail(const char* key, const std::string& expected, const json::value& got) {
+    errors_.push_back(path_of(key) + ": " + expected + ", got " + describe(got));
+  }
+
+  void error(const char* key, const std::string& text) { errors_.push_back(path_of(key) + ": " + text); }
+
+  // True when the member is present and a string; a wrong type is an error.
+  bool string(const char* key, std::string& into) {
+    auto v = find(key);
+    if (!v)
+      return false;
+    if (!v->IsString()) {
+      fail(key, "expected a string", *v);
+      return false;
+    }
+    into.assign(v->GetString(), v->GetStringLength());
+    return true;
+  }
+
+  void one_of(const char* key, std::string& into, std::initializer_list<const char*> allowed) {
+    auto v = find(key);
+    if (!v)
+      return;
+    std::string expected = "expected one of ";
+    bool first = true;
+    for (auto a : allowed) {
+      if (v->IsString() && std::string_view(v->GetString(), v->GetStringLength()) == a) {
+        into = a;
+        return;
+      }
+      expected += (first ? "" : ", ") + std::string(a);
+      first = false;
+    }
+    fail(key, expected, *v);
+  }
+
+  // A finite number of seconds, >= 0 or > 0. True when the member is present and valid.
+  bool seconds(const char* key, double& into, bool zero_allowed) {
+    auto v = find(key);
+    if (!v)
+      return false;
+    if (v->IsNumber() && std::isfinite(v->GetDouble()) && (zero_allowed ? v->GetDouble() >= 0 : v->GetDouble() > 0)) {
+      into = v->GetDouble();
+      return true;
+    }
+    fail(key, zero_allowed ? "expected a number of seconds >= 0" : "expected a number of seconds > 0", *v);
+    return false;
+  }
+
+  void integer(const char* key, int& into, int lo, int hi) {
+    auto v = find(key);
+    if (!v)
+      return;
+    if (v->IsInt64() && v->GetInt64() >= lo && v->GetInt64() <= hi)
+      into = static_cast<int>(v->GetInt64());
+    else
+      fail(key, "expected an integer " + std::to_string(lo) + ".." + std::to_string(hi), *v);
+  }
+
+  void strings(const char* key, std::vector<std::string>& into) {
+    auto v = find(key);
+    if (!v)
+      return;
+    if (!v->IsArray()) {
+      fail(key, "expected an array of strings", *v);
+      return;
+    }
+    into.clear();
+    for (rapidjson::SizeType i = 0; i < v->Size(); ++i) {
+      auto& item = (*v)[i];
+      if (item.IsString())
+        into.emplace_back(item.GetString(), item.GetStringLength());
+      else
+        errors_.push_back(path_of(key) + "[" + std::to_string(i) + "]: expected a string, got " + describe(item));
+    }
+  }
+
+  void string_map(const char* key, std::map<std::string, std::string>& into) {
+    auto v = find(key);
+    if (!v)
+      return;
+    if (!v->IsObject()) {
+      fail(key, "expected an object of strings", *v);
+      return;
+    }
+    into.clear();
+    for (auto& m : v->GetObject()) {
+      std::string name(m.name.GetString(), m.name.GetStringLength());
+      if (m.value.IsString())
+        into[name].assign(m.value.GetString(), m.value.GetStringLength());
+      else
+        errors_.push_back(path_of(key) + "." + name + ": expected a string, got " + describe(m.value));
+    }
+  }
+
+private:
+  const json::value& obj_;
+  std::string path_;
+  std::vector<std::string>& errors_;
+};
+
+// An upper bound that keeps a typo from asking for millions of child processes.
+constexpr int max_instances_limit = 100000;
+
+void write_header(json::writer& w) {
+  w.Key("jsonrpc");
+  w.String("2.0");
+}
+
+void write_id(json::writer& w, int64_t id) {
+  w.Key("id");
+  w.Int64(id);
+}
+
+void write_string(json::writer& w, const char* key, std::string_view value) {
+  w.Key(key);
+  w.String(value.data(), static_cast<rapidjson::SizeType>(value.size()));
+}
+
+// An id that is an integer, or a string of digits that fits one.
+std::optional<int64_t> integer_id(const json::value& id) {
+  if (id.IsInt64())
+    return id.GetInt64();
+  if (!id.IsString() || id.GetStringLength() == 0 || id.GetStringLength() > 18)
+    return std::nullopt; // 18 digits always fit an int64_t
+  int64_t n = 0;
+  for (rapidjson::SizeType i = 0; i < id.GetStringLength(); ++i) {
+    char c = id.GetString()[i];
+    if (c < '0' || c > '9')
+      return std::nullopt;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+jsonrpc_message invalid(std::string why) {
+  jsonrpc_message m;
+  m.type = jsonrpc_message::kind::invalid;
+  m.error = std::move(why);
+  return m;
+}
+
+std::string error_text(const json::value& error) {
+  if (!error.IsObject())
+    return "malformed error " + describe(error);
+  auto message = json::get_string(error, "message");
+  if (message.empty())
+    message = "unknown error";
+  auto code = json::member(error, "code");
+  if (code && code->IsInt64())
+    message += " (code " + std::to_string(code->GetInt64()) + ")";
+  return message;
+}
+
+} // namespace
+
+std::vector<std::string> parse_mcp_servers(std::string_view json_array_text, std::vector<mcp_server_config>& out) {
+  std::vector<std::string> errors;
+  const std::string root = "mcp.servers";
+  if (is_blank(json_array_text))
+    return errors;
+  json::document doc;
+  doc.Parse(json_array_text.data(), json_array_text.size());
+  if (doc.HasParseError()) {
+    errors.push_back(root + ": invalid JSON at offset " + std::to_string(doc.GetErrorOffset()) + " ("
+                     + rapidjson::GetParseError_En(doc.GetParseError()) + ")");
+    return errors;
+  }
+  if (doc.IsNull())
+    return errors;
+  if (!doc.IsArray()) {
+    errors.push_back(root + ": expected an array of server objects, got " + describe(doc));
+    return errors;
+  }
+  std::set<std::string> names;
+  for (rapidjson::SizeType i = 0; i < doc.Size(); ++i) {
+    auto path = root + "[" + std::to_string(i) + "]";
+    auto& entry = doc[i];
+    if (!entry.IsObject()) {
+      errors.push_back(path + ": expected an object, got " + describe(entry));
+      continue;
+    }
+    auto before = errors.size();
+    mcp_server_config c;
+    entry_reader r(entry, path, errors);
+    if (!r.find("name"))
+      r.error("name", "required: letters, digits, _ and -, starting with a letter or digit");
+    else if (r.string("name", c.name)) {
+      if (!is_server_name(c.name))
+        r.fail("name", "expected letters, digits, _ and -, starting with a letter or digit", *r.find("name"));
+      else if (!names.insert(c.name).second)
+        r.error("name", "duplicate server name " + json::quote(c.name));
+    }
+    r.one_of("transport", c.transport, {"stdio", "http"});
+    bool command_given = r.string("command", c.command);
+    r.strings("args", c.args);
+    r.string_map("env", c.env);
+    if (r.string("url", c.url) && !has_http_scheme(c.url))
+      r.fail("url", "expected a URL starting with http:// or https://", *r.find("url"));
+    r.one_of("isolation", c.isolation, {"shared", "per_user", "lazy_per_user"});
+    r.seconds("idle_timeout", c.idle_timeout, true);
+    r.integer("max_instances", c.max_instances, 1, max_instances_limit);
+    if (double timeout = 0; r.seconds("timeout_seconds", timeout, false))
+      c.timeout_seconds = timeout;
+    r.string("description", c.description);
+
+    // What each transport needs; a member that is there with the wrong type was reported above.
+    if (c.transport == "stdio" && c.command.empty() && (command_given || !r.find("command")))
+      r.error("command", "required for a stdio server: the program to start");
+    if (c.transport == "http" && !r.find("url"))
+      r.error("url", "required for an http server: its http:// or https:// endpoint");
+    if (errors.size() == before)
+      out.push_back(std::move(c));
+  }
+  return errors;
+}
+
+std::string mcp_endpoint_url(std::string_view url) {
+  auto scheme = url.find("://");
+  if (scheme == std::string_view::npos)
+    return std::string(url);
+  auto path = url.find_first_of("/?#", scheme + 3);
+  if (path == std::string_view::npos)
+    return std::string(url) + "/message";
+  auto rest = url.substr(path); // "/", "/mcp", "?q", "/?q", ...
+  if (rest.front() == '/' && rest.size() > 1 && rest[1] != '?' && rest[1] != '#')
+    return std::string(url); // a real path: used as given
+  if (rest.front() == '/')
+    rest.remove_prefix(1);
+  return std::string(url.substr(0, path)) + "/message" + std::string(rest);
+}
+
+std::string mcp_initialize_request(int64_t id) {
+  return mcp_initialize_request(id, mcp_default_client_version);
+}
+
+std::string mcp_initialize_request(int64_t id, std::string_view client_version) {
+  return json::object([&](json::writer& w) {
+    write_header(w);
+    write_id(w, id);
+    write_string(w, "method", "initialize");
+    w.Key("params");
+    w.StartObject();
+    write_string(w, "protocolVersion", mcp_protocol_version);
+    w.Key("capabilities");
+    w.StartObject();
+    w.EndObject();
+    w.Key("clientInfo");
+    w.StartObject();
+    write_string(w, "name", "troupe");
+    write_string(w, "version", client_version);
+    w.EndObject();
+    w.EndObject();
+  });
+}
+
+std::string mcp_initialized_notification() {
+  return json::object([](json::writer& w) {
+    write_header(w);
+    write_string(w, "method", "notifications/initialized");
+  });
+}
+
+std::string mcp_tools_list_request(int64_t id, const std::optional<std::string>& cursor) {
+  return json::object([&](json::writer& w) {
+    write_header(w);
+    write_id(w, id);
+    write_string(w, "method", "tools/list");
+    w.Key("params");
+    w.StartObject();
+    if (cursor && !cursor->empty())
+      write_string(w, "cursor", *cursor);
+    w.EndObject();
+  });
+}
+
+std::string mcp_tools_call_request(int64_t id, std::string_view tool, std::string_view arguments_json) {
+  // Parsed and written again so the message is one line whatever whitespace the model used.
+  json::document args;
+  args.Parse<rapidjson::kParseFullPrecisionFlag>(arguments_json.data(), arguments_json.size());
+  bool usable = !args.HasParseError() && args.IsObject();
+  return json::object([&](json::writer& w) {
+    write_header(w);
+    write_id(w, id);
+    write_string(w, "method", "tools/call");
+    w.Key("params");
+    w.StartObject();
+    write_string(w, "name", tool);
+    w.Key("arguments");
+    if (usable)
+      args.Accept(w);
+    else {
+      w.StartObject();
+      w.EndObject();
+    }
+    w.EndObject();
+  });
+}
+
+std::string mcp_cancelled_notification(int64_t request_id, std::string_view reason) {
+  return json::object([&](json::writer& w) {
+    write_header(w);
+    write_string(w, "method", "notifications/cancelled");
+    w.Key("params");
+    w.StartObject();
+    w.Key("requestId");
+    w.Int64(request_id);
+    if (!reason.empty())
+      write_string(w, "reason", reason);
+    w.EndObject();
+  });
+}
+
+std::string mcp_answer_to_server_request(std::string_view request_line) {
+  auto msg = parse_jsonrpc(request_line);
+  if (msg.type != jsonrpc_message::kind::request)
+    return {};
+  auto doc = json::parse(request_line); // parse_jsonrpc accepted it, so it is an object with an id
+  const json::value& id = *json::member(*doc, "id");
+  return json::object([&](json::writer& w) {
+    write_header(w);
+    w.Key("id");
+    id.Accept(w);
+    if (msg.method == "ping") {
+      w.Key("result");
+      w.StartObject();
+      w.EndObject();
+    } else {
+      w.Key("error");
+      w.StartObject();
+      w.Key("code");
+      w.Int(-32601);
+      write_string(w, "message", "Method not found");
+      w.EndObject();
+    }
+  });
+}
+
+jsonrpc_message parse_jsonrpc(std::string_view line) {
+  if (is_blank(line))
+    return invalid("empty line");
+  // RapidJSON takes a NUL for the end of the text, which would let what follows it through.
+  if (auto nul = line.find('\0'); nul != std::string_view::npos)
+    return invalid("not JSON at offset " + std::to_string(nul) + ": a NUL byte");
+  json::document doc;
+  doc.Parse(line.data(), line.size());
+  if (doc.HasParseError())
+    return invalid("not JSON at offset " + std::to_string(doc.GetErrorOffset()) + ": "
+                   + rapidjson::GetParseError_En(doc.GetParseError()));
+  if (doc.IsArray())
+    return invalid("batches are not supported");
+  if (!doc.IsObject())
+    return invalid("expected a JSON-RPC object, got " + describe(doc));
+
+  auto id = json::member(doc, "id");
+  auto method = json::member(doc, "method");
+  auto result = json::member(doc, "result");
+  auto error = json::member(doc, "error");
+  if (id && !id->IsString() && !id->IsNumber() && !id->IsNull())
+    return invalid("id: expected a string or a number, got " + describe(*id));
+  if (method && !method->IsString())
+    return invalid("method: expected a string, got " + describe(*method));
+
+  jsonrpc_message m;
+  if (id)
+    m.id = integer_id(*id);
+  if (result || error) {
+    if (method)
+      return invalid("a message cannot have both a method and a " + std::string(result ? "result" : "error"));
+    if (result && error)
+      return invalid("a response cannot have both a result and an error");
+    if (!id)
+      return invalid(std::string(result ? "a response" : "an error") + " needs an id");
+    if (result) {
+      if (id->IsNull())
+        return invalid("a response needs an id, got null");
+      m.type = jsonrpc_message::kind::response;
+      m.result = json::serialize(*result);
+    } else {
+      m.type = jsonrpc_message::kind::error; // a null id is allowed: the server could not read ours
+      m.error = error_text(*error);
+    }
+    return m;
+  }
+  if (method) {
+    m.method.assign(method->GetString(), method->GetStringLength());
+    if (!id) {
+      m.type = jsonrpc_message::kind::notification;
+      return m;
+    }
+    if (id->IsNull())
+      return invalid("a request needs an id, got null");
+    m.type = jsonrpc_message::kind::request;
+    return m;
+  }
+  return invalid("neither a request, a notification nor a response: no method, result or error");
+}
+
+mcp_tools_page parse_tools_list(std::string_view result_json) {
+  mcp_tools_page page;
+  auto doc = json::parse(result_json);
+  if (!doc || !doc->IsObject())
+    return page;
+  if (auto tools = json::member(*doc, "tools"); tools && tools->IsArray()) {
+    for (auto& t : tools->GetArray()) {
+      auto name = json::get_string(t, "name");
+      if (name.empty())
+        continue;
+      mcp_tool tool;
+      tool.name = std::move(name);
+      tool.description = json::get_string(t, "description");
+      if (auto schema = json::member(t, "inputSchema"); schema && schema->IsObject())
+        tool.input_schema = json::serialize(*schema);
+      if (auto a = json::member(t, "annotations"); a && a->IsObject()) {
+        tool.read_only = json::get_bool(*a, "readOnlyHint").value_or(tool.read_only);
+        tool.idempotent = json::get_bool(*a, "idempotentHint").value_or(tool.idempotent);
+        tool.destructive = json::get_bool(*a, "destructiveHint").value_or(tool.destructive);
+        tool.open_world = json::get_bool(*a, "openWorldHint").value_or(tool.open_world);
+      }
+      page.tools.push_back(std::move(tool));
+    }
+  }
+  auto cursor = json::get_string(*doc, "nextCursor");
+  if (!cursor.empty())
+    page.next_cursor = std::move(cursor);
+  return page;
+}
+
+std::string mcp_tool_result_text(std::string_view result_json) {
+  auto doc = json::parse(result_json);
+  if (!doc || !doc->IsObject())
+    return "[MCP_ERROR] malformed tools/call result";
+  std::string text;
+  bool any = false;
+  if (auto content = json::member(*doc, "content"); content && content->IsArray()) {
+    for (auto& item : content->GetArray()) {
+      if (any)
+        text += '\n';
+      any = true;
+      auto type = json::get_string(item, "type");
+      auto t = json::member(item, "text");
+      if (type == "text" && t && t->IsString())
+        text.append(t->GetString(), t->GetStringLength());
+      else
+        text += json::serialize(item); // image, audio, resource, resource_link: the model sees the JSON
+    }
+  }
+  if (!any)
+    if (auto structured = json::member(*doc, "structuredContent"); structured && !structured->IsNull())
+      text = json::serialize(*structured);
+  if (json::get_bool(*doc, "isError").value_or(false))
+    return "[MCP_ERROR] " + (text.empty() ? std::string("tool reported an error") : text);
+  return text;
+}
+
+std::string mcp_registered_name(std::string_view server, std::string_view tool) {
+  std::string name;
+  name.reserve(server.size() + 1 + tool.size());
+  name.append(server);
+  name += '_';
+  for (char c : tool)
+    name += is_name_char(c) ? c : '_';
+  return name;
+}
+
+} // namespace troupe::protocol
