@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -167,7 +168,10 @@ struct mcp_server_state {
       return;
     auto& call = it->second;
     if (current != phase::ready) {
+      // Waiting for the server is bounded like an attempt; the negative tag marks the wait.
       waiting.push_back(call_id);
+      self->delayed_send(self, to_ms(options.call_timeout_seconds), timeout_atom::value, call_id,
+                         -(call.attempts + 1));
       return;
     }
     if (!find_tool(call.tool))
@@ -177,6 +181,42 @@ struct mcp_server_state {
     call.rpc_id = rpc;
     call_by_rpc[rpc] = call_id;
     send(protocol::mcp_tools_call_request(rpc, call.tool, call.arguments));
+    self->delayed_send(self, to_ms(options.call_timeout_seconds), timeout_atom::value, call_id, call.attempts);
+  }
+
+  // A timeout is a transport failure (AS-64): the server is told to stop, and the call is retried
+  // when a repeat is harmless and attempts are left.
+  void timed_out(const std::string& call_id, int attempt) {
+    auto it = calls.find(call_id);
+    if (attempt < 0) {
+      if (it != calls.end() && !it->second.rpc_id && it->second.attempts == -attempt - 1) {
+        waiting.erase(std::remove(waiting.begin(), waiting.end(), call_id), waiting.end());
+        finish(call_id, "[MCP_ERROR] server " + options.config.name + " is not available: " + status.error);
+      }
+      return;
+    }
+    if (it == calls.end() || it->second.attempts != attempt || !it->second.rpc_id)
+      return;
+    auto& call = it->second;
+    send(protocol::mcp_cancelled_notification(*call.rpc_id, "timeout"));
+    call_by_rpc.erase(*call.rpc_id);
+    call.rpc_id.reset();
+    auto reason = "Tool call timed out after " + seconds_text(options.call_timeout_seconds) + " seconds";
+    settle_failed_attempt(call_id, reason);
+  }
+
+  // After an attempt failed in transit: retry it 1 s later when the tool says a repeat is harmless
+  // and attempts are left, else answer the error.
+  void settle_failed_attempt(const std::string& call_id, const std::string& reason) {
+    auto& call = calls.at(call_id);
+    auto tool = find_tool(call.tool);
+    bool repeatable = tool && (tool->read_only || tool->idempotent);
+    if (!repeatable)
+      finish(call_id, "[MCP_ERROR] " + reason);
+    else if (call.attempts > options.max_retries)
+      finish(call_id, "[MCP_ERROR] " + reason + " (after " + std::to_string(call.attempts) + " attempts)");
+    else
+      self->delayed_send(self, to_ms(options.retry_delay_seconds), retry_atom::value, call_id);
   }
 
   void finish(const std::string& call_id, std::string text) {
@@ -205,18 +245,10 @@ struct mcp_server_state {
     for (auto& [rpc, call_id] : call_by_rpc)
       in_flight.push_back(call_id);
     call_by_rpc.clear();
+    // The calls in flight may have reached the server: only a harmless repeat is retried.
     for (auto& call_id : in_flight) {
-      auto& call = calls.at(call_id);
-      call.rpc_id.reset();
-      // The call may have reached the server: only a tool that says a repeat is harmless is retried.
-      auto tool = find_tool(call.tool);
-      bool repeatable = tool && (tool->read_only || tool->idempotent);
-      if (!repeatable)
-        finish(call_id, "[MCP_ERROR] " + reason);
-      else if (call.attempts > options.max_retries)
-        finish(call_id, "[MCP_ERROR] " + reason + " (after " + std::to_string(call.attempts) + " attempts)");
-      else
-        self->delayed_send(self, to_ms(options.retry_delay_seconds), retry_atom::value, call_id);
+      calls.at(call_id).rpc_id.reset();
+      settle_failed_attempt(call_id, reason);
     }
     auto backoff = std::min(options.restart_backoff_max_seconds,
                             options.restart_backoff_seconds * std::pow(2.0, failed_starts));
@@ -231,7 +263,6 @@ struct mcp_server_state {
       return promise;
     }
     calls.emplace(call_id, pending_call{std::move(tool), std::move(arguments), promise, 0, std::nullopt});
-    self->delayed_send(self, to_ms(options.call_timeout_seconds), timeout_atom::value, call_id);
     dispatch(call_id);
     return promise;
   }
@@ -292,16 +323,7 @@ mcp_server_actor::behavior_type mcp_server_behavior(mcp_server_actor::stateful_p
                                   || s.current == mcp_server_state::phase::listing))
         s.instance_down("no answer to initialize within " + seconds_text(s.options.start_timeout_seconds) + " s");
     },
-    [=](timeout_atom, const std::string& call_id) {
-      auto& s = self->state;
-      if (s.calls.count(call_id) == 0)
-        return;
-      auto it = s.calls.find(call_id);
-      if (it->second.rpc_id)
-        s.send(protocol::mcp_cancelled_notification(*it->second.rpc_id, "timeout"));
-      s.finish(call_id, "[MCP_ERROR] Tool call timed out after " + seconds_text(s.options.call_timeout_seconds)
-                          + " seconds");
-    },
+    [=](timeout_atom, const std::string& call_id, int attempt) { self->state.timed_out(call_id, attempt); },
     [=](retry_atom, const std::string& call_id) { self->state.dispatch(call_id); },
   };
 }

@@ -52,7 +52,7 @@ using mcp_server_actor = caf::typed_actor<
   // Timers.
   caf::reacts_to<restart_atom, uint64_t>,
   caf::reacts_to<start_timeout_atom, uint64_t>,
-  caf::reacts_to<timeout_atom, std::string>,
+  caf::reacts_to<timeout_atom, std::string, int>, // a call's attempt took too long
   caf::reacts_to<retry_atom, std::string>>;
 
 // Spawned detached: closing a transport may wait for a child to exit.

@@ -1,9 +1,12 @@
 // troupe's entry point: parses the command line, loads the configuration and wires the node.
 #include "actors/run_registry.hpp"
+#include "actors/tool_router.hpp"
 #include "io/agent_routes.hpp"
 #include "io/builtin_tools.hpp"
 #include "io/data_dir.hpp"
 #include "io/http_server.hpp"
+#include "io/mcp_http_transport.hpp"
+#include "io/mcp_stdio_transport.hpp"
 #include "io/openai_chat_client.hpp"
 #include "io/scripted_model_port.hpp"
 #include "io/sqlite_store.hpp"
@@ -135,7 +138,23 @@ int serve(const cli_options& cli) {
   io::builtin_tools_options tool_opts;
   tool_opts.exec_timeout_seconds = cfg.exec.timeout_seconds;
   tool_opts.exec_env = cfg.exec.env;
-  auto tools = std::make_shared<io::builtin_tools>(tool_opts);
+  auto tools = std::make_shared<tool_router>(sys, std::make_shared<io::builtin_tools>(tool_opts));
+  std::vector<mcp_server_actor> mcp_servers;
+  for (auto& server : cfg.mcp.servers) {
+    mcp_server_options o;
+    o.config = server;
+    o.call_timeout_seconds = server.timeout_seconds.value_or(cfg.mcp.call_timeout_seconds);
+    std::weak_ptr<tool_router> router = tools;
+    o.on_status = [router](const mcp_server_status& s) {
+      if (auto r = router.lock())
+        r->update(s);
+    };
+    auto actor = spawn_mcp_server(sys, std::move(o), [](const protocol::mcp_server_config& c) {
+      return c.transport == "http" ? io::make_mcp_http_transport(c) : io::make_mcp_stdio_transport(c);
+    });
+    tools->add_server(server.name, actor);
+    mcp_servers.push_back(actor);
+  }
   auto env = std::make_shared<run_environment>();
   env->model = make_model_port(cfg);
   env->tools = tools;
@@ -149,7 +168,7 @@ int serve(const cli_options& cli) {
   auto registry = spawn_run_registry(sys, env);
 
   auto routes = std::make_shared<io::router>();
-  io::add_agent_routes(*routes, sys, registry, {cfg, tools->tools(), TROUPE_VERSION});
+  io::add_agent_routes(*routes, sys, registry, {cfg, tools, TROUPE_VERSION});
   io::http_server_options http;
   http.host = cfg.service.host;
   http.port = static_cast<uint16_t>(cfg.service.port);
@@ -192,6 +211,8 @@ int serve(const cli_options& cli) {
   server.stop();
   anon_send_exit(registry, caf::exit_reason::user_shutdown);
   anon_send_exit(env->store, caf::exit_reason::user_shutdown);
+  for (auto& s : mcp_servers) // each closes its child: no orphans
+    anon_send_exit(s, caf::exit_reason::user_shutdown);
   spdlog::info("serve: stopped");
   return 0;
 }

@@ -230,6 +230,37 @@ void handle_chat(const std::shared_ptr<shared_context>& ctx, http_request& req,
   ctx->sys->spawn(chat_relay, ctx->registry, std::move(ex), std::move(spec), cancel);
 }
 
+void write_strings(writer& w, const std::vector<std::string>& items) {
+  w.StartArray();
+  for (auto& s : items)
+    w.String(s);
+  w.EndArray();
+}
+
+// AS-65: {name, alive, error?, transport, isolation, tool_count} per server.
+void write_mcp_servers(writer& w, const tool_router& router) {
+  w.StartArray();
+  for (auto& s : router.servers()) {
+    w.StartObject();
+    w.Key("name");
+    w.String(s.name);
+    w.Key("alive");
+    w.Bool(s.alive);
+    if (!s.error.empty()) {
+      w.Key("error");
+      w.String(s.error);
+    }
+    w.Key("transport");
+    w.String(s.transport);
+    w.Key("isolation");
+    w.String(s.isolation);
+    w.Key("tool_count");
+    w.Uint64(s.tools.size());
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
 std::string health_json() {
   return protocol::json::object([](writer& w) {
     w.Key("status");
@@ -245,9 +276,10 @@ std::string health_json() {
 
 std::string ready_json(const shared_context& ctx) {
   auto& c = ctx.info.config;
+  bool mcp_ready = ctx.info.tools->mcp_ready();
   return protocol::json::object([&](writer& w) {
     w.Key("status");
-    w.String("ready");
+    w.String(mcp_ready ? "ready" : "degraded");
     w.Key("agent_ready");
     w.Bool(true);
     w.Key("service_contract");
@@ -284,13 +316,11 @@ std::string ready_json(const shared_context& ctx) {
     w.Key("mcp");
     w.StartObject();
     w.Key("ready");
-    w.Bool(true);
+    w.Bool(mcp_ready);
     w.Key("servers");
-    w.StartArray();
-    w.EndArray();
+    write_mcp_servers(w, *ctx.info.tools);
     w.Key("tools");
-    w.StartArray();
-    w.EndArray();
+    write_strings(w, ctx.info.tools->mcp_tool_names());
     w.EndObject();
     w.Key("timestamp");
     w.String(protocol::iso_now());
@@ -298,18 +328,19 @@ std::string ready_json(const shared_context& ctx) {
 }
 
 std::string tools_json(const shared_context& ctx) {
+  auto& router = *ctx.info.tools;
+  auto all = router.tools();
   return protocol::json::object([&](writer& w) {
     w.Key("tools");
     w.StartArray();
-    for (auto& t : ctx.info.tools)
+    for (auto& t : all)
       w.String(t.name);
     w.EndArray();
     w.Key("mcp_tools");
-    w.StartArray();
-    w.EndArray();
+    write_strings(w, router.mcp_tool_names());
     w.Key("tool_summaries");
     w.StartArray();
-    for (auto& t : ctx.info.tools) {
+    for (auto& t : all) {
       w.StartObject();
       w.Key("name");
       w.String(t.name);
@@ -319,8 +350,7 @@ std::string tools_json(const shared_context& ctx) {
     }
     w.EndArray();
     w.Key("mcp_servers");
-    w.StartArray();
-    w.EndArray();
+    write_mcp_servers(w, router);
   });
 }
 

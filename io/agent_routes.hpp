@@ -3,6 +3,7 @@
 #pragma once
 
 #include "actors/run_registry.hpp"
+#include "actors/tool_router.hpp"
 #include "io/router.hpp"
 #include "protocol/config.hpp"
 
@@ -15,7 +16,7 @@ namespace troupe::io {
 
 struct agent_service_info {
   protocol::config config;
-  std::vector<protocol::tool_schema> tools; // built-ins, then MCP
+  std::shared_ptr<const tool_router> tools; // built-ins, then MCP
   std::string version;
 };
 
