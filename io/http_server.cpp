@@ -135,8 +135,9 @@ public:
     net::post(stream_.get_executor(), [self = shared_from_this()] { self->shutdown_now(); });
   }
 
+  // dispatch: a handler that answers at once, on the session's strand, writes without a second hop.
   void respond(uint64_t gen, http_response r) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), gen, r = std::move(r)]() mutable {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this(), gen, r = std::move(r)]() mutable {
       if (gen == self->gen_ && self->phase_ == phase::handling)
         self->write_response(std::move(r));
     });
