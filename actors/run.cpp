@@ -212,7 +212,7 @@ struct run_state {
       return;
     }
     auto& c = pending_calls[next_call];
-    tool_invocation call{spec.run_id, c.id, c.name, c.arguments, workspace_dir};
+    tool_invocation call{spec.run_id, c.id, c.name, c.arguments, workspace_dir, spec.tenant_key, spec.user_key};
     current_tool = spawn_tool_call(self->system(), caf::actor_cast<caf::actor>(self), next_call, env->tools,
                                    std::move(call), env->limits.tool_timeout_seconds);
   }

@@ -17,6 +17,8 @@ struct tool_invocation {
   std::string name;
   std::string arguments = "{}"; // JSON object text
   std::string workspace_dir;    // the caller's confined workspace (AS-26)
+  std::string tenant_key;       // the caller, for per-user tool servers (AS-63)
+  std::string user_key;
 };
 
 struct tool_outcome {

@@ -3,6 +3,7 @@
 #include "actors/errors.hpp"
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <set>
@@ -11,16 +12,22 @@ namespace troupe {
 
 namespace {
 
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
+
 // One MCP call in flight: whichever of the server's answer and cancel() comes first completes it.
 struct mcp_call_handle : cancel_handle {
   mcp_server_actor server;
   std::string call_key;
   tool_port::completion done;
+  std::function<void()> on_end; // runs once, however the call ended
   std::atomic<bool> completed{false};
 
   void complete(tool_outcome outcome) {
-    if (!completed.exchange(true))
-      done(std::move(outcome));
+    if (completed.exchange(true))
+      return;
+    done(std::move(outcome));
+    if (on_end)
+      on_end();
   }
 
   void cancel() override {
@@ -28,8 +35,14 @@ struct mcp_call_handle : cancel_handle {
       return;
     caf::anon_send(server, cancel_atom::value, call_key);
     done({"", true});
+    if (on_end)
+      on_end();
   }
 };
+
+bool per_user(const mcp_server_options& o) {
+  return o.config.isolation != "shared";
+}
 
 } // namespace
 
@@ -40,22 +53,49 @@ tool_router::server_entry& tool_router::entry(const std::string& name) {
   for (auto& s : servers_)
     if (s.name == name)
       return s;
-  mcp_server_status status;
-  status.name = name;
-  status.error = "starting";
-  servers_.push_back({name, mcp_server_actor{}, std::move(status)});
+  server_entry e;
+  e.name = name;
+  e.status.name = name;
+  e.status.error = "starting";
+  servers_.push_back(std::move(e));
   return servers_.back();
 }
 
-void tool_router::add_server(const std::string& name, mcp_server_actor server) {
+void tool_router::add_server(mcp_server_options options, mcp_transport_factory factory) {
+  std::weak_ptr<tool_router> self = weak_from_this();
+  auto first = options;
+  first.on_status = [self](const mcp_server_status& s) {
+    if (auto r = self.lock())
+      r->update(s);
+  };
+  auto actor = spawn_mcp_server(sys_, first, factory);
   std::lock_guard<std::mutex> lock(mu_);
-  entry(name).actor = std::move(server);
+  auto& e = entry(options.config.name);
+  e.options = std::move(options);
+  e.factory = std::move(factory);
+  e.actor = std::move(actor);
+  e.status.transport = e.options.config.transport;
+  e.status.isolation = e.options.config.isolation;
+  if (e.options.config.isolation == "lazy_per_user" && !sweeping_) {
+    sweeping_ = true;
+    sys_.spawn([self](caf::event_based_actor* sweeper) -> caf::behavior {
+      sweeper->delayed_send(sweeper, std::chrono::seconds(1), sweep_atom::value);
+      return {[=](sweep_atom) {
+        auto router = self.lock();
+        if (!router)
+          return sweeper->quit();
+        router->sweep(std::chrono::steady_clock::now());
+        sweeper->delayed_send(sweeper, std::chrono::seconds(1), sweep_atom::value);
+      }};
+    });
+  }
   rebuild();
 }
 
 void tool_router::update(const mcp_server_status& status) {
   std::lock_guard<std::mutex> lock(mu_);
-  entry(status.name).status = status;
+  auto& e = entry(status.name);
+  e.status = status;
   rebuild();
 }
 
@@ -78,6 +118,72 @@ void tool_router::rebuild() {
   }
 }
 
+mcp_server_actor tool_router::user_actor(server_entry& s, const std::string& user_key, std::string& error) {
+  auto now = std::chrono::steady_clock::now();
+  if (auto it = s.users.find(user_key); it != s.users.end()) {
+    it->second.last_used = now;
+    ++it->second.in_flight;
+    return it->second.actor;
+  }
+  if (static_cast<int>(s.users.size()) >= s.options.config.max_instances) {
+    auto lru = s.users.end();
+    for (auto it = s.users.begin(); it != s.users.end(); ++it)
+      if (it->second.in_flight == 0 && (lru == s.users.end() || it->second.last_used < lru->second.last_used))
+        lru = it;
+    if (lru == s.users.end()) {
+      error = "[MCP_ERROR] max_instances reached for server " + s.name;
+      return {};
+    }
+    caf::anon_send_exit(lru->second.actor, caf::exit_reason::user_shutdown);
+    s.users.erase(lru);
+  }
+  auto options = s.options;
+  options.on_status = nullptr; // the tools and readiness come from the server's first instance
+  auto actor = spawn_mcp_server(sys_, options, s.factory);
+  spdlog::info("mcp: server={} started an instance for user={}", s.name, user_key);
+  s.users[user_key] = {actor, now, 1};
+  return actor;
+}
+
+void tool_router::release(const std::string& server, const std::string& user_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& s : servers_)
+    if (s.name == server)
+      if (auto it = s.users.find(user_key); it != s.users.end()) {
+        --it->second.in_flight;
+        it->second.last_used = std::chrono::steady_clock::now();
+      }
+}
+
+void tool_router::sweep(std::chrono::steady_clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& s : servers_) {
+    if (s.options.config.isolation != "lazy_per_user")
+      continue;
+    auto idle = std::chrono::duration<double>(s.options.config.idle_timeout);
+    for (auto it = s.users.begin(); it != s.users.end();) {
+      if (it->second.in_flight == 0 && now - it->second.last_used >= idle) {
+        spdlog::info("mcp: server={} stopped the idle instance of user={}", s.name, it->first);
+        caf::anon_send_exit(it->second.actor, caf::exit_reason::user_shutdown);
+        it = s.users.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+void tool_router::stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& s : servers_) {
+    if (s.actor)
+      caf::anon_send_exit(s.actor, caf::exit_reason::user_shutdown);
+    for (auto& [user, instance] : s.users)
+      caf::anon_send_exit(instance.actor, caf::exit_reason::user_shutdown);
+    s.users.clear();
+  }
+}
+
 std::vector<protocol::tool_schema> tool_router::tools() const {
   auto out = builtin_schemas_;
   std::lock_guard<std::mutex> lock(mu_);
@@ -90,26 +196,45 @@ std::vector<protocol::tool_schema> tool_router::tools() const {
 }
 
 std::shared_ptr<cancel_handle> tool_router::execute(tool_invocation call, completion done) {
-  mcp_server_actor server;
+  auto handle = std::make_shared<mcp_call_handle>();
   std::string tool;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    const route* found = nullptr;
     for (auto& r : routes_)
-      if (r.registered == call.name) {
-        server = servers_[r.server].actor;
-        tool = r.tool.name;
-        break;
+      if (r.registered == call.name)
+        found = &r;
+    if (!found)
+      return builtins_->execute(std::move(call), std::move(done));
+    auto& server = servers_[found->server];
+    tool = found->tool.name;
+    if (!per_user(server.options)) {
+      handle->server = server.actor;
+    } else {
+      // AS-63: one instance per (tenant_key, user_key).
+      auto user = call.tenant_key + "\x1f" + call.user_key;
+      std::string error;
+      handle->server = user_actor(server, user, error);
+      if (!handle->server) {
+        // Answer after returning, as the port promises.
+        sys_.spawn([done, error](caf::event_based_actor* self) {
+          done({error, false});
+          self->quit();
+        });
+        return handle;
       }
+      std::weak_ptr<tool_router> self = weak_from_this();
+      handle->on_end = [self, name = server.name, user] {
+        if (auto r = self.lock())
+          r->release(name, user);
+      };
+    }
   }
-  if (!server)
-    return builtins_->execute(std::move(call), std::move(done));
-  auto handle = std::make_shared<mcp_call_handle>();
-  handle->server = server;
   handle->call_key = call.run_id + "/" + call.call_id;
   handle->done = std::move(done);
   // A one-shot actor awaits the server's answer so that no thread waits for it.
-  sys_.spawn([handle, server, tool, args = std::move(call.arguments)](caf::event_based_actor* self) {
-    self->request(server, caf::infinite, mcp_call_atom::value, tool, args, handle->call_key)
+  sys_.spawn([handle, tool, args = std::move(call.arguments)](caf::event_based_actor* self) {
+    self->request(handle->server, caf::infinite, mcp_call_atom::value, tool, args, handle->call_key)
       .then([handle](std::string& text) { handle->complete({std::move(text), false}); },
             [handle](caf::error& err) { handle->complete({"[MCP_ERROR] " + message_of(err), false}); });
   });
@@ -143,8 +268,12 @@ bool tool_router::mcp_ready() const {
   return true;
 }
 
-std::vector<protocol::tool_schema> tool_router::builtin_tools() const {
-  return builtin_schemas_;
+std::size_t tool_router::instance_count(const std::string& server) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& s : servers_)
+    if (s.name == server)
+      return (s.actor ? 1 : 0) + s.users.size();
+  return 0;
 }
 
 } // namespace troupe

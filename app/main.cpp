@@ -139,21 +139,13 @@ int serve(const cli_options& cli) {
   tool_opts.exec_timeout_seconds = cfg.exec.timeout_seconds;
   tool_opts.exec_env = cfg.exec.env;
   auto tools = std::make_shared<tool_router>(sys, std::make_shared<io::builtin_tools>(tool_opts));
-  std::vector<mcp_server_actor> mcp_servers;
   for (auto& server : cfg.mcp.servers) {
     mcp_server_options o;
     o.config = server;
     o.call_timeout_seconds = server.timeout_seconds.value_or(cfg.mcp.call_timeout_seconds);
-    std::weak_ptr<tool_router> router = tools;
-    o.on_status = [router](const mcp_server_status& s) {
-      if (auto r = router.lock())
-        r->update(s);
-    };
-    auto actor = spawn_mcp_server(sys, std::move(o), [](const protocol::mcp_server_config& c) {
+    tools->add_server(std::move(o), [](const protocol::mcp_server_config& c) {
       return c.transport == "http" ? io::make_mcp_http_transport(c) : io::make_mcp_stdio_transport(c);
     });
-    tools->add_server(server.name, actor);
-    mcp_servers.push_back(actor);
   }
   auto env = std::make_shared<run_environment>();
   env->model = make_model_port(cfg);
@@ -211,8 +203,7 @@ int serve(const cli_options& cli) {
   server.stop();
   anon_send_exit(registry, caf::exit_reason::user_shutdown);
   anon_send_exit(env->store, caf::exit_reason::user_shutdown);
-  for (auto& s : mcp_servers) // each closes its child: no orphans
-    anon_send_exit(s, caf::exit_reason::user_shutdown);
+  tools->stop(); // every MCP instance closes its child: no orphans
   spdlog::info("serve: stopped");
   return 0;
 }

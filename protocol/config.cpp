@@ -248,13 +248,8 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   mcp.seconds("call_timeout_seconds", c.mcp.call_timeout_seconds, 0.001);
   std::string servers = "[]";
   mcp.raw("servers", servers, true);
-  auto server_errors = parse_mcp_servers(servers, c.mcp.servers);
-  errors.insert(errors.end(), server_errors.begin(), server_errors.end());
-  // Entries with errors are left out of the list, so its indexes only match when there are none.
-  for (std::size_t i = 0; server_errors.empty() && i < c.mcp.servers.size(); ++i)
-    if (c.mcp.servers[i].isolation != "shared")
-      errors.push_back("mcp.servers[" + std::to_string(i) + "].isolation: \"" + c.mcp.servers[i].isolation
-                       + "\" is not supported by this version yet; use \"shared\"");
+  for (auto& e : parse_mcp_servers(servers, c.mcp.servers))
+    errors.push_back(e);
 
   auto from_env = [&](const char* name, std::string& into) {
     if (auto v = env(name); v && !v->empty())

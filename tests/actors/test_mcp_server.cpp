@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <future>
 #include <mutex>
 
 using namespace troupe;
@@ -240,4 +241,36 @@ TEST_CASE_METHOD(mcp_fixture, "the router names MCP tools server_tool and report
   auto all = router->tools();
   CHECK(all.front().name == "echo"); // built-ins first (AS-60)
   CHECK(all.size() == 4);
+}
+
+TEST_CASE_METHOD(mcp_fixture, "a per-user server refuses a new user when max_instances are all busy", "[mcp_server]") { // AS-63
+  auto router = std::make_shared<tool_router>(sys, std::make_shared<troupe::testing::fake_tools>());
+  mcp_server_options o;
+  o.config.name = "fake";
+  o.config.isolation = "lazy_per_user";
+  o.config.max_instances = 1;
+  o.call_timeout_seconds = 30;
+  auto s = script;
+  router->add_server(o, [s](const protocol::mcp_server_config&) { return std::make_unique<fake_transport>(s); });
+  for (int i = 0; i < 500 && router->mcp_tool_names().empty(); ++i)
+    self->receive(caf::after(std::chrono::milliseconds(10)) >> [] {});
+  REQUIRE(router->mcp_tool_names().size() == 3);
+
+  auto run_call = [&](std::string user, std::string tool) {
+    auto result = std::make_shared<std::promise<tool_outcome>>();
+    auto handle = router->execute({"r", "c-" + user, tool, "{}", "/tmp", "t", user},
+                                  [result](tool_outcome o) { result->set_value(std::move(o)); });
+    return std::make_pair(handle, result->get_future());
+  };
+  auto alice = run_call("alice", "fake_hang"); // stays in flight
+  auto bob = run_call("bob", "fake_echo");
+  REQUIRE(bob.second.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  CHECK(bob.second.get().output == "[MCP_ERROR] max_instances reached for server fake");
+  CHECK(router->instance_count("fake") == 2); // the tool-learning instance and alice's
+  alice.first->cancel();
+  CHECK(alice.second.get().cancelled);
+  auto bob_again = run_call("bob", "fake_echo"); // alice's instance is idle now and makes room
+  REQUIRE(bob_again.second.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  CHECK(bob_again.second.get().output == "done");
+  router->stop();
 }

@@ -87,8 +87,8 @@ const tool_names = (list) => list.map((t) => (typeof t === 'string' ? t : t.name
 const server_name = (v) => (typeof v === 'string' ? v : v?.name);
 
 // Streams one run with a scripted model and returns its checked event payloads and tool results.
-async function scripted_run(troupe, script_name, query = 'use the tools') {
-  const stream = await troupe.stream({ messages: [user(query)], model: `scripted:${script_name}` });
+async function scripted_run(troupe, script_name, query = 'use the tools', body = {}) {
+  const stream = await troupe.stream({ messages: [user(query)], model: `scripted:${script_name}`, ...body });
   assert.equal(stream.status, 200, stream.body);
   let timer;
   const late = new Promise((_, reject) => {
@@ -581,10 +581,10 @@ scenario('on SIGTERM troupe exits 0 and leaves none of its MCP server processes 
     { code: 0, signal: null, killed: false }, 'troupe exits 0 on SIGTERM');
 });
 
-scenario('check-config refuses an isolation other than shared and a duplicate server name by their JSON paths (AS-61)', async (s) => {
+scenario('check-config refuses an unknown isolation and a duplicate server name by their JSON paths (AS-61)', async (s) => {
   const dir = s.tmpdir();
   const cases = [
-    [{ name: 'everything', command: process.execPath, args: [everything_bin], isolation: 'per_user' }],
+    [{ name: 'everything', command: process.execPath, args: [everything_bin], isolation: 'per_tenant' }],
     [{ name: 'twin', command: process.execPath, args: [everything_bin] }, { name: 'twin', command: process.execPath, args: [memory_bin] }],
   ];
   const expected = [/mcp\.servers\[0\]\.isolation/, /mcp\.servers\[1\]\.name: .*duplicate/];
@@ -596,3 +596,33 @@ scenario('check-config refuses an isolation other than shared and a duplicate se
     assert.match(r.stderr + r.stdout, expected[i]);
   }
 });
+
+// AS-63: a lazy_per_user server runs one instance per (tenant, user), started on the user's first
+// call, at most max_instances at once (the least recently used idle one makes room), stopped after
+// idle_timeout. The first instance only learns the tools.
+scenario('a lazy_per_user server gives each user an instance of their own, within max_instances, stopped when idle (AS-63)', async (s) => {
+  const ref = reference_servers(s);
+  const everything = { ...ref.servers[0], isolation: 'lazy_per_user', max_instances: 1, idle_timeout: 2 };
+  const troupe = await s.troupe({
+    config: {
+      mcp: { servers: [everything] },
+      model: { scripts: { echo: [{ tool_calls: [call('everything_echo', { message: 'mine' })] }, { content: 'done' }] } },
+    },
+  });
+  await wait_mcp_ready(troupe, ['everything']);
+  const instances = () => descendants(troupe.pid).filter((p) => p.cmdline?.includes(everything_bin)).map((p) => p.pid);
+  assert.equal(instances().length, 1, 'only the instance that learns the tools runs before any call');
+
+  const alice = await scripted_run(troupe, 'echo', 'echo', { user_key: 'acme:alice' });
+  assert.equal(alice.results[0].content, 'Echo: mine', alice.summary);
+  const after_alice = instances();
+  assert.equal(after_alice.length, 2, 'alice got an instance of her own');
+
+  const bob = await scripted_run(troupe, 'echo', 'echo', { user_key: 'acme:bob' });
+  assert.equal(bob.results[0].content, 'Echo: mine', bob.summary);
+  await until(() => instances().length === 2 && !instances().every((p) => after_alice.includes(p)),
+    { timeout_ms: 10_000, message: "bob's instance replaced alice's idle one (max_instances 1)" });
+
+  await until(() => instances().length === 1, { timeout_ms: 15_000, message: 'the idle instance to stop after idle_timeout' });
+});
+

@@ -144,7 +144,11 @@ function call_tool(id, params, reply) {
   const tool = name.startsWith(prefix) ? name.slice(prefix.length) : '';
   const answer = (value) => {
     reply(result(id, value));
-    if (die_after > 0 && ++tool_calls >= die_after) process.exit(0);
+    if (die_after > 0 && ++tool_calls >= die_after) {
+      // Over HTTP the answer must leave the socket first; stdio writes are already done.
+      if (reply.on_sent) reply.on_sent(() => process.exit(0));
+      else process.exit(0);
+    }
   };
   switch (tool) {
     case 'echo':
@@ -293,6 +297,7 @@ function serve_http(port) {
           send_json(200, obj, headers);
         }
       };
+      reply.on_sent = (f) => (res.writableFinished ? f() : res.on('finish', f));
       reply.abandon = () => {
         if (!sent) {
           sent = true;

@@ -85,7 +85,7 @@ pending_call start(builtin_tools& tools, const std::string& name, const std::str
   auto count = p.done_count;
   auto on_caller = p.on_caller_thread;
   auto caller = std::this_thread::get_id();
-  p.handle = tools.execute({"run_1", "call_1", name, args, ws.string()},
+  p.handle = tools.execute({"run_1", "call_1", name, args, ws.string(), "", ""},
                            [promise, count, on_caller, caller](tool_outcome outcome) {
                              if (std::this_thread::get_id() == caller)
                                *on_caller = true;

@@ -105,17 +105,17 @@ TEST_CASE("invalid JSON is reported with its offset", "[config]") {
   CHECK(r.errors[0].find("invalid JSON at offset") != std::string::npos);
 }
 
-TEST_CASE("MCP servers are read from mcp.servers and only shared isolation is accepted for now", "[config]") {
+TEST_CASE("MCP servers are read from mcp.servers with their isolation", "[config]") { // AS-61, AS-63
   auto r = parse(R"({"mcp":{"call_timeout_seconds":30,"servers":[
     {"name":"everything","command":"npx","args":["-y","@modelcontextprotocol/server-everything"]},
-    {"name":"docs","transport":"http","url":"http://127.0.0.1:3001/mcp","timeout_seconds":5}]}})");
+    {"name":"docs","transport":"http","url":"http://127.0.0.1:3001/mcp","timeout_seconds":5},
+    {"name":"mine","command":"x","isolation":"lazy_per_user","idle_timeout":60,"max_instances":2}]}})");
   REQUIRE(r.ok());
   CHECK(r.value.mcp.call_timeout_seconds == 30);
-  REQUIRE(r.value.mcp.servers.size() == 2);
+  REQUIRE(r.value.mcp.servers.size() == 3);
   CHECK(r.value.mcp.servers[1].timeout_seconds == std::optional<double>(5));
-  auto per_user = parse(R"({"mcp":{"servers":[{"name":"a","command":"x","isolation":"per_user"}]}})");
-  REQUIRE(per_user.errors.size() == 1);
-  CHECK(per_user.errors[0].rfind("mcp.servers[0].isolation: \"per_user\" is not supported", 0) == 0);
+  CHECK(r.value.mcp.servers[2].isolation == "lazy_per_user");
+  CHECK(r.value.mcp.servers[2].max_instances == 2);
   auto dup = parse(R"({"mcp":{"servers":[{"name":"a","command":"x"},{"name":"a","command":"y"}]}})");
   REQUIRE(dup.errors.size() == 1);
   CHECK(dup.errors[0] == R"(mcp.servers[1].name: duplicate server name "a")");
