@@ -60,6 +60,9 @@ struct mcp_server_state {
   std::map<std::string, pending_call> calls;
   std::map<int64_t, std::string> call_by_rpc;
   std::deque<std::string> waiting; // calls ready to be sent once the server is
+  // A cancel can overtake its call (they come from different senders): remember the latest ones.
+  std::deque<std::string> cancelled_early;
+  static constexpr std::size_t max_cancelled_early = 1024;
 
   void publish() {
     if (options.on_status)
@@ -258,6 +261,11 @@ struct mcp_server_state {
 
   caf::typed_response_promise<std::string> call(std::string tool, std::string arguments, std::string call_id) {
     auto promise = self->make_response_promise<std::string>();
+    if (auto it = std::find(cancelled_early.begin(), cancelled_early.end(), call_id); it != cancelled_early.end()) {
+      cancelled_early.erase(it);
+      promise.deliver(std::string("[MCP_ERROR] cancelled"));
+      return promise;
+    }
     if (calls.count(call_id) != 0) {
       promise.deliver(std::string("[MCP_ERROR] duplicate call id " + call_id));
       return promise;
@@ -269,8 +277,12 @@ struct mcp_server_state {
 
   void cancel(const std::string& call_id, const char* reason) {
     auto it = calls.find(call_id);
-    if (it == calls.end())
+    if (it == calls.end()) {
+      cancelled_early.push_back(call_id);
+      if (cancelled_early.size() > max_cancelled_early)
+        cancelled_early.pop_front();
       return;
+    }
     if (it->second.rpc_id)
       send(protocol::mcp_cancelled_notification(*it->second.rpc_id, reason));
     finish(call_id, std::string("[MCP_ERROR] ") + reason);

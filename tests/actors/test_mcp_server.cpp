@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <mutex>
@@ -273,4 +274,14 @@ TEST_CASE_METHOD(mcp_fixture, "a per-user server refuses a new user when max_ins
   REQUIRE(bob_again.second.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
   CHECK(bob_again.second.get().output == "done");
   router->stop();
+}
+
+TEST_CASE_METHOD(mcp_fixture, "a cancel that overtakes its call stops the call before it is sent", "[mcp_server]") {
+  auto server = spawn();
+  CHECK(call(server, "echo", R"({"text":"up"})") == "up");
+  self->send(server, cancel_atom::value, std::string("early"));
+  CHECK(call(server, "hang", "{}", "early") == "[MCP_ERROR] cancelled");
+  auto methods = script->sent_methods();
+  CHECK(std::count(methods.begin(), methods.end(), "tools/call") == 1); // only the echo call was sent
+  self->send_exit(server, caf::exit_reason::user_shutdown);
 }
