@@ -1,5 +1,7 @@
 #include "io/builtin_tools.hpp"
 
+#include "io/child_process.hpp"
+
 #include "protocol/json.hpp"
 #include "protocol/utf8.hpp"
 #include "protocol/workspace_path.hpp"
@@ -26,11 +28,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <spawn.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace troupe::io {
@@ -47,33 +46,6 @@ constexpr int max_symlink_hops = 40; // as the kernel's ELOOP limit
 // A failure a tool reports to the model; caught once in run_guarded and turned into "[ERROR] ...".
 struct tool_error : std::runtime_error {
   using std::runtime_error::runtime_error;
-};
-
-class unique_fd {
-public:
-  unique_fd() = default;
-  explicit unique_fd(int fd) : fd_(fd) {}
-  ~unique_fd() { reset(); }
-  unique_fd(unique_fd&& other) noexcept : fd_(other.release()) {}
-  unique_fd& operator=(unique_fd&& other) noexcept {
-    if (this != &other)
-      reset(other.release());
-    return *this;
-  }
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0)
-      ::close(fd_);
-    fd_ = fd;
-  }
-
-private:
-  int fd_ = -1;
 };
 
 std::string errno_text(int err) {
@@ -444,76 +416,6 @@ struct output_stream {
   }
 };
 
-// The shell and its process group. Whatever way the exec ends, the group is killed and the
-// shell reaped, so no command outlives its call.
-class child_group {
-public:
-  explicit child_group(pid_t pid) : pid_(pid) {}
-  ~child_group() {
-    kill_group();
-    reap();
-  }
-  child_group(const child_group&) = delete;
-  child_group& operator=(const child_group&) = delete;
-
-  // The shell leads its group (pgid == pid); it stays unreaped until reap(), so the id cannot
-  // be reused by another group while we may still signal it.
-  void kill_group() {
-    if (!reaped_)
-      ::kill(-pid_, SIGKILL);
-  }
-
-  void reap() {
-    if (reaped_)
-      return;
-    while (::waitpid(pid_, &status_, 0) < 0 && errno == EINTR) {
-    }
-    reaped_ = true;
-  }
-
-  // Whether the shell has exited, without reaping it.
-  bool exited() const {
-    siginfo_t info{};
-    info.si_pid = 0;
-    if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0)
-      return errno == ECHILD; // already reaped by someone ignoring SIGCHLD
-    return info.si_pid != 0;
-  }
-
-  // Exit status after reap(); a signal death reads as 128 + signal, as a shell reports it.
-  int exit_code() const {
-    if (WIFEXITED(status_))
-      return WEXITSTATUS(status_);
-    if (WIFSIGNALED(status_))
-      return 128 + WTERMSIG(status_);
-    return 0;
-  }
-
-  pid_t pid() const { return pid_; }
-
-private:
-  pid_t pid_;
-  int status_ = 0;
-  bool reaped_ = false;
-};
-
-class spawn_setup {
-public:
-  spawn_setup() {
-    posix_spawn_file_actions_init(&actions);
-    posix_spawnattr_init(&attr);
-  }
-  ~spawn_setup() {
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-  }
-  spawn_setup(const spawn_setup&) = delete;
-  spawn_setup& operator=(const spawn_setup&) = delete;
-
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attr;
-};
-
 // The child's whole environment: never troupe's own, which holds its secrets (AS-28).
 std::vector<std::string> exec_environment(const fs::path& home,
                                           const std::map<std::string, std::string>& extra) {
@@ -551,15 +453,6 @@ tool_outcome run_exec(const json::value& args, const std::string& workspace,
   if (j.cancel_requested.load())
     return {cancelled_output, true};
 
-  std::vector<std::string> env = exec_environment(box.root(), options.exec_env);
-  std::vector<char*> envp;
-  for (auto& e : env)
-    envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::string shell = "/bin/sh";
-  std::string dash_c = "-c";
-  char* argv[] = {shell.data(), dash_c.data(), command.data(), nullptr};
-
   // Close-on-exec everywhere so concurrent spawns on other workers cannot inherit these ends.
   int out_pipe[2];
   int err_pipe[2];
@@ -570,31 +463,18 @@ tool_outcome run_exec(const json::value& args, const std::string& workspace,
     throw tool_error("exec: cannot create a pipe: " + errno_text(errno));
   unique_fd err_read(err_pipe[0]), err_write(err_pipe[1]);
 
-  spawn_setup setup;
-  posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&setup.actions, out_write.get(), 1);
-  posix_spawn_file_actions_adddup2(&setup.actions, err_write.get(), 2);
-  posix_spawn_file_actions_addchdir_np(&setup.actions, cwd.c_str());
-  posix_spawn_file_actions_addclosefrom_np(&setup.actions, 3);
-  // Own process group so a timeout or cancel can kill everything the command started; default
-  // signal handling and an empty mask so troupe's own (e.g. an ignored SIGPIPE) do not leak in.
-  posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                            POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&setup.attr, 0);
-  sigset_t no_signals;
-  sigemptyset(&no_signals);
-  posix_spawnattr_setsigmask(&setup.attr, &no_signals);
-  sigset_t default_signals;
-  sigfillset(&default_signals);
-  sigdelset(&default_signals, SIGKILL);
-  sigdelset(&default_signals, SIGSTOP);
-  posix_spawnattr_setsigdefault(&setup.attr, &default_signals);
-
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, shell.c_str(), &setup.actions, &setup.attr, argv, envp.data());
-  if (rc != 0)
-    throw tool_error("exec: cannot start /bin/sh: " + errno_text(rc));
-  child_group child(pid);
+  spawn_spec spec;
+  spec.program = "/bin/sh";
+  spec.args = {"-c", command};
+  spec.env = exec_environment(box.root(), options.exec_env);
+  spec.working_dir = cwd.string();
+  spec.stdout_fd = out_write.get();
+  spec.stderr_fd = err_write.get();
+  std::string error;
+  // Destroying the child kills its group and reaps it, so no command outlives its call.
+  child_process child = child_process::spawn(spec, error);
+  if (!child)
+    throw tool_error("exec: " + error);
   out_write.reset();
   err_write.reset();
 
@@ -604,12 +484,9 @@ tool_outcome run_exec(const json::value& args, const std::string& workspace,
   ::fcntl(err.fd.get(), F_SETFL, O_NONBLOCK);
 
   // A pidfd wakes poll when the shell exits even if a background process keeps the pipes open.
-  unique_fd pidfd;
-#ifdef SYS_pidfd_open
-  pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-#endif
+  const int pidfd = child.exit_fd();
   // Without a pidfd or an eventfd, poll in short slices and check by hand.
-  const bool need_slices = !pidfd || !j.cancel_event;
+  const bool need_slices = pidfd < 0 || !j.cancel_event;
 
   using clock = std::chrono::steady_clock;
   const auto deadline =
@@ -617,13 +494,13 @@ tool_outcome run_exec(const json::value& args, const std::string& workspace,
                          std::chrono::duration<double>(std::max(0.0, options.exec_timeout_seconds)));
   for (;;) {
     if (j.cancel_requested.load()) {
-      child.kill_group();
+      child.signal_group(SIGKILL);
       child.reap();
       return {cancelled_output, true};
     }
     auto now = clock::now();
     if (now >= deadline) {
-      child.kill_group();
+      child.signal_group(SIGKILL);
       child.reap();
       return {"[ERROR] Command timed out after " + format_seconds(options.exec_timeout_seconds) +
               " seconds"};
@@ -642,9 +519,9 @@ tool_outcome run_exec(const json::value& args, const std::string& workspace,
     }
     if (j.cancel_event)
       fds[count++] = {j.cancel_event.get(), POLLIN, 0};
-    if (pidfd) {
+    if (pidfd >= 0) {
       pid_at = static_cast<int>(count);
-      fds[count++] = {pidfd.get(), POLLIN, 0};
+      fds[count++] = {pidfd, POLLIN, 0};
     }
     auto remaining = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
     int wait_ms = static_cast<int>(std::min<long long>(remaining, INT_MAX));
@@ -666,7 +543,7 @@ tool_outcome run_exec(const json::value& args, const std::string& workspace,
   // forever, so the group goes with it. What is already in the pipes is read once and no more:
   // a process that escaped the group (setsid) may keep them open or keep writing. 64 reads
   // cover the largest pipe buffer (1 MiB).
-  child.kill_group();
+  child.signal_group(SIGKILL);
   out.drain(64);
   err.drain(64);
   child.reap();

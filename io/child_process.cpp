@@ -112,6 +112,8 @@ child_process child_process::spawn(const spawn_spec& spec, std::string& error) {
   route(setup, spec.stdin_fd, 0, O_RDONLY);
   route(setup, spec.stdout_fd, 1, O_WRONLY);
   route(setup, spec.stderr_fd, 2, O_WRONLY);
+  if (!spec.working_dir.empty())
+    posix_spawn_file_actions_addchdir_np(&setup.actions, spec.working_dir.c_str());
   posix_spawn_file_actions_addclosefrom_np(&setup.actions, 3);
   // Own group so that everything the child starts can be stopped with it; default dispositions and
   // an empty mask so that the parent's (an ignored SIGPIPE, a blocked SIGTERM) do not leak in.
@@ -231,6 +233,14 @@ std::string child_process::exit_description() const {
   if (WIFEXITED(status_))
     return "exited with code " + std::to_string(WEXITSTATUS(status_));
   return "exited";
+}
+
+int child_process::exit_code() const {
+  if (WIFEXITED(status_))
+    return WEXITSTATUS(status_);
+  if (WIFSIGNALED(status_))
+    return 128 + WTERMSIG(status_);
+  return 0;
 }
 
 } // namespace troupe::io

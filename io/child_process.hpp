@@ -42,6 +42,7 @@ struct spawn_spec {
   std::string program;            // a path, or a name looked up in the PATH of `env`
   std::vector<std::string> args;  // argv[1..]
   std::vector<std::string> env;   // "KEY=value" entries
+  std::string working_dir;        // where the child starts; empty: the parent's directory
   int stdin_fd = -1;
   int stdout_fd = -1;
   int stderr_fd = -1;
@@ -81,6 +82,8 @@ public:
   bool reaped() const { return reaped_; }
   // After reap(): "exited with code N" or "killed by signal N".
   std::string exit_description() const;
+  // After reap(): the exit code, or 128 + N for a death by signal N, as a shell reports it.
+  int exit_code() const;
 
 private:
   void release_all() noexcept;
