@@ -1,17 +1,15 @@
 #include "io/mcp_http_transport.hpp"
 
+#include "io/http_client.hpp"
 #include "protocol/json.hpp"
 #include "protocol/sse_parser.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -36,8 +34,6 @@ namespace {
 namespace net = boost::asio;
 namespace ssl = boost::asio::ssl;
 namespace beast = boost::beast;
-namespace http = boost::beast::http;
-using tcp = boost::asio::ip::tcp;
 using namespace std::chrono_literals;
 
 constexpr auto connect_timeout = 10s;            // resolve + connect + TLS handshake
@@ -46,63 +42,23 @@ constexpr auto delete_timeout = 1000ms;          // close()'s DELETE is best eff
 constexpr auto shutdown_wait = 1200ms;           // close() waits this long for the DELETE at most
 constexpr double default_call_timeout_seconds = 120; // mcp.call_timeout_seconds (AS-64)
 constexpr double max_call_timeout_seconds = 86400;   // keeps the duration arithmetic finite
-constexpr std::size_t read_chunk_bytes = 16 * 1024;
 constexpr std::size_t header_limit_bytes = 64 * 1024;
 constexpr std::size_t error_quote_chars = 500;
 constexpr std::size_t max_held_bytes = std::size_t{16} << 20;
 
-struct endpoint {
-  bool tls = false;
-  std::string host; // without IPv6 brackets
-  std::string port;
-  std::string host_header;
-  std::string target; // path and query
-  std::string text;   // the whole URL, for messages
+struct endpoint : http_url {
+  std::string text; // the whole URL, for messages
   std::string error;
 };
 
 endpoint parse_endpoint(const std::string& url, const std::string& server) {
-  endpoint out;
-  out.text = url;
-  std::string_view rest = url;
-  auto bad = [&](const std::string& what) {
-    out.error = "mcp server " + server + ": url: " + what + ", got \"" + url + "\"";
+  endpoint out{parse_http_url(url, "/?#"), url, {}};
+  if (out.problem != url_problem::none) {
+    out.error = "mcp server " + server + ": url: " + describe(out.problem) + ", got \"" + url + "\"";
     return out;
-  };
-  if (rest.substr(0, 8) == "https://") {
-    out.tls = true;
-    rest.remove_prefix(8);
-  } else if (rest.substr(0, 7) == "http://") {
-    rest.remove_prefix(7);
-  } else {
-    return bad("expected http://host[:port]/path or https://...");
   }
-  auto path_at = rest.find_first_of("/?#");
-  std::string_view authority = rest.substr(0, path_at);
-  std::string_view target = path_at == std::string_view::npos ? std::string_view{} : rest.substr(path_at);
-  target = target.substr(0, target.find('#')); // a fragment never goes on the wire
-  std::string_view port;
-  if (!authority.empty() && authority.front() == '[') {
-    auto close = authority.find(']');
-    if (close == std::string_view::npos)
-      return bad("unterminated IPv6 address");
-    out.host = std::string(authority.substr(1, close - 1));
-    if (close + 1 < authority.size() && authority[close + 1] == ':')
-      port = authority.substr(close + 2);
-  } else {
-    auto colon = authority.find(':');
-    out.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos)
-      port = authority.substr(colon + 1);
-  }
-  bool port_ok = port.empty() ||
-    (port.size() <= 5 && std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-     std::stoi(std::string(port)) >= 1 && std::stoi(std::string(port)) <= 65535);
-  if (out.host.empty() || !port_ok)
-    return bad("expected a host and an optional port 1..65535");
-  out.port = port.empty() ? (out.tls ? "443" : "80") : std::string(port);
-  out.host_header = std::string(authority);
-  out.target = target.empty() ? "/" : target.front() == '/' ? std::string(target) : "/" + std::string(target);
+  std::string target = out.target.substr(0, out.target.find('#')); // a fragment never goes on the wire
+  out.target = target.empty() ? "/" : target.front() == '/' ? target : "/" + target;
   return out;
 }
 
@@ -325,51 +281,27 @@ private:
 class http_transport::exchange : public std::enable_shared_from_this<exchange> {
 public:
   exchange(http_transport& owner, kind k, std::string body)
-    : owner_(owner), kind_(k), resolver_(owner.ioc_), deadline_(owner.ioc_), chunk_(read_chunk_bytes),
+    : owner_(owner), kind_(k), deadline_(owner.ioc_),
+      conn_(owner.ioc_.get_executor(), owner.ssl_ctx_, owner.url_, header_limit_bytes, mcp_http_max_message_bytes),
       sse_(mcp_http_max_message_bytes, mcp_http_max_message_bytes) {
-    req_.method(k == kind::del ? http::verb::delete_ : http::verb::post);
-    req_.target(owner.url_.target);
-    req_.version(11);
-    req_.set(http::field::host, owner.url_.host_header);
-    req_.set(http::field::user_agent, "troupe");
-    if (k != kind::del) {
-      req_.set(http::field::content_type, "application/json");
-      req_.set(http::field::accept, "application/json, text/event-stream");
-    }
+    req_.method = k == kind::del ? "DELETE" : "POST";
+    req_.target = owner.url_.target;
+    if (k != kind::del)
+      req_.fields = {{"Content-Type", "application/json"}, {"Accept", "application/json, text/event-stream"}};
     if (k != kind::initialize && !owner.session_id_.empty()) {
-      req_.set("Mcp-Session-Id", owner.session_id_);
+      req_.fields.emplace_back("Mcp-Session-Id", owner.session_id_);
       carried_session_ = true;
     }
     if (k != kind::initialize && !owner.protocol_version_.empty())
-      req_.set("MCP-Protocol-Version", owner.protocol_version_);
-    req_.keep_alive(false); // one exchange, one connection: the server may hang up after it
-    req_.body() = std::move(body);
-    req_.prepare_payload();
+      req_.fields.emplace_back("MCP-Protocol-Version", owner.protocol_version_);
+    req_.close = true; // one exchange, one connection: the server may hang up after it
+    req_.body = std::move(body);
   }
 
   void start() {
     arm(k_is_delete() ? std::chrono::milliseconds(delete_timeout) : std::chrono::milliseconds(connect_timeout),
         phase::connecting);
-    // A literal address needs no resolver (whose getaddrinfo thread cannot be interrupted).
-    beast::error_code ec;
-    auto address = net::ip::make_address(owner_.url_.host, ec);
-    if (!ec) {
-      tcp_.emplace(owner_.ioc_);
-      tcp::endpoint ep(address, static_cast<unsigned short>(std::stoi(owner_.url_.port)));
-      tcp_->async_connect(ep, [self = shared_from_this()](beast::error_code ec) { self->on_connect(ec); });
-      return;
-    }
-    resolver_.async_resolve(owner_.url_.host, owner_.url_.port,
-                            [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type found) {
-                              if (self->done_)
-                                return;
-                              if (ec)
-                                return self->transport_failure("cannot resolve host", ec);
-                              self->tcp_.emplace(self->owner_.ioc_);
-                              self->tcp_->async_connect(found, [self](beast::error_code ec, const tcp::endpoint&) {
-                                self->on_connect(ec);
-                              });
-                            });
+    conn_.open(then(&exchange::write));
   }
 
   // Ends the exchange without a word to the handlers; pending operations complete as aborted.
@@ -377,7 +309,7 @@ public:
     if (done_)
       return;
     done_ = true;
-    close_stream();
+    conn_.close();
   }
 
 private:
@@ -406,114 +338,60 @@ private:
     finish();
   }
 
-  void on_connect(beast::error_code ec) {
-    if (done_)
-      return;
-    if (ec)
-      return transport_failure("cannot connect", ec);
-    if (owner_.url_.tls)
-      handshake();
-    else
-      write();
-  }
-
-  void handshake() {
-    tls_.emplace(std::move(*tcp_), owner_.ssl_ctx_);
-    tcp_.reset();
-    const auto& host = owner_.url_.host;
-    beast::error_code not_ip;
-    net::ip::make_address(host, not_ip);
-    // SNI names a host; RFC 6066 forbids sending a literal address.
-    if (not_ip && !SSL_set_tlsext_host_name(tls_->native_handle(), host.c_str())) {
-      beast::error_code ec{static_cast<int>(::ERR_get_error()), net::error::get_ssl_category()};
-      return transport_failure("cannot set TLS server name", ec);
-    }
-    tls_->set_verify_mode(ssl::verify_peer);
-    tls_->set_verify_callback(ssl::host_name_verification(host));
-    tls_->async_handshake(ssl::stream_base::client, [self = shared_from_this()](beast::error_code ec) {
-      if (self->done_)
-        return;
-      if (ec)
-        return self->transport_failure("TLS handshake failed", ec);
-      self->write();
-    });
-  }
-
   void write() {
     if (kind_ != kind::del)
       arm(owner_.request_timeout_, phase::waiting);
-    auto on_write = [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (self->done_)
-        return;
-      if (ec)
-        return self->transport_failure("cannot send the request", ec);
-      self->read_header();
-    };
-    with_stream([&](auto& stream) { http::async_write(stream, req_, std::move(on_write)); });
+    conn_.write(req_, then(&exchange::read_header));
   }
 
   void read_header() {
-    parser_.header_limit(header_limit_bytes);
-    parser_.body_limit(mcp_http_max_message_bytes);
-    auto on_read = [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    conn_.read_header(then(&exchange::on_header));
+  }
+
+  // The handler of a step: an ended exchange ignores it, a failure ends the exchange.
+  http_connection::step_handler then(void (exchange::*next)()) {
+    return [self = shared_from_this(), next](const char* what, beast::error_code ec) {
       if (self->done_)
         return;
       if (ec)
-        return self->transport_failure("no response", ec);
-      self->on_header();
+        return self->transport_failure(what, ec);
+      ((*self).*next)();
     };
-    with_stream([&](auto& stream) { http::async_read_header(stream, buffer_, parser_, std::move(on_read)); });
   }
 
   void on_header() {
     if (kind_ == kind::del)
       return finish();
-    const auto& head = parser_.get();
-    status_ = static_cast<int>(head.result_int());
+    status_ = conn_.status();
     if (status_ == 404 && carried_session_)
       return fail_plain("session expired");
     if (status_ / 100 == 2) {
       if (kind_ == kind::initialize) {
-        auto session = head["Mcp-Session-Id"];
+        auto session = conn_.header("Mcp-Session-Id");
         if (!session.empty())
           owner_.session_id_ = std::string(session);
       }
       if (status_ == 202 || status_ == 204)
         return finish(); // accepted (a notification or a response): nothing comes back
-      sse_body_ = head[http::field::content_type].find("text/event-stream") != beast::string_view::npos;
+      sse_body_ = conn_.header("Content-Type").find("text/event-stream") != std::string_view::npos;
       if (sse_body_)
-        parser_.body_limit(boost::none); // a stream: the bound is per line and per event
+        conn_.unlimit_body(); // a stream: the bound is per line and per event
     }
-    if (parser_.is_done()) { // no body at all: reading on would wait for bytes that never come
-      reset_chunk();
-      return on_body();
-    }
-    read_body();
-  }
-
-  void reset_chunk() {
-    parser_.get().body().data = chunk_.data();
-    parser_.get().body().size = chunk_.size();
+    read_body(); // at once, with no bytes, when there is no body at all
   }
 
   void read_body() {
-    reset_chunk();
-    auto on_read = [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    conn_.read_some([self = shared_from_this()](const char* what, beast::error_code ec, std::string_view bytes) {
       if (self->done_)
         return;
-      if (ec == http::error::need_buffer) // the chunk is full: consume it, then read on
-        ec = {};
       if (ec)
-        return self->transport_failure("response interrupted", ec);
-      self->on_body();
-    };
-    with_stream([&](auto& stream) { http::async_read_some(stream, buffer_, parser_, std::move(on_read)); });
+        return self->transport_failure(what, ec);
+      self->on_body(bytes);
+    });
   }
 
-  void on_body() {
-    std::size_t got = chunk_.size() - parser_.get().body().size;
-    std::string_view bytes(chunk_.data(), got);
-    bool complete = parser_.is_done();
+  void on_body(std::string_view bytes) {
+    bool complete = conn_.complete();
     if (status_ / 100 != 2) {
       body_.append(bytes.substr(0, error_quote_chars - std::min(error_quote_chars, body_.size())));
       if (complete || body_.size() >= error_quote_chars)
@@ -549,9 +427,9 @@ private:
   void transport_failure(const char* what, beast::error_code ec) {
     if (kind_ == kind::del)
       return finish();
-    if (ec == http::error::body_limit)
+    if (is_body_limit(ec))
       return fail("response body over " + std::to_string(mcp_http_max_message_bytes) + " bytes");
-    if (ec == http::error::header_limit)
+    if (is_header_limit(ec))
       return fail("response header over " + std::to_string(header_limit_bytes) + " bytes");
     fail(std::string(what) + ": " + ec.message());
   }
@@ -574,40 +452,18 @@ private:
       return;
     done_ = true;
     deadline_.cancel();
-    resolver_.cancel();
-    close_stream();
+    conn_.close();
     owner_.finished(shared_from_this(), kind_);
-  }
-
-  void close_stream() {
-    beast::error_code ignored;
-    if (tls_)
-      beast::get_lowest_layer(*tls_).socket().close(ignored);
-    if (tcp_)
-      tcp_->socket().close(ignored);
-  }
-
-  template <class F>
-  void with_stream(F&& f) {
-    if (tls_)
-      f(*tls_);
-    else
-      f(*tcp_);
   }
 
   http_transport& owner_;
   const kind kind_;
-  tcp::resolver resolver_;
   net::steady_timer deadline_;
   phase phase_ = phase::connecting;
-  http::request<http::string_body> req_;
+  http_connection conn_;
+  http_client_request req_;
   bool carried_session_ = false;
   bool done_ = false;
-  std::optional<beast::tcp_stream> tcp_;
-  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;
-  beast::flat_buffer buffer_;
-  http::response_parser<http::buffer_body> parser_;
-  std::vector<char> chunk_;
   int status_ = 0;
   bool sse_body_ = false;
   std::string body_;

@@ -1,18 +1,16 @@
 #include "io/openai_chat_client.hpp"
 
+#include "io/http_client.hpp"
 #include "protocol/openai_chat_codec.hpp"
 #include "protocol/sse_parser.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -29,69 +27,29 @@ namespace troupe::io {
 namespace net = boost::asio;
 namespace ssl = boost::asio::ssl;
 namespace beast = boost::beast;
-namespace http = boost::beast::http;
-using tcp = boost::asio::ip::tcp;
 using protocol::model_outcome;
 
 namespace {
 
-constexpr std::size_t read_chunk_bytes = 16 * 1024;
 constexpr std::size_t header_limit_bytes = 64 * 1024;
 constexpr std::size_t error_body_bytes = 64 * 1024; // enough to quote an error, not to buffer a flood
 constexpr std::size_t error_quote_chars = 500;
 
-struct parsed_url {
-  bool tls = false;
-  std::string host; // without IPv6 brackets
-  std::string port;
-  std::string host_header;
-  std::string target; // path of .../chat/completions
+// The URL of .../chat/completions, or why model.base_url gives none.
+struct parsed_url : http_url {
   std::string error;
 };
 
 parsed_url parse_base_url(const std::string& url) {
-  parsed_url out;
-  std::string_view rest = url;
-  if (rest.substr(0, 8) == "https://") {
-    out.tls = true;
-    rest.remove_prefix(8);
-  } else if (rest.substr(0, 7) == "http://") {
-    rest.remove_prefix(7);
-  } else {
-    out.error = "model.base_url: expected http://host[:port]/path or https://..., got \"" + url + "\"";
+  parsed_url out{parse_http_url(url, "/"), {}};
+  if (out.problem != url_problem::none) {
+    out.error = "model.base_url: " + std::string(describe(out.problem)) +
+                (out.problem == url_problem::ipv6 ? " in \"" : ", got \"") + url + "\"";
     return out;
   }
-  auto slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  std::string path = slash == std::string_view::npos ? "" : std::string(rest.substr(slash));
-  while (!path.empty() && path.back() == '/')
-    path.pop_back();
-  std::string_view port;
-  if (!authority.empty() && authority.front() == '[') {
-    auto close = authority.find(']');
-    if (close == std::string_view::npos) {
-      out.error = "model.base_url: unterminated IPv6 address in \"" + url + "\"";
-      return out;
-    }
-    out.host = std::string(authority.substr(1, close - 1));
-    if (close + 1 < authority.size() && authority[close + 1] == ':')
-      port = authority.substr(close + 2);
-  } else {
-    auto colon = authority.find(':');
-    out.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos)
-      port = authority.substr(colon + 1);
-  }
-  bool port_ok = port.empty() ||
-    (port.size() <= 5 && std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-     std::stoi(std::string(port)) >= 1 && std::stoi(std::string(port)) <= 65535);
-  if (out.host.empty() || !port_ok) {
-    out.error = "model.base_url: expected a host and an optional port 1..65535, got \"" + url + "\"";
-    return out;
-  }
-  out.port = port.empty() ? (out.tls ? "443" : "80") : std::string(port);
-  out.host_header = std::string(authority);
-  out.target = path + "/chat/completions";
+  while (!out.target.empty() && out.target.back() == '/')
+    out.target.pop_back();
+  out.target += "/chat/completions";
   return out;
 }
 
@@ -140,8 +98,8 @@ private:
 class openai_chat_client::impl::call : public std::enable_shared_from_this<call> {
 public:
   call(impl& owner, uint64_t id, protocol::model_request request, completion done)
-    : owner_(owner), id_(id), strand_(net::make_strand(owner.ioc_)), resolver_(strand_),
-      deadline_(strand_), backoff_(strand_), done_(std::move(done)), chunk_(read_chunk_bytes) {
+    : owner_(owner), id_(id), strand_(net::make_strand(owner.ioc_)), deadline_(strand_), backoff_(strand_),
+      done_(std::move(done)) {
     streamed_ = owner.options_.stream && request.stream;
     request.stream = streamed_;
     build_request(protocol::encode_chat_request(request));
@@ -170,17 +128,13 @@ public:
 private:
   void build_request(std::string body) {
     const auto& opts = owner_.options_;
-    req_.method(http::verb::post);
-    req_.target(owner_.url_.target);
-    req_.version(11);
-    req_.set(http::field::host, owner_.url_.host_header);
-    req_.set(http::field::user_agent, "troupe");
-    req_.set(http::field::content_type, "application/json");
-    req_.set(http::field::accept, streamed_ ? "text/event-stream" : "application/json");
+    req_.method = "POST";
+    req_.target = owner_.url_.target;
+    req_.fields = {{"Content-Type", "application/json"},
+                   {"Accept", streamed_ ? "text/event-stream" : "application/json"}};
     if (!opts.api_key.empty())
-      req_.set(http::field::authorization, "Bearer " + opts.api_key);
-    req_.body() = std::move(body);
-    req_.prepare_payload();
+      req_.fields.emplace_back("Authorization", "Bearer " + opts.api_key);
+    req_.body = std::move(body);
   }
 
   // Each attempt gets a fresh connection, parser and assembler, and its own deadline (AS-17).
@@ -188,12 +142,7 @@ private:
     ++attempt_;
     timed_out_ = false;
     status_ = 0;
-    tcp_.reset();
-    tls_.reset();
-    buffer_.clear();
-    parser_.emplace();
-    parser_->header_limit(header_limit_bytes);
-    parser_->body_limit(owner_.options_.max_body_bytes);
+    conn_.emplace(strand_, owner_.ssl_ctx_, owner_.url_, header_limit_bytes, owner_.options_.max_body_bytes);
     sse_.emplace(owner_.options_.max_line_bytes);
     assembler_.emplace();
     plain_body_.clear();
@@ -204,126 +153,52 @@ private:
       if (ec || self->finished_ || gen != self->attempt_)
         return;
       self->timed_out_ = true;
-      self->resolver_.cancel();
-      self->close_stream();
+      self->conn_->close();
     });
 
-    // A literal address needs no resolver (whose getaddrinfo thread cannot be interrupted).
-    beast::error_code ec;
-    auto address = net::ip::make_address(owner_.url_.host, ec);
-    if (!ec) {
-      tcp_.emplace(strand_);
-      tcp::endpoint endpoint(address, static_cast<unsigned short>(std::stoi(owner_.url_.port)));
-      tcp_->async_connect(endpoint, [self = shared_from_this(), gen = attempt_](beast::error_code ec) {
-        self->on_connect(gen, ec);
-      });
-      return;
-    }
-    resolver_.async_resolve(
-      owner_.url_.host, owner_.url_.port,
-      [self = shared_from_this(), gen = attempt_](beast::error_code ec, tcp::resolver::results_type found) {
-        if (self->stale(gen))
-          return;
-        if (ec)
-          return self->transport_failure("cannot resolve host", ec);
-        self->tcp_.emplace(self->strand_);
-        self->tcp_->async_connect(found, [self, gen](beast::error_code ec, const tcp::endpoint&) {
-          self->on_connect(gen, ec);
-        });
-      });
+    conn_->open(then(&call::write));
   }
 
-  void on_connect(uint64_t gen, beast::error_code ec) {
-    if (stale(gen))
-      return;
-    if (ec)
-      return transport_failure("cannot connect", ec);
-    if (owner_.url_.tls)
-      handshake();
-    else
-      write();
-  }
-
-  void handshake() {
-    tls_.emplace(std::move(*tcp_), owner_.ssl_ctx_);
-    tcp_.reset();
-    const auto& host = owner_.url_.host;
-    beast::error_code not_ip;
-    net::ip::make_address(host, not_ip);
-    // SNI names a host; RFC 6066 forbids sending a literal address.
-    if (not_ip && !SSL_set_tlsext_host_name(tls_->native_handle(), host.c_str())) {
-      beast::error_code ec{static_cast<int>(::ERR_get_error()), net::error::get_ssl_category()};
-      return transport_failure("cannot set TLS server name", ec);
-    }
-    tls_->set_verify_mode(ssl::verify_peer);
-    tls_->set_verify_callback(ssl::host_name_verification(host));
-    auto on_handshake = [self = shared_from_this(), gen = attempt_](beast::error_code ec) {
+  // The handler of a step of this attempt: a stale call ignores it, a failure ends the attempt.
+  http_connection::step_handler then(void (call::*next)()) {
+    return [self = shared_from_this(), gen = attempt_, next](const char* what, beast::error_code ec) {
       if (self->stale(gen))
         return;
       if (ec)
-        return self->transport_failure("TLS handshake failed", ec);
-      self->write();
+        return self->transport_failure(what, ec);
+      ((*self).*next)();
     };
-    tls_->async_handshake(ssl::stream_base::client, std::move(on_handshake));
   }
 
   void write() {
-    auto on_write = [self = shared_from_this(), gen = attempt_](beast::error_code ec, std::size_t) {
-      if (self->stale(gen))
-        return;
-      if (ec)
-        return self->transport_failure("cannot send the request", ec);
-      self->read_header();
-    };
-    with_stream([&](auto& stream) { http::async_write(stream, req_, std::move(on_write)); });
+    conn_->write(req_, then(&call::read_header));
   }
 
   void read_header() {
-    auto header_read = [self = shared_from_this(), gen = attempt_](beast::error_code ec, std::size_t) {
-      if (self->stale(gen))
-        return;
-      if (ec)
-        return self->transport_failure("no response", ec);
-      self->on_header();
-    };
-    with_stream([&](auto& stream) { http::async_read_header(stream, buffer_, *parser_, std::move(header_read)); });
+    conn_->read_header(then(&call::on_header));
   }
 
   void on_header() {
-    const auto& head = parser_->get();
-    status_ = static_cast<int>(head.result_int());
-    auto type = head[http::field::content_type];
-    sse_body_ = status_ / 100 == 2 && type.find("text/event-stream") != beast::string_view::npos;
-    if (parser_->is_done()) { // no body at all: reading on would wait for bytes that never come
-      reset_chunk();
-      return on_body();
-    }
-    read_body();
-  }
-
-  void reset_chunk() {
-    parser_->get().body().data = chunk_.data();
-    parser_->get().body().size = chunk_.size();
+    status_ = conn_->status();
+    auto type = conn_->header("Content-Type");
+    sse_body_ = status_ / 100 == 2 && type.find("text/event-stream") != std::string_view::npos;
+    read_body(); // at once, with no bytes, when there is no body at all
   }
 
   void read_body() {
-    reset_chunk();
-    auto on_read = [self = shared_from_this(), gen = attempt_](beast::error_code ec, std::size_t) {
+    auto on_read = [self = shared_from_this(), gen = attempt_](const char* what, beast::error_code ec,
+                                                               std::string_view bytes) {
       if (self->stale(gen))
         return;
-      if (ec == http::error::need_buffer) // the chunk buffer is full: consume it, then read on
-        ec = {};
       if (ec)
-        return self->transport_failure("response interrupted", ec);
-      self->on_body();
+        return self->transport_failure(what, ec);
+      self->on_body(bytes);
     };
-    with_stream([&](auto& stream) { http::async_read_some(stream, buffer_, *parser_, std::move(on_read)); });
+    conn_->read_some(std::move(on_read));
   }
 
-  void on_body() {
-    std::size_t got = chunk_.size() - parser_->get().body().size;
-    std::string_view bytes(chunk_.data(), got);
-    bool done = parser_->is_done();
+  void on_body(std::string_view bytes) {
+    bool done = conn_->complete();
     if (status_ / 100 != 2) {
       plain_body_.append(bytes.substr(0, error_body_bytes - std::min(error_body_bytes, plain_body_.size())));
       if (done || plain_body_.size() >= error_body_bytes)
@@ -368,11 +243,11 @@ private:
 
   void transport_failure(const char* what, beast::error_code ec) {
     // A bound hit is not transient: the same reply would hit it again.
-    if (ec == http::error::body_limit)
+    if (is_body_limit(ec))
       return finish(failure(url_text() + ": response body longer than " +
                               std::to_string(owner_.options_.max_body_bytes) + " bytes",
                             status_, false));
-    if (ec == http::error::header_limit)
+    if (is_header_limit(ec))
       return finish(failure(url_text() + ": response header longer than " +
                               std::to_string(header_limit_bytes) + " bytes",
                             status_, false));
@@ -381,7 +256,7 @@ private:
                                        std::to_string(owner_.options_.timeout_seconds) + " s",
                                      0, true));
     // A refused certificate will not be accepted on the next attempt either.
-    bool tls_refusal = ec.category() == net::error::get_ssl_category();
+    bool tls_refusal = is_tls_error(ec);
     retry_or_finish(failure(url_text() + ": " + what + ": " + ec.message(), 0, !tls_refusal));
   }
 
@@ -425,27 +300,12 @@ private:
   // Closing aborts whatever operation is pending; its handler then finds the call stale.
   void end_attempt() {
     deadline_.cancel();
-    resolver_.cancel();
-    close_stream();
-  }
-
-  void close_stream() {
-    if (tls_)
-      beast::get_lowest_layer(*tls_).close();
-    if (tcp_)
-      tcp_->close();
+    if (conn_)
+      conn_->close();
   }
 
   bool stale(uint64_t gen) const {
     return finished_ || gen != attempt_;
-  }
-
-  template <class F>
-  void with_stream(F&& f) {
-    if (tls_)
-      f(*tls_);
-    else
-      f(*tcp_);
   }
 
   std::string url_text() const {
@@ -455,21 +315,16 @@ private:
   impl& owner_;
   const uint64_t id_;
   net::strand<net::io_context::executor_type> strand_;
-  tcp::resolver resolver_;
   net::steady_timer deadline_;
   net::steady_timer backoff_;
   completion done_;
   bool streamed_ = true;
-  http::request<http::string_body> req_;
+  http_client_request req_;
 
   uint64_t attempt_ = 0;
   bool timed_out_ = false;
   bool finished_ = false;
-  std::optional<beast::tcp_stream> tcp_;
-  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;
-  beast::flat_buffer buffer_;
-  std::optional<http::response_parser<http::buffer_body>> parser_;
-  std::vector<char> chunk_;
+  std::optional<http_connection> conn_;
   int status_ = 0;
   bool sse_body_ = false;
   std::string plain_body_;
