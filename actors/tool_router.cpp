@@ -44,6 +44,36 @@ bool per_user(const mcp_server_options& o) {
   return o.config.isolation != "shared";
 }
 
+// The spawned helpers below take their state as arguments rather than captures: CAF 0.17 binds a
+// null empty tuple when a function is spawned without arguments (UBSan reports it).
+
+// Awaits one MCP call's answer so that no thread waits for it.
+void await_mcp_call(caf::event_based_actor* self, std::shared_ptr<mcp_call_handle> handle, std::string tool,
+                    std::string arguments) {
+  self->request(handle->server, caf::infinite, mcp_call_atom::value, std::move(tool), std::move(arguments),
+                handle->call_key)
+    .then([handle](std::string& text) { handle->complete({std::move(text), false}); },
+          [handle](caf::error& err) { handle->complete({"[MCP_ERROR] " + message_of(err), false}); });
+}
+
+// Answers a call that cannot start, after execute() returned (as the port promises).
+void answer_later(caf::event_based_actor* self, tool_port::completion done, std::string text) {
+  done({std::move(text), false});
+  self->quit();
+}
+
+// Asks the router once a second to stop idle lazy_per_user instances, for as long as it lives.
+caf::behavior idle_sweeper(caf::event_based_actor* self, std::weak_ptr<tool_router> router) {
+  self->delayed_send(self, std::chrono::seconds(1), sweep_atom::value);
+  return {[=](sweep_atom) {
+    auto r = router.lock();
+    if (!r)
+      return self->quit();
+    r->sweep(std::chrono::steady_clock::now());
+    self->delayed_send(self, std::chrono::seconds(1), sweep_atom::value);
+  }};
+}
+
 } // namespace
 
 tool_router::tool_router(caf::actor_system& sys, std::shared_ptr<tool_port> builtins)
@@ -78,16 +108,7 @@ void tool_router::add_server(mcp_server_options options, mcp_transport_factory f
   e.status.isolation = e.options.config.isolation;
   if (e.options.config.isolation == "lazy_per_user" && !sweeping_) {
     sweeping_ = true;
-    sys_.spawn([self](caf::event_based_actor* sweeper) -> caf::behavior {
-      sweeper->delayed_send(sweeper, std::chrono::seconds(1), sweep_atom::value);
-      return {[=](sweep_atom) {
-        auto router = self.lock();
-        if (!router)
-          return sweeper->quit();
-        router->sweep(std::chrono::steady_clock::now());
-        sweeper->delayed_send(sweeper, std::chrono::seconds(1), sweep_atom::value);
-      }};
-    });
+    sys_.spawn(idle_sweeper, self);
   }
   rebuild();
 }
@@ -216,11 +237,7 @@ std::shared_ptr<cancel_handle> tool_router::execute(tool_invocation call, comple
       std::string error;
       handle->server = user_actor(server, user, error);
       if (!handle->server) {
-        // Answer after returning, as the port promises.
-        sys_.spawn([done, error](caf::event_based_actor* self) {
-          done({error, false});
-          self->quit();
-        });
+        sys_.spawn(answer_later, std::move(done), std::move(error));
         return handle;
       }
       std::weak_ptr<tool_router> self = weak_from_this();
@@ -232,12 +249,7 @@ std::shared_ptr<cancel_handle> tool_router::execute(tool_invocation call, comple
   }
   handle->call_key = call.run_id + "/" + call.call_id;
   handle->done = std::move(done);
-  // A one-shot actor awaits the server's answer so that no thread waits for it.
-  sys_.spawn([handle, tool, args = std::move(call.arguments)](caf::event_based_actor* self) {
-    self->request(handle->server, caf::infinite, mcp_call_atom::value, tool, args, handle->call_key)
-      .then([handle](std::string& text) { handle->complete({std::move(text), false}); },
-            [handle](caf::error& err) { handle->complete({"[MCP_ERROR] " + message_of(err), false}); });
-  });
+  sys_.spawn(await_mcp_call, handle, std::move(tool), std::move(call.arguments));
   return handle;
 }
 
