@@ -46,11 +46,12 @@ int hex_value(char c) {
   return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-std::string percent_decode(std::string_view s) {
+// `+` means a space only in a query (form encoding), never in a path.
+std::string percent_decode(std::string_view s, bool plus_is_space) {
   std::string out;
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
+    if (s[i] == '+' && plus_is_space) {
       out += ' ';
     } else if (s[i] == '%' && i + 2 < s.size() && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
       out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
@@ -64,7 +65,7 @@ std::string percent_decode(std::string_view s) {
 
 void split_target(std::string_view target, http_request& req) {
   auto q = target.find('?');
-  req.path = percent_decode(target.substr(0, q));
+  req.path = percent_decode(target.substr(0, q), false);
   if (q == std::string_view::npos)
     return;
   auto query = target.substr(q + 1);
@@ -74,8 +75,8 @@ void split_target(std::string_view target, http_request& req) {
     auto pair = query.substr(start, amp == std::string_view::npos ? std::string_view::npos : amp - start);
     auto eq = pair.find('=');
     if (!pair.empty())
-      req.query[percent_decode(pair.substr(0, eq))] =
-        eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1));
+      req.query[percent_decode(pair.substr(0, eq), true)] =
+        eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1), true);
     if (amp == std::string_view::npos)
       break;
     start = amp + 1;
