@@ -22,7 +22,7 @@ struct fixture {
     auto e = std::make_shared<run_environment>();
     e->model = model;
     e->tools = tools;
-    e->workspaces_root = "/tmp/troupe-actor-tests";
+    e->workspaces_root = "/srv/troupe-test-root";
     return e;
   }();
 
@@ -98,7 +98,7 @@ TEST_CASE_METHOD(fixture, "a step with a tool call runs the tool and the next st
 
   auto calls = tools->requests();
   REQUIRE(calls.size() == 1);
-  CHECK(calls[0].workspace_dir == "/tmp/troupe-actor-tests/tenants/t/users/t_u"); // AS-26
+  CHECK(calls[0].workspace_dir == "/srv/troupe-test-root/tenants/t/users/t_u"); // AS-26
   auto reqs = model->requests();
   REQUIRE(reqs.size() == 2);
   auto& second = reqs[1].messages;
