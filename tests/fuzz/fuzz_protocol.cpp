@@ -1,0 +1,54 @@
+// libFuzzer target for the parsers of protocol/ that read what clients, upstreams and MCP servers
+// send. The first byte picks the parser; the rest is its input. Build: see tests/fuzz/CMakeLists.txt.
+#include "protocol/chat_request.hpp"
+#include "protocol/config.hpp"
+#include "protocol/mcp.hpp"
+#include "protocol/openai_chat_codec.hpp"
+#include "protocol/sse_parser.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
+  if (size == 0)
+    return 0;
+  std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
+  using namespace troupe::protocol;
+  switch (data[0] % 6) {
+    case 0:
+      parse_chat_request(input);
+      break;
+    case 1: {
+      sse_parser parser(256);
+      std::vector<sse_event> events;
+      parser.feed(input.substr(0, input.size() / 2), events);
+      parser.feed(input.substr(input.size() / 2), events);
+      break;
+    }
+    case 2: {
+      auto msg = parse_jsonrpc(input);
+      if (msg.type == jsonrpc_message::kind::response) {
+        parse_tools_list(msg.result);
+        mcp_tool_result_text(msg.result);
+      }
+      mcp_answer_to_server_request(input);
+      break;
+    }
+    case 3:
+      parse_config(input, {}, [](const std::string&) { return std::nullopt; });
+      break;
+    case 4: {
+      chat_stream_assembler assembler;
+      assembler.feed(input);
+      assembler.finish();
+      decode_chat_response(input);
+      break;
+    }
+    case 5:
+      repair_arguments(input);
+      break;
+  }
+  return 0;
+}
