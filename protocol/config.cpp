@@ -1,5 +1,6 @@
 #include "protocol/config.hpp"
 
+#include "protocol/config_reader.hpp"
 #include "protocol/json.hpp"
 
 #include <cmath>
@@ -15,122 +16,6 @@ std::string trimmed(std::string_view s) {
   auto e = s.find_last_not_of(" \t\r\n");
   return std::string(s.substr(b, e - b + 1));
 }
-
-std::string describe(const json::value& v) {
-  auto text = json::serialize(v);
-  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
-}
-
-// Reads typed members of one JSON object and records an error naming the path of each bad one.
-class reader {
-public:
-  reader(const json::value* obj, std::string path, std::vector<std::string>& errors)
-    : obj_(obj), path_(std::move(path)), errors_(errors) {}
-
-  reader child(const char* key) {
-    auto v = find(key);
-    if (v && !v->IsObject()) {
-      fail(key, "expected an object", *v);
-      v = nullptr;
-    }
-    return reader(v, path_of(key), errors_);
-  }
-
-  void string(const char* key, std::string& into) {
-    if (auto v = find(key)) {
-      if (v->IsString())
-        into.assign(v->GetString(), v->GetStringLength());
-      else
-        fail(key, "expected a string", *v);
-    }
-  }
-
-  void boolean(const char* key, bool& into) {
-    if (auto v = find(key)) {
-      if (v->IsBool())
-        into = v->GetBool();
-      else
-        fail(key, "expected true or false", *v);
-    }
-  }
-
-  template <class Int>
-  void integer(const char* key, Int& into, int64_t lo, int64_t hi) {
-    if (auto v = find(key)) {
-      if (v->IsInt64() && v->GetInt64() >= lo && v->GetInt64() <= hi)
-        into = static_cast<Int>(v->GetInt64());
-      else
-        fail(key, "expected an integer " + std::to_string(lo) + ".." + std::to_string(hi), *v);
-    }
-  }
-
-  void seconds(const char* key, double& into, double lo) {
-    if (auto v = find(key)) {
-      if (v->IsNumber() && std::isfinite(v->GetDouble()) && v->GetDouble() >= lo)
-        into = v->GetDouble();
-      else
-        fail(key, "expected a number of seconds >= " + json::serialize(json::value(lo)), *v);
-    }
-  }
-
-  void one_of(const char* key, std::string& into, std::initializer_list<const char*> allowed) {
-    auto v = find(key);
-    if (!v)
-      return;
-    std::string expected = "expected one of";
-    for (auto a : allowed) {
-      if (v->IsString() && v->GetString() == std::string_view(a)) {
-        into = a;
-        return;
-      }
-      expected += std::string(expected.back() == 'f' ? " " : ", ") + a;
-    }
-    fail(key, expected, *v);
-  }
-
-  // JSON text of a member that must have the given kind (array or object).
-  void raw(const char* key, std::string& into, bool want_array) {
-    if (auto v = find(key)) {
-      if (want_array ? v->IsArray() : v->IsObject())
-        into = json::serialize(*v);
-      else
-        fail(key, want_array ? "expected an array" : "expected an object", *v);
-    }
-  }
-
-  void string_map(const char* key, std::map<std::string, std::string>& into) {
-    auto v = find(key);
-    if (!v)
-      return;
-    if (!v->IsObject()) {
-      fail(key, "expected an object of strings", *v);
-      return;
-    }
-    for (auto& m : v->GetObject()) {
-      std::string name(m.name.GetString(), m.name.GetStringLength());
-      if (m.value.IsString())
-        into[name] = m.value.GetString();
-      else
-        errors_.push_back(path_of(key) + "." + name + ": expected a string, got " + describe(m.value));
-    }
-  }
-
-private:
-  const json::value* find(const char* key) const {
-    auto v = obj_ ? json::member(*obj_, key) : nullptr;
-    return v && !v->IsNull() ? v : nullptr;
-  }
-
-  std::string path_of(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
-
-  void fail(const char* key, const std::string& expected, const json::value& got) {
-    errors_.push_back(path_of(key) + ": " + expected + ", got " + describe(got));
-  }
-
-  const json::value* obj_;
-  std::string path_;
-  std::vector<std::string>& errors_;
-};
 
 // Applies one `path=value` override to the document; the value is JSON when it parses, else a string.
 void apply_override(json::document& doc, const std::string& assignment, std::vector<std::string>& errors) {
@@ -198,7 +83,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   for (auto& s : set_overrides)
     apply_override(doc, s, errors);
 
-  reader root(&doc, "", errors);
+  config_reader root(&doc, "", errors);
   root.string("data_dir", c.data_dir);
 
   auto service = root.child("service");

@@ -1,5 +1,6 @@
 #include "protocol/mcp.hpp"
 
+#include "protocol/config_reader.hpp"
 #include "protocol/json.hpp"
 
 #include <rapidjson/error/en.h>
@@ -11,11 +12,6 @@ namespace troupe::protocol {
 
 namespace {
 
-// The JSON text of a value that was there, short enough for one error line.
-std::string describe(const json::value& v) {
-  auto text = json::serialize(v);
-  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
-}
 
 bool is_blank(std::string_view s) {
   return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
@@ -42,120 +38,6 @@ bool has_http_scheme(std::string_view url) {
   return false;
 }
 
-// Reads the members of one mcp.servers[] entry, recording an error that names the path of each bad one.
-class entry_reader {
-public:
-  entry_reader(const json::value& obj, std::string path, std::vector<std::string>& errors)
-    : obj_(obj), path_(std::move(path)), errors_(errors) {}
-
-  // The member, or nullptr when absent or null (null means "use the default", as in the config).
-  const json::value* find(const char* key) const {
-    auto v = json::member(obj_, key);
-    return v && !v->IsNull() ? v : nullptr;
-  }
-
-  std::string path_of(const char* key) const { return path_ + "." + key; }
-
-  void fail(const char* key, const std::string& expected, const json::value& got) {
-    errors_.push_back(path_of(key) + ": " + expected + ", got " + describe(got));
-  }
-
-  void error(const char* key, const std::string& text) { errors_.push_back(path_of(key) + ": " + text); }
-
-  // True when the member is present and a string; a wrong type is an error.
-  bool string(const char* key, std::string& into) {
-    auto v = find(key);
-    if (!v)
-      return false;
-    if (!v->IsString()) {
-      fail(key, "expected a string", *v);
-      return false;
-    }
-    into.assign(v->GetString(), v->GetStringLength());
-    return true;
-  }
-
-  void one_of(const char* key, std::string& into, std::initializer_list<const char*> allowed) {
-    auto v = find(key);
-    if (!v)
-      return;
-    std::string expected = "expected one of ";
-    bool first = true;
-    for (auto a : allowed) {
-      if (v->IsString() && std::string_view(v->GetString(), v->GetStringLength()) == a) {
-        into = a;
-        return;
-      }
-      expected += (first ? "" : ", ") + std::string(a);
-      first = false;
-    }
-    fail(key, expected, *v);
-  }
-
-  // A finite number of seconds, >= 0 or > 0. True when the member is present and valid.
-  bool seconds(const char* key, double& into, bool zero_allowed) {
-    auto v = find(key);
-    if (!v)
-      return false;
-    if (v->IsNumber() && std::isfinite(v->GetDouble()) && (zero_allowed ? v->GetDouble() >= 0 : v->GetDouble() > 0)) {
-      into = v->GetDouble();
-      return true;
-    }
-    fail(key, zero_allowed ? "expected a number of seconds >= 0" : "expected a number of seconds > 0", *v);
-    return false;
-  }
-
-  void integer(const char* key, int& into, int lo, int hi) {
-    auto v = find(key);
-    if (!v)
-      return;
-    if (v->IsInt64() && v->GetInt64() >= lo && v->GetInt64() <= hi)
-      into = static_cast<int>(v->GetInt64());
-    else
-      fail(key, "expected an integer " + std::to_string(lo) + ".." + std::to_string(hi), *v);
-  }
-
-  void strings(const char* key, std::vector<std::string>& into) {
-    auto v = find(key);
-    if (!v)
-      return;
-    if (!v->IsArray()) {
-      fail(key, "expected an array of strings", *v);
-      return;
-    }
-    into.clear();
-    for (rapidjson::SizeType i = 0; i < v->Size(); ++i) {
-      auto& item = (*v)[i];
-      if (item.IsString())
-        into.emplace_back(item.GetString(), item.GetStringLength());
-      else
-        errors_.push_back(path_of(key) + "[" + std::to_string(i) + "]: expected a string, got " + describe(item));
-    }
-  }
-
-  void string_map(const char* key, std::map<std::string, std::string>& into) {
-    auto v = find(key);
-    if (!v)
-      return;
-    if (!v->IsObject()) {
-      fail(key, "expected an object of strings", *v);
-      return;
-    }
-    into.clear();
-    for (auto& m : v->GetObject()) {
-      std::string name(m.name.GetString(), m.name.GetStringLength());
-      if (m.value.IsString())
-        into[name].assign(m.value.GetString(), m.value.GetStringLength());
-      else
-        errors_.push_back(path_of(key) + "." + name + ": expected a string, got " + describe(m.value));
-    }
-  }
-
-private:
-  const json::value& obj_;
-  std::string path_;
-  std::vector<std::string>& errors_;
-};
 
 // An upper bound that keeps a typo from asking for millions of child processes.
 constexpr int max_instances_limit = 100000;
@@ -200,7 +82,7 @@ jsonrpc_message invalid(std::string why) {
 
 std::string error_text(const json::value& error) {
   if (!error.IsObject())
-    return "malformed error " + describe(error);
+    return "malformed error " + json_preview(error);
   auto message = json::get_string(error, "message");
   if (message.empty())
     message = "unknown error";
@@ -227,7 +109,7 @@ std::vector<std::string> parse_mcp_servers(std::string_view json_array_text, std
   if (doc.IsNull())
     return errors;
   if (!doc.IsArray()) {
-    errors.push_back(root + ": expected an array of server objects, got " + describe(doc));
+    errors.push_back(root + ": expected an array of server objects, got " + json_preview(doc));
     return errors;
   }
   std::set<std::string> names;
@@ -235,12 +117,12 @@ std::vector<std::string> parse_mcp_servers(std::string_view json_array_text, std
     auto path = root + "[" + std::to_string(i) + "]";
     auto& entry = doc[i];
     if (!entry.IsObject()) {
-      errors.push_back(path + ": expected an object, got " + describe(entry));
+      errors.push_back(path + ": expected an object, got " + json_preview(entry));
       continue;
     }
     auto before = errors.size();
     mcp_server_config c;
-    entry_reader r(entry, path, errors);
+    config_reader r(&entry, path, errors);
     if (!r.find("name"))
       r.error("name", "required: letters, digits, _ and -, starting with a letter or digit");
     else if (r.string("name", c.name)) {
@@ -256,9 +138,9 @@ std::vector<std::string> parse_mcp_servers(std::string_view json_array_text, std
     if (r.string("url", c.url) && !has_http_scheme(c.url))
       r.fail("url", "expected a URL starting with http:// or https://", *r.find("url"));
     r.one_of("isolation", c.isolation, {"shared", "per_user", "lazy_per_user"});
-    r.seconds("idle_timeout", c.idle_timeout, true);
+    r.seconds("idle_timeout", c.idle_timeout, 0);
     r.integer("max_instances", c.max_instances, 1, max_instances_limit);
-    if (double timeout = 0; r.seconds("timeout_seconds", timeout, false))
+    if (double timeout = 0; r.seconds("timeout_seconds", timeout, 0, false))
       c.timeout_seconds = timeout;
     r.string("description", c.description);
 
@@ -408,16 +290,16 @@ jsonrpc_message parse_jsonrpc(std::string_view line) {
   if (doc.IsArray())
     return invalid("batches are not supported");
   if (!doc.IsObject())
-    return invalid("expected a JSON-RPC object, got " + describe(doc));
+    return invalid("expected a JSON-RPC object, got " + json_preview(doc));
 
   auto id = json::member(doc, "id");
   auto method = json::member(doc, "method");
   auto result = json::member(doc, "result");
   auto error = json::member(doc, "error");
   if (id && !id->IsString() && !id->IsNumber() && !id->IsNull())
-    return invalid("id: expected a string or a number, got " + describe(*id));
+    return invalid("id: expected a string or a number, got " + json_preview(*id));
   if (method && !method->IsString())
-    return invalid("method: expected a string, got " + describe(*method));
+    return invalid("method: expected a string, got " + json_preview(*method));
 
   jsonrpc_message m;
   if (id)
