@@ -54,6 +54,7 @@ struct mcp_server_state {
   int64_t init_rpc = 0;
   int64_t list_rpc = 0;
   int failed_starts = 0;
+  bool relisting = false; // a tools/list after notifications/tools/list_changed is in flight
 
   mcp_server_status status;
   std::vector<protocol::mcp_tool> listing; // tools/list pages gathered so far
@@ -107,6 +108,12 @@ struct mcp_server_state {
         send(protocol::mcp_answer_to_server_request(line));
         return;
       case kind::notification:
+        // The server's tools changed: list them again while calls go on (MCP tools capability).
+        if (msg.method == "notifications/tools/list_changed" && current == phase::ready && !relisting) {
+          relisting = true;
+          listing.clear();
+          request_tools(std::nullopt);
+        }
         return;
       case kind::response:
       case kind::error:
@@ -122,16 +129,26 @@ struct mcp_server_state {
       send(protocol::mcp_initialized_notification());
       current = phase::listing;
       request_tools(std::nullopt);
-    } else if (id == list_rpc && current == phase::listing) {
+    } else if (id == list_rpc && (current == phase::listing || relisting)) {
+      if (failed && relisting) { // keep serving the tools listed before
+        relisting = false;
+        spdlog::warn("mcp: server={} tools/list after a change failed: {}", options.config.name, msg.error);
+        return;
+      }
       if (failed)
         return instance_down("tools/list failed: " + msg.error);
       auto page = protocol::parse_tools_list(msg.result);
       for (auto& t : page.tools)
         listing.push_back(std::move(t));
-      if (page.next_cursor)
+      if (page.next_cursor) {
         request_tools(page.next_cursor);
-      else
+      } else if (relisting) {
+        relisting = false;
+        status.tools = listing;
+        publish();
+      } else {
         become_ready();
+      }
     } else if (auto it = call_by_rpc.find(id); it != call_by_rpc.end()) {
       auto call_id = it->second;
       call_by_rpc.erase(it);
@@ -240,6 +257,7 @@ struct mcp_server_state {
     }
     ++generation; // late messages of the old instance are ignored
     current = phase::down;
+    relisting = false;
     status.alive = false;
     status.error = reason;
     spdlog::warn("mcp: server={} down: {}", options.config.name, reason);

@@ -25,6 +25,7 @@ struct fake_server_script {
   std::atomic<int> starts{0};
   std::atomic<int> touch_runs{0};  // side effects of the non-idempotent tool
   int crash_on_call_until_start = 0; // instances up to this number die on any tools/call
+  std::atomic<bool> extra_tool{false}; // offers a fourth tool, "added", once set
   bool garbage = false;
   int page_size = 100;
 
@@ -72,6 +73,8 @@ public:
         R"({"name":"echo","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}})",
         R"({"name":"touch","inputSchema":{"type":"object"}})",
         R"({"name":"hang","inputSchema":{"type":"object"}})"};
+      if (script_->extra_tool)
+        tools.push_back(R"({"name":"added","inputSchema":{"type":"object"}})");
       std::size_t start = cursor.empty() ? 0 : std::stoul(cursor);
       std::string page = "[";
       for (std::size_t i = start; i < std::min(tools.size(), start + script_->page_size); ++i)
@@ -283,5 +286,30 @@ TEST_CASE_METHOD(mcp_fixture, "a cancel that overtakes its call stops the call b
   CHECK(call(server, "hang", "{}", "early") == "[MCP_ERROR] cancelled");
   auto methods = script->sent_methods();
   CHECK(std::count(methods.begin(), methods.end(), "tools/call") == 1); // only the echo call was sent
+  self->send_exit(server, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_METHOD(mcp_fixture, "a server that announces a changed tool list is listed again", "[mcp_server]") {
+  std::mutex mu;
+  std::vector<std::size_t> counts;
+  auto server = spawn(5, [&](const mcp_server_status& st) {
+    std::lock_guard<std::mutex> lock(mu);
+    counts.push_back(st.tools.size());
+  });
+  CHECK(call(server, "echo", R"({"text":"a"})") == "a");
+  // The server's first instance (generation 1) gains a tool and announces it, as a transport would.
+  script->extra_tool = true;
+  self->send(server, mcp_message_atom::value, uint64_t{1},
+             std::string(R"({"jsonrpc":"2.0","method":"notifications/tools/list_changed"})"));
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!counts.empty() && counts.back() == 4)
+        break;
+    }
+    self->receive(caf::after(std::chrono::milliseconds(10)) >> [] {});
+  }
+  CHECK(status(server).tools.size() == 4);
+  CHECK(call(server, "added", "{}", "c2") == "done");
   self->send_exit(server, caf::exit_reason::user_shutdown);
 }
