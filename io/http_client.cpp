@@ -95,7 +95,7 @@ bool is_tls_error(const boost::system::error_code& ec) {
 // Shared with the handlers of its pending operations, which keep it (stream, parser, buffers) alive.
 class http_connection::impl : public std::enable_shared_from_this<impl> {
 public:
-  impl(const net::any_io_executor& executor, ssl::context& tls, const http_url& url, std::size_t header_limit,
+  impl(const net::any_io_executor& executor, ssl::context* tls, const http_url& url, std::size_t header_limit,
        std::uint64_t body_limit)
     : executor_(executor), tls_ctx_(tls), tls_(url.tls), host_(url.host), port_(url.port),
       host_header_(url.host_header), resolver_(executor), chunk_(read_chunk_bytes) {
@@ -214,7 +214,7 @@ private:
   }
 
   void handshake(step_handler done) {
-    tls_stream_.emplace(std::move(*tcp_), tls_ctx_);
+    tls_stream_.emplace(std::move(*tcp_), *tls_ctx_);
     tcp_.reset();
     beast::error_code not_ip;
     net::ip::make_address(host_, not_ip);
@@ -245,7 +245,7 @@ private:
   }
 
   const net::any_io_executor executor_;
-  ssl::context& tls_ctx_;
+  ssl::context* tls_ctx_;
   const bool tls_;
   const std::string host_;
   const std::string port_;
@@ -260,7 +260,7 @@ private:
   std::vector<char> chunk_;
 };
 
-http_connection::http_connection(const boost::asio::any_io_executor& executor, boost::asio::ssl::context& tls,
+http_connection::http_connection(const boost::asio::any_io_executor& executor, boost::asio::ssl::context* tls,
                                  const http_url& url, std::size_t header_limit, std::uint64_t body_limit)
   : impl_(std::make_shared<impl>(executor, tls, url, header_limit, body_limit)) {
 }

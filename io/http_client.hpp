@@ -63,7 +63,8 @@ public:
   using body_handler =
     std::function<void(const char* what, boost::system::error_code ec, std::string_view bytes)>;
 
-  http_connection(const boost::asio::any_io_executor& executor, boost::asio::ssl::context& tls,
+  // `tls` is needed for an https URL only; it may be null for http.
+  http_connection(const boost::asio::any_io_executor& executor, boost::asio::ssl::context* tls,
                   const http_url& url, std::size_t header_limit, std::uint64_t body_limit);
   ~http_connection();
   http_connection(const http_connection&) = delete;

@@ -110,10 +110,11 @@ public:
       return url_.error;
     if (url_.tls) {
       beast::error_code ec;
-      ssl_ctx_.set_default_verify_paths(ec);
+      ssl_ctx_.emplace(ssl::context::tls_client);
+      ssl_ctx_->set_default_verify_paths(ec);
       if (ec)
         return "mcp server " + config_.name + ": cannot load the system's CA certificates: " + ec.message();
-      ssl_ctx_.set_verify_mode(ssl::verify_peer);
+      ssl_ctx_->set_verify_mode(ssl::verify_peer);
     }
     handlers_ = std::move(h);
     guard_.emplace(net::make_work_guard(ioc_));
@@ -255,7 +256,7 @@ private:
   const endpoint url_;
   const std::chrono::milliseconds request_timeout_;
   handlers handlers_;
-  ssl::context ssl_ctx_{ssl::context::tls_client};
+  std::optional<ssl::context> ssl_ctx_; // https only: a plain-http server needs no TLS state
   net::io_context ioc_; // after ssl_ctx_: destroyed first, with the streams that use the context
   std::optional<net::executor_work_guard<net::io_context::executor_type>> guard_;
   std::thread thread_;
@@ -282,7 +283,7 @@ class http_transport::exchange : public std::enable_shared_from_this<exchange> {
 public:
   exchange(http_transport& owner, kind k, std::string body)
     : owner_(owner), kind_(k), deadline_(owner.ioc_),
-      conn_(owner.ioc_.get_executor(), owner.ssl_ctx_, owner.url_, header_limit_bytes, mcp_http_max_message_bytes),
+      conn_(owner.ioc_.get_executor(), owner.ssl_ctx_ ? &*owner.ssl_ctx_ : nullptr, owner.url_, header_limit_bytes, mcp_http_max_message_bytes),
       sse_(mcp_http_max_message_bytes, mcp_http_max_message_bytes) {
     req_.method = k == kind::del ? "DELETE" : "POST";
     req_.target = owner.url_.target;

@@ -142,7 +142,7 @@ private:
     ++attempt_;
     timed_out_ = false;
     status_ = 0;
-    conn_.emplace(strand_, owner_.ssl_ctx_, owner_.url_, header_limit_bytes, owner_.options_.max_body_bytes);
+    conn_.emplace(strand_, &owner_.ssl_ctx_, owner_.url_, header_limit_bytes, owner_.options_.max_body_bytes);
     sse_.emplace(owner_.options_.max_line_bytes);
     assembler_.emplace();
     plain_body_.clear();
