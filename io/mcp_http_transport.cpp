@@ -1,6 +1,7 @@
 #include "io/mcp_http_transport.hpp"
 
 #include "io/http_client.hpp"
+#include "io/mcp_handler_call.hpp"
 #include "protocol/json.hpp"
 #include "protocol/sse_parser.hpp"
 
@@ -204,7 +205,7 @@ private:
             protocol_version_ = std::move(version);
       }
     }
-    call([&] {
+    call_handler(config_.name, [&] {
       if (handlers_.on_message)
         handlers_.on_message(std::move(message));
     });
@@ -239,17 +240,6 @@ private:
     std::lock_guard<std::mutex> lock(mutex_);
     shutdown_done_ = true;
     done_cv_.notify_all();
-  }
-
-  template <class F>
-  void call(F&& f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      spdlog::error("mcp: server={} transport handler threw: {}", config_.name, e.what());
-    } catch (...) {
-      spdlog::error("mcp: server={} transport handler threw", config_.name);
-    }
   }
 
   const protocol::mcp_server_config config_;
@@ -489,7 +479,7 @@ void http_transport::fail(std::string reason) {
     ex->abort();
   live_.clear();
   spdlog::debug("mcp: server={} transport closed: {}", config_.name, reason);
-  call([&] {
+  call_handler(config_.name, [&] {
     if (handlers_.on_closed)
       handlers_.on_closed(std::move(reason));
   });

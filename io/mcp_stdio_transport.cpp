@@ -1,6 +1,7 @@
 #include "io/mcp_stdio_transport.hpp"
 
 #include "io/child_process.hpp"
+#include "io/mcp_handler_call.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -289,7 +290,7 @@ private:
         end = ending::requested;
     }
     if (end != ending::requested)
-      call([&] {
+      call_handler(config_.name, [&] {
         if (handlers_.on_closed)
           handlers_.on_closed(reason);
       });
@@ -497,22 +498,10 @@ private:
       return;
     if (line.back() == '\r')
       line.pop_back();
-    call([&] {
+    call_handler(config_.name, [&] {
       if (handlers_.on_message)
         handlers_.on_message(std::move(line));
     });
-  }
-
-  // A throwing handler must not end the thread (std::terminate) nor skip the child's cleanup.
-  template <class F>
-  void call(F&& f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      spdlog::error("mcp: server={} transport handler threw: {}", config_.name, e.what());
-    } catch (...) {
-      spdlog::error("mcp: server={} transport handler threw", config_.name);
-    }
   }
 
   const protocol::mcp_server_config config_;
