@@ -14,8 +14,10 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import {
-  scenario, check_event_stream, check_attempt_order, fake_upstream, until, user,
+  scenario, check_event_stream, check_attempt_order, fake_upstream, until, user, wait_mcp_ready as wait_ready,
 } from '../integration/harness.mjs';
+
+const wait_mcp_ready = (troupe, names, timeout_ms = mcp_ready_timeout_ms) => wait_ready(troupe, names, timeout_ms);
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const node_modules = path.join(here, 'node_modules');
@@ -63,23 +65,6 @@ function reference_servers(s) {
     { name: 'memory', command: process.execPath, args: [memory_bin], env: { ...env, MEMORY_FILE_PATH: memory_file }, transport: 'stdio', isolation: 'shared' },
   ];
   return { servers, root, outside, memory_file, mark };
-}
-
-// GET /ready until mcp.ready and every named server is alive; returns the last body.
-async function wait_mcp_ready(troupe, names, timeout_ms = mcp_ready_timeout_ms) {
-  let last;
-  try {
-    return await until(async () => {
-      const res = await troupe.request('GET', '/ready');
-      last = res.text;
-      const mcp = res.json?.mcp;
-      if (res.status !== 200 || !mcp?.ready) return false;
-      return names.every((n) => mcp.servers.find((v) => v.name === n)?.alive === true) && res.json;
-    }, { timeout_ms, interval_ms: 100, message: `mcp.ready with servers ${names.join(', ')} alive` });
-  } catch (err) {
-    err.message += `\nlast GET /ready: ${last}`;
-    throw err;
-  }
 }
 
 // The tool names in /v1/tools' `tools` (strings, or objects with a name).

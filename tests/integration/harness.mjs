@@ -619,3 +619,20 @@ export function check_attempt_order(payloads) {
   }
   return steps;
 }
+
+// GET /ready until mcp.ready and every named MCP server is alive; returns the body.
+export async function wait_mcp_ready(troupe, names, timeout_ms) {
+  let last;
+  try {
+    return await until(async () => {
+      const res = await troupe.request('GET', '/ready');
+      last = res.text;
+      const mcp = res.json?.mcp;
+      if (res.status !== 200 || !mcp?.ready) return false;
+      return names.every((n) => mcp.servers.find((v) => v.name === n)?.alive === true) && res.json;
+    }, { timeout_ms, interval_ms: 50, message: `mcp.ready with servers ${names.join(', ')} alive` });
+  } catch (err) {
+    err.message += `\nlast GET /ready: ${last}`;
+    throw err;
+  }
+}

@@ -14,7 +14,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { scenario, check_event_stream, check_attempt_order, source_dir, until, user } from './harness.mjs';
+import {
+  scenario, check_event_stream, check_attempt_order, source_dir, until, user, wait_mcp_ready as wait_ready,
+} from './harness.mjs';
+
+const wait_mcp_ready = (troupe, names, timeout_ms = mcp_ready_timeout_ms) => wait_ready(troupe, names, timeout_ms);
 
 const fake_server = path.join(source_dir, 'tests', 'fake_mcp', 'fake_mcp_server.mjs');
 const mcp_ready_timeout_ms = 30_000; // a node server starting on a loaded 2-core machine
@@ -103,23 +107,6 @@ const alive = (pid) => {
   return state !== null && state !== 'Z';
 };
 const fake_alive = (pid) => alive(pid) && (proc_cmdline(pid) ?? '').includes('fake_mcp_server.mjs');
-
-// GET /ready until mcp.ready and every named server is alive; returns the body.
-async function wait_mcp_ready(troupe, names, timeout_ms = mcp_ready_timeout_ms) {
-  let last;
-  try {
-    return await until(async () => {
-      const res = await troupe.request('GET', '/ready');
-      last = res.text;
-      const mcp = res.json?.mcp;
-      if (res.status !== 200 || !mcp?.ready) return false;
-      return names.every((n) => mcp.servers.find((v) => v.name === n)?.alive === true) && res.json;
-    }, { timeout_ms, interval_ms: 50, message: `mcp.ready with servers ${names.join(', ')} alive` });
-  } catch (err) {
-    err.message += `\nlast GET /ready: ${last}`;
-    throw err;
-  }
-}
 
 // Waits for an open run stream to finish; returns its checked payloads and tool results.
 async function finish_run(stream) {
