@@ -5,6 +5,7 @@
 #include "protocol/agent_event.hpp"
 #include "protocol/chat_request.hpp"
 #include "protocol/chat_types.hpp"
+#include "protocol/runs.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>
 
@@ -13,30 +14,62 @@
 
 namespace troupe {
 
-// Everything a run needs to start, resolved by the edge from the request and the caller.
+// Everything a run needs to start, resolved by the edge from the request and the caller, or by the
+// registry from a claimed record.
 struct run_spec {
   std::string run_id;
-  std::string run_kind = "chat";
+  std::string run_kind = "chat"; // chat | background
   std::string tenant_key;
   std::string user_key;
   protocol::chat_request request;
-  bool caller_named_id = false; // metadata.run_id: it may name a stored run
-  int attempt = 1;            // a reopened chat run counts on (AS-10)
-  int64_t first_sequence = 0; // and continues its event sequence
+  std::string request_body = "{}"; // the body as received: a retry re-executes it (AS-53)
+  int attempt = 1;
+  int max_attempts = 1;       // chat runs are never retried (AS-53)
+  int64_t first_sequence = 0; // an attempt continues the run's event sequence (AS-51)
+  int64_t lease_epoch = 0;    // every write of the attempt is fenced by it (AS-82)
 };
 
-// A run's stored state; a chat run is stored as a run too (AS-91).
-struct run_record {
+using protocol::run_record;
+using protocol::stored_event;
+
+// Runs a claim started: the claimed records, and when the next delayed run becomes ready.
+struct run_claim {
+  std::vector<run_record> runs;
+  double next_ready_seconds = -1; // -1: no delayed run
+};
+
+// The end of an attempt, written by its holder at its lease epoch (AS-82): terminal, or `queued`
+// again for a retry after `retry_seconds`.
+struct run_transition {
   std::string run_id;
-  std::string run_kind;
-  std::string session_id;
-  std::string tenant_key;
-  std::string user_key;
-  std::string status; // running | completed | failed | cancelled
-  int attempts = 0;
-  int64_t event_count = 0;
-  std::string created_at;
-  std::string updated_at;
+  int64_t lease_epoch = 0;
+  std::string status;
+  std::string error;      // terminal: the run's error
+  std::string last_error; // queued: why the attempt failed
+  double retry_seconds = 0;
+  protocol::trace_facts trace; // terminal: what the trace records (AS-55)
+};
+
+// One page of a run's events with the run's record (AS-51).
+struct run_events_page {
+  run_record run;
+  std::vector<stored_event> events;
+};
+
+struct run_list {
+  std::vector<run_record> runs;
+  int64_t total_count = 0;
+};
+
+struct trace_list {
+  std::vector<std::string> traces; // JSON texts
+  int64_t total_count = 0;
+};
+
+// What a recovery sweep did (AS-83).
+struct recovery_report {
+  int64_t requeued = 0;
+  int64_t failed = 0;
 };
 
 // How a run ended; sent to its subscriber after the terminal event.
@@ -71,6 +104,13 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_spec)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::session_record)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_record)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_claim)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_transition)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_events_page)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_list)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::trace_list)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::recovery_report)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::stored_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::tool_outcome)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::agent_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::model_outcome)

@@ -1,5 +1,6 @@
 #include "actors/run.hpp"
 
+#include "actors/errors.hpp"
 #include "actors/tool_call.hpp"
 #include "protocol/agent_loop.hpp"
 #include "protocol/json.hpp"
@@ -7,8 +8,10 @@
 #include "protocol/workspace_path.hpp"
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <map>
 
 namespace troupe {
 
@@ -34,7 +37,7 @@ struct run_state {
   run_actor::pointer self = nullptr;
   std::shared_ptr<const run_environment> env;
   run_spec spec;
-  caf::actor subscriber;
+  std::vector<caf::actor> subscribers;
 
   std::string workspace_dir;
   std::string model_name;
@@ -48,6 +51,7 @@ struct run_state {
   uint64_t model_seq = 0; // tags the inference in flight; stale replies are dropped
   std::shared_ptr<cancel_handle> model_call;
   protocol::token_usage usage_total;
+  std::map<std::string, int64_t> tool_name_counts;
   std::vector<std::string> citations;
   std::string latest_step_text;
 
@@ -56,7 +60,8 @@ struct run_state {
   std::size_t next_call = 0;
   tool_call_actor current_tool;
 
-  bool ended = false;
+  bool ended = false;   // the attempt reached its end; no more events
+  bool stopped = false; // fenced: nothing more is written
 
   protocol::agent_event make_event(std::string type, std::string content) {
     protocol::agent_event e;
@@ -69,25 +74,48 @@ struct run_state {
     return e;
   }
 
+  template <class Message>
+  void publish(const Message& msg) {
+    for (auto& s : subscribers)
+      caf::anon_send(s, msg.first, msg.second);
+  }
+
+  // Stores the event, then sends it to the subscribers (AS-90: nothing is seen before it is stored).
+  // The store answers in order, so subscribers see the events in sequence.
   void emit(protocol::agent_event e) {
-    if (subscriber)
-      caf::anon_send(subscriber, event_atom::value, std::move(e));
+    if (!env->store) {
+      publish(std::pair{event_atom::value, std::move(e)});
+      return;
+    }
+    stored_event stored{e.sequence, e.type, protocol::to_json(e)};
+    self->request(env->store, caf::infinite, append_atom::value, spec.run_id, spec.lease_epoch, std::move(stored))
+      .then([this, e = std::move(e)](bool) { publish(std::pair{event_atom::value, e}); },
+            [this](caf::error& err) { fenced(err); });
+  }
+
+  // The attempt's lease is gone (or the store failed): stop without another write (AS-82).
+  void fenced(const caf::error& err) {
+    if (stopped)
+      return;
+    stopped = true;
+    spdlog::warn("run {}: attempt {} stops: {}", spec.run_id, spec.attempt, message_of(err));
+    stop_work();
+    ended = true;
+    self->quit();
+  }
+
+  void stop_work() {
+    if (model_call)
+      model_call->cancel();
+    if (current_tool)
+      self->send(current_tool, cancel_atom::value);
   }
 
   double since_start_ms() const { return protocol::elapsed_ms(started, clock::now()); }
 
-  void save_run(const std::string& status) {
-    if (!env->store)
-      return;
-    run_record r{spec.run_id, spec.run_kind, spec.request.session_id, spec.tenant_key, spec.user_key, status,
-                 spec.attempt, sequence, created_at, protocol::iso_now()};
-    self->send(env->store, save_run_atom::value, std::move(r));
-  }
-
   void start() {
     sequence = spec.first_sequence;
     created_at = protocol::iso_now();
-    save_run("running");
     workspace_dir = protocol::user_workspace_dir(env->workspaces_root, spec.tenant_key, spec.user_key);
     model_name = spec.request.model.value_or(env->default_model);
     if (env->tools)
@@ -150,7 +178,7 @@ struct run_state {
     if (outcome.cancelled)
       return; // cancel() already ended the run
     if (!outcome.ok) {
-      fail("LLM call failed: " + outcome.error, "upstream_model_error");
+      fail("LLM call failed: " + outcome.error, "upstream_model_error", outcome.retryable);
       return;
     }
     auto& reply = outcome.reply;
@@ -164,6 +192,7 @@ struct run_state {
       emit(make_event("think", "Using " + reply.tool_calls.front().name + " tool"));
     }
     for (auto& c : reply.tool_calls) {
+      ++tool_name_counts[c.name];
       auto e = make_event("tool_call", "Calling " + c.name);
       e.tool_name = c.name;
       e.tool_args = c.arguments;
@@ -270,7 +299,9 @@ struct run_state {
     end("completed", std::move(answer), "");
   }
 
-  void fail(std::string message, const char* error_type) {
+  // Ends the attempt with an `error` event; a retryable failure of a background run with attempts
+  // left is re-queued instead of failing the run (AS-53).
+  void fail(std::string message, const char* error_type, bool retryable = false) {
     auto e = make_event("error", message);
     e.duration_ms = since_start_ms();
     e.metadata = protocol::json::object([&](writer& w) {
@@ -278,57 +309,103 @@ struct run_state {
       w.String(error_type);
     });
     emit(std::move(e));
+    if (retryable && spec.run_kind != "chat" && spec.attempt < spec.max_attempts) {
+      requeue(std::move(message));
+      return;
+    }
     end(std::string(error_type) == "CancelledError" ? "cancelled" : "failed", "", std::move(message));
   }
 
   void cancel() {
     if (ended)
       return;
-    if (model_call)
-      model_call->cancel();
-    if (current_tool)
-      self->send(current_tool, cancel_atom::value);
+    stop_work();
     fail("Run cancelled", "CancelledError");
   }
 
+  void requeue(std::string error) {
+    ended = true;
+    if (!env->store) {
+      self->quit();
+      return;
+    }
+    run_transition t;
+    t.run_id = spec.run_id;
+    t.lease_epoch = spec.lease_epoch;
+    t.status = "queued";
+    t.last_error = std::move(error);
+    t.retry_seconds = protocol::retry_delay_seconds(spec.attempt, env->retry_base_seconds, env->retry_max_seconds);
+    self->request(env->store, caf::infinite, transition_atom::value, std::move(t))
+      .then([this](run_record&) { self->quit(); }, [this](caf::error& err) { fenced(err); });
+  }
+
+  // The terminal transition is stored (with the trace) before anyone hears of the end.
   void end(std::string status, std::string answer, std::string error) {
     ended = true;
-    save_run(status);
-    run_result result{spec.run_id, spec.request.session_id, status, answer, std::move(error),
-                      since_start_ms(), sequence, citations};
-    if (env->store) {
-      session_record rec;
-      rec.tenant_key = spec.tenant_key;
-      rec.user_key = spec.user_key;
-      rec.session_id = spec.request.session_id;
-      rec.updated_at = protocol::iso_now();
-      rec.created_at = rec.updated_at;
-      rec.last_run_id = spec.run_id;
-      rec.last_status = status;
-      rec.last_query = spec.request.query;
-      rec.last_answer = answer;
-      self->send(env->store, save_session_atom::value, std::move(rec));
+    run_result result{spec.run_id, spec.request.session_id, status, answer, error, since_start_ms(), sequence,
+                      citations};
+    if (!env->store) {
+      publish(std::pair{run_end_atom::value, std::move(result)});
+      self->quit();
+      return;
     }
-    if (subscriber)
-      caf::anon_send(subscriber, run_end_atom::value, std::move(result));
-    self->quit();
+    save_session(status, answer);
+    run_transition t;
+    t.run_id = spec.run_id;
+    t.lease_epoch = spec.lease_epoch;
+    t.status = status;
+    t.error = std::move(error);
+    t.trace.trace_type = spec.run_kind == "chat" ? "chat" : "background_run";
+    t.trace.tool_name_counts = tool_name_counts;
+    for (auto& [name, n] : tool_name_counts)
+      t.trace.tool_call_count += n;
+    t.trace.llm_usage_total = usage_total;
+    t.trace.final_content = std::move(answer);
+    t.trace.cited_source_ids = citations;
+    self->request(env->store, caf::infinite, transition_atom::value, std::move(t))
+      .then(
+        [this, result = std::move(result)](run_record&) {
+          publish(std::pair{run_end_atom::value, result});
+          self->quit();
+        },
+        [this](caf::error& err) { fenced(err); });
+  }
+
+  void save_session(const std::string& status, const std::string& answer) {
+    session_record rec;
+    rec.tenant_key = spec.tenant_key;
+    rec.user_key = spec.user_key;
+    rec.session_id = spec.request.session_id;
+    rec.updated_at = protocol::iso_now();
+    rec.created_at = rec.updated_at;
+    rec.last_run_id = spec.run_id;
+    rec.last_status = status;
+    rec.last_query = spec.request.query;
+    rec.last_answer = answer;
+    self->send(env->store, save_session_atom::value, std::move(rec));
   }
 };
 
 run_actor::behavior_type run_behavior(run_actor::stateful_pointer<run_state> self,
                                       std::shared_ptr<const run_environment> env, run_spec spec,
-                                      caf::actor subscriber) {
+                                      std::vector<caf::actor> subscribers) {
   auto& st = self->state;
   st.self = self;
   st.env = std::move(env);
   st.spec = std::move(spec);
-  st.subscriber = std::move(subscriber);
+  st.subscribers = std::move(subscribers);
   return {
     [=](start_atom) {
       if (self->state.created_at.empty())
         self->state.start();
     },
     [=](cancel_atom) { self->state.cancel(); },
+    [=](subscribe_atom, caf::actor& subscriber) {
+      self->state.subscribers.push_back(std::move(subscriber));
+      return true;
+    },
+    [=](ping_atom) { return true; },
+    [=](fenced_atom) { self->state.fenced(make_error(errc::conflict, "the lease keeper lost the run's lease")); },
     [=](model_done_atom, uint64_t tag, protocol::model_outcome& outcome) {
       self->state.on_model_done(tag, outcome);
     },
@@ -341,8 +418,8 @@ run_actor::behavior_type run_behavior(run_actor::stateful_pointer<run_state> sel
 } // namespace
 
 run_actor spawn_run(caf::actor_system& sys, std::shared_ptr<const run_environment> env, run_spec spec,
-                    caf::actor subscriber) {
-  return sys.spawn(run_behavior, std::move(env), std::move(spec), std::move(subscriber));
+                    std::vector<caf::actor> subscribers) {
+  return sys.spawn(run_behavior, std::move(env), std::move(spec), std::move(subscribers));
 }
 
 } // namespace troupe

@@ -11,6 +11,7 @@
 #include <caf/typed_actor.hpp>
 
 #include <memory>
+#include <vector>
 
 namespace troupe {
 
@@ -19,12 +20,20 @@ using run_actor = caf::typed_actor<
   // Stops the run at once: the model request and the tool call in flight are cancelled, an `error`
   // "Run cancelled" event ends it (AS-52). A terminal run ignores it.
   caf::reacts_to<cancel_atom>,
+  // Adds a subscriber of the run's events; answered once it takes effect (AS-74).
+  caf::replies_to<subscribe_atom, caf::actor>::with<bool>,
+  // Answered while the run is responsive: the lease keeper renews its lease only then (AS-82).
+  caf::replies_to<ping_atom>::with<bool>,
+  // The run's lease was taken over: it stops at once and writes nothing more (AS-82).
+  caf::reacts_to<fenced_atom>,
   caf::reacts_to<model_done_atom, uint64_t, protocol::model_outcome>,
   caf::reacts_to<tool_result_atom, uint64_t, tool_outcome, double>>;
 
-// Spawns a run that sends (event_atom, agent_event) for each event and finally
-// (run_end_atom, run_result) to `subscriber` (which may be invalid). It waits for start_atom.
+// Spawns a run attempt. Each event is stored (fenced by the attempt's lease epoch) and then sent as
+// (event_atom, agent_event) to every subscriber; a terminal run then sends (run_end_atom, run_result).
+// An attempt that is re-queued for a retry, or fenced, just stops: its subscribers stay with the run.
+// It waits for start_atom.
 run_actor spawn_run(caf::actor_system& sys, std::shared_ptr<const run_environment> env, run_spec spec,
-                    caf::actor subscriber);
+                    std::vector<caf::actor> subscribers);
 
 } // namespace troupe

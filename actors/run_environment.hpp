@@ -26,6 +26,9 @@ struct run_environment {
   int64_t default_max_tokens = 4096;
   bool stream = true;
   std::string workspaces_root = "./var/workspaces";
+  // A background attempt that fails retryably waits base·2^(attempt−1) s, at most max (AS-53).
+  double retry_base_seconds = 5;
+  double retry_max_seconds = 300;
 };
 
 } // namespace troupe

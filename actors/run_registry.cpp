@@ -1,9 +1,15 @@
 #include "actors/run_registry.hpp"
 
 #include "actors/errors.hpp"
+#include "actors/lease_keeper.hpp"
+#include "protocol/ids.hpp"
 
 #include <caf/all.hpp>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -11,81 +17,339 @@ namespace troupe {
 
 namespace {
 
+using steady = std::chrono::steady_clock;
+
+// Without a concurrency limit, a claim takes this many runs at a time.
+constexpr uint32_t unlimited_batch = 256;
+
+struct live_attempt {
+  run_actor run;
+  bool background = false;
+};
+
 struct run_registry_state {
   static inline const char* name = "run_registry";
   std::shared_ptr<const run_environment> env;
-  std::unordered_map<std::string, run_actor> live;
-  std::unordered_map<caf::actor_addr, std::string> ids;
-  std::unordered_set<std::string> reserved; // ids whose stored record is being looked up
+  scheduler_options options;
+  lease_keeper_actor keeper;
+  std::unordered_map<std::string, live_attempt> live;
+  std::unordered_map<caf::actor_addr, std::string> attempt_of;
+  std::unordered_set<std::string> reserved; // chat ids whose begin is being stored
+  int background_live = 0;
+  // Subscribers per run id, across attempts; they leave when they stop.
+  std::unordered_map<std::string, std::vector<caf::actor>> watchers;
+  std::unordered_map<caf::actor_addr, std::string> watching;
+  std::unordered_map<std::string, std::vector<caf::typed_response_promise<run_record>>> cancels;
+  bool claiming = false;
+  bool claim_again = false;
+  std::optional<steady::time_point> wake_at; // a delayed queued run becomes ready
 };
 
-run_actor start(run_registry_actor::stateful_pointer<run_registry_state> self, run_spec spec,
-                caf::actor subscriber) {
+using registry_pointer = run_registry_actor::stateful_pointer<run_registry_state>;
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, seconds) * 1000.0) + 1);
+}
+
+run_record record_of(const run_spec& spec) {
+  run_record r;
+  r.run_id = spec.run_id;
+  r.run_kind = spec.run_kind;
+  r.session_id = spec.request.session_id;
+  r.tenant_key = spec.tenant_key;
+  r.user_key = spec.user_key;
+  r.metadata = spec.request.metadata;
+  r.generation_options = protocol::generation_options_json(spec.request);
+  r.max_attempts = spec.max_attempts;
+  r.request = spec.request_body;
+  return r;
+}
+
+// The attempt a claimed record starts; nullopt when its stored request no longer parses.
+std::optional<run_spec> spec_of(const run_record& r) {
+  auto parsed = protocol::parse_chat_request(r.request);
+  auto request = std::get_if<protocol::chat_request>(&parsed);
+  if (!request)
+    return std::nullopt;
+  run_spec spec;
+  spec.run_id = r.run_id;
+  spec.run_kind = r.run_kind;
+  spec.tenant_key = r.tenant_key;
+  spec.user_key = r.user_key;
+  spec.request = std::move(*request);
+  spec.request.session_id = r.session_id; // a body without one got a fresh id at submit time
+  spec.request_body = r.request;
+  spec.attempt = r.attempts;
+  spec.max_attempts = r.max_attempts;
+  spec.first_sequence = r.event_count;
+  spec.lease_epoch = r.lease_epoch;
+  return spec;
+}
+
+run_actor launch(registry_pointer self, run_spec spec, caf::actor extra) {
   auto& st = self->state;
   auto id = spec.run_id;
-  auto run = spawn_run(self->system(), st.env, std::move(spec), std::move(subscriber));
+  if (auto old = st.live.find(id); old != st.live.end()) {
+    // A lapsed attempt that is still alive (wedged) gives way to the new one.
+    self->send_exit(old->second.run, caf::exit_reason::kill);
+    st.attempt_of.erase(old->second.run.address());
+    if (old->second.background)
+      --st.background_live;
+    st.live.erase(old);
+  }
+  auto subscribers = st.watchers[id];
+  if (extra)
+    subscribers.push_back(std::move(extra));
+  bool background = spec.run_kind != "chat";
+  auto epoch = spec.lease_epoch;
+  auto run = spawn_run(self->system(), st.env, std::move(spec), std::move(subscribers));
   self->monitor(run);
-  st.ids.emplace(run.address(), id);
-  st.live.emplace(std::move(id), run);
+  st.attempt_of.emplace(run.address(), id);
+  st.live.emplace(id, live_attempt{run, background});
+  if (background)
+    ++st.background_live;
+  if (st.keeper)
+    self->send(st.keeper, track_atom::value, id, epoch, run);
   self->send(run, start_atom::value);
   return run;
 }
 
-run_registry_actor::behavior_type
-run_registry_behavior(run_registry_actor::stateful_pointer<run_registry_state> self,
-                      std::shared_ptr<const run_environment> env) {
-  self->state.env = std::move(env);
-  // A run that ends, normally or not, leaves the registry; its own end event was already sent.
+void wake_in(registry_pointer self, double seconds) {
+  auto at = steady::now() + millis(seconds);
+  auto& wake = self->state.wake_at;
+  if (wake && *wake <= at)
+    return;
+  wake = at;
+  self->delayed_send(self, millis(seconds), schedule_atom::value);
+}
+
+void schedule(registry_pointer self) {
+  auto& st = self->state;
+  if (!st.env->store)
+    return;
+  if (st.claiming) {
+    st.claim_again = true;
+    return;
+  }
+  auto limit = st.options.run_concurrency;
+  uint32_t n = limit == 0 ? unlimited_batch : static_cast<uint32_t>(std::max(0, limit - st.background_live));
+  if (n == 0)
+    return;
+  st.claiming = true;
+  st.claim_again = false;
+  self->request(st.env->store, caf::infinite, claim_atom::value, st.options.worker_id, st.options.run_lease_seconds, n)
+    .then(
+      [=](run_claim& claim) {
+        auto& st = self->state;
+        st.claiming = false;
+        for (auto& r : claim.runs) {
+          if (auto spec = spec_of(r)) {
+            launch(self, std::move(*spec), nullptr);
+            continue;
+          }
+          spdlog::error("run {}: its stored request cannot be read; failing it", r.run_id);
+          run_transition t;
+          t.run_id = r.run_id;
+          t.lease_epoch = r.lease_epoch;
+          t.status = "failed";
+          t.error = "Stored request could not be read";
+          t.trace.trace_type = "background_run";
+          caf::anon_send(st.env->store, transition_atom::value, std::move(t));
+        }
+        if (claim.next_ready_seconds >= 0)
+          wake_in(self, claim.next_ready_seconds);
+        if (claim.runs.size() == n || st.claim_again)
+          schedule(self);
+      },
+      [=](caf::error& err) {
+        self->state.claiming = false;
+        spdlog::error("scheduler: claiming queued runs failed: {}", message_of(err));
+      });
+}
+
+// Tells the subscribers of a run that ended without a live attempt (a queued run cancelled).
+void announce_end(registry_pointer self, const run_record& r) {
+  auto it = self->state.watchers.find(r.run_id);
+  if (it == self->state.watchers.end())
+    return;
+  run_result result{r.run_id, r.session_id, r.status, "", r.error, r.duration_ms.value_or(0), r.event_count, {}};
+  for (auto& w : it->second)
+    caf::anon_send(w, run_end_atom::value, result);
+}
+
+// Cancels a run no live attempt holds and answers every waiting promise.
+void cancel_stored(registry_pointer self, const std::string& run_id,
+                   std::vector<caf::typed_response_promise<run_record>> promises) {
+  self->request(self->state.env->store, caf::infinite, cancel_atom::value, run_id)
+    .then(
+      [=](run_record& r) mutable {
+        if (r.status == "cancelled")
+          announce_end(self, r);
+        for (auto& p : promises)
+          p.deliver(r);
+      },
+      [=](caf::error& err) mutable {
+        for (auto& p : promises)
+          p.deliver(err);
+      });
+}
+
+void attempt_ended(registry_pointer self, const caf::actor_addr& addr) {
+  auto& st = self->state;
+  auto it = st.attempt_of.find(addr);
+  auto id = it->second;
+  st.attempt_of.erase(it);
+  auto live = st.live.find(id);
+  if (live != st.live.end() && live->second.run.address() == addr) {
+    if (live->second.background)
+      --st.background_live;
+    st.live.erase(live);
+  }
+  // A cancel that waited for the attempt is finished by the store: a run the attempt re-queued is
+  // cancelled there, a terminal one is returned unchanged.
+  if (auto c = st.cancels.find(id); c != st.cancels.end()) {
+    auto promises = std::move(c->second);
+    st.cancels.erase(c);
+    if (st.env->store) {
+      cancel_stored(self, id, std::move(promises));
+    } else { // nothing is stored: the attempt that just ended was the whole run
+      run_record r;
+      r.run_id = id;
+      r.status = "cancelled";
+      for (auto& p : promises)
+        p.deliver(r);
+    }
+  }
+  schedule(self);
+}
+
+void watcher_left(registry_pointer self, const caf::actor_addr& addr) {
+  auto& st = self->state;
+  auto it = st.watching.find(addr);
+  if (it == st.watching.end())
+    return;
+  auto w = st.watchers.find(it->second);
+  if (w != st.watchers.end()) {
+    auto& list = w->second;
+    list.erase(std::remove_if(list.begin(), list.end(), [&](const caf::actor& a) { return a.address() == addr; }),
+               list.end());
+    if (list.empty())
+      st.watchers.erase(w);
+  }
+  st.watching.erase(it);
+}
+
+run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
+                                                        std::shared_ptr<const run_environment> env,
+                                                        scheduler_options options) {
+  auto& st = self->state;
+  st.env = std::move(env);
+  st.options = std::move(options);
+  if (st.env->store)
+    st.keeper = spawn_lease_keeper(self->system(), st.env->store, st.options.run_lease_seconds);
   self->set_down_handler([=](caf::down_msg& msg) {
-    auto it = self->state.ids.find(msg.source);
-    if (it == self->state.ids.end())
-      return;
-    self->state.live.erase(it->second);
-    self->state.ids.erase(it);
+    if (self->state.attempt_of.count(msg.source) != 0)
+      attempt_ended(self, msg.source);
+    else
+      watcher_left(self, msg.source);
+  });
+  self->set_exit_handler([=](caf::exit_msg& msg) {
+    if (self->state.keeper)
+      self->send_exit(self->state.keeper, msg.reason);
+    self->quit(msg.reason);
   });
   return {
     [=](spawn_run_atom, run_spec& spec, caf::actor& subscriber) -> caf::result<run_actor> {
       auto& st = self->state;
       if (st.live.count(spec.run_id) != 0 || st.reserved.count(spec.run_id) != 0)
         return make_error(errc::conflict, "Run already exists");
-      if (!st.env->store || !spec.caller_named_id) // a fresh UUID names no stored run
-        return start(self, std::move(spec), std::move(subscriber));
-      // A stored terminal chat run with this id reopens (AS-10); the id is reserved meanwhile so a
-      // concurrent request for it is refused.
+      if (!st.env->store)
+        return launch(self, std::move(spec), std::move(subscriber));
+      // The id is reserved while the store begins the attempt, so a concurrent request is refused.
       st.reserved.insert(spec.run_id);
       auto rp = self->make_response_promise<run_actor>();
       auto id = spec.run_id;
-      self->request(st.env->store, std::chrono::seconds(30), get_run_atom::value, id)
+      self->request(st.env->store, caf::infinite, begin_chat_atom::value, record_of(spec), st.options.worker_id,
+                    st.options.run_lease_seconds)
         .then(
-          [=](run_record& stored) mutable {
+          [=](run_record& r) mutable {
             self->state.reserved.erase(id);
-            if (stored.run_kind != "chat" || stored.status == "running" || stored.status == "queued") {
-              rp.deliver(make_error(errc::conflict, "Run already exists"));
-              return;
-            }
-            spec.attempt = stored.attempts + 1;
-            spec.first_sequence = stored.event_count;
-            rp.deliver(start(self, std::move(spec), std::move(subscriber)));
+            spec.attempt = r.attempts;
+            spec.first_sequence = r.event_count;
+            spec.lease_epoch = r.lease_epoch;
+            rp.deliver(launch(self, std::move(spec), std::move(subscriber)));
           },
           [=](caf::error& err) mutable {
             self->state.reserved.erase(id);
-            if (code_of(err) == errc::not_found)
-              rp.deliver(start(self, std::move(spec), std::move(subscriber)));
-            else
-              rp.deliver(err);
+            rp.deliver(err);
           });
       return rp;
     },
-    [=](cancel_atom, const std::string& run_id) -> caf::result<bool> {
-      auto it = self->state.live.find(run_id);
-      if (it == self->state.live.end())
-        return make_error(errc::not_found, "Run not found");
-      self->send(it->second, cancel_atom::value);
+    [=](submit_atom, run_spec& spec) -> caf::result<run_record> {
+      auto& st = self->state;
+      if (!st.env->store)
+        return make_error(errc::unavailable, "Durable run store not available");
+      spec.max_attempts = st.options.run_max_attempts;
+      auto rp = self->make_response_promise<run_record>();
+      self->request(st.env->store, caf::infinite, create_run_atom::value, record_of(spec))
+        .then(
+          [=](run_record& r) mutable {
+            rp.deliver(std::move(r));
+            schedule(self);
+          },
+          [=](caf::error& err) mutable { rp.deliver(err); });
+      return rp;
+    },
+    [=](subscribe_atom, std::string& run_id, caf::actor& subscriber) -> caf::result<bool> {
+      auto& st = self->state;
+      self->monitor(subscriber);
+      st.watching.emplace(subscriber.address(), run_id);
+      st.watchers[run_id].push_back(subscriber);
+      if (auto it = st.live.find(run_id); it != st.live.end())
+        return self->delegate(it->second.run, subscribe_atom::value, std::move(subscriber));
       return true;
     },
+    [=](cancel_atom, std::string& run_id) -> caf::result<run_record> {
+      auto& st = self->state;
+      if (auto it = st.live.find(run_id); it != st.live.end()) {
+        auto rp = self->make_response_promise<run_record>();
+        st.cancels[run_id].push_back(rp);
+        self->send(it->second.run, cancel_atom::value);
+        return rp;
+      }
+      if (!st.env->store)
+        return make_error(errc::not_found, "Run not found");
+      auto rp = self->make_response_promise<run_record>();
+      cancel_stored(self, run_id, {rp});
+      return rp;
+    },
     [=](cancel_all_atom) {
-      for (auto& [id, run] : self->state.live)
-        self->send(run, cancel_atom::value);
+      for (auto& [id, attempt] : self->state.live) {
+        if (attempt.background)
+          self->send_exit(attempt.run, caf::exit_reason::user_shutdown);
+        else
+          self->send(attempt.run, cancel_atom::value);
+      }
+    },
+    [=](schedule_atom) {
+      auto& wake = self->state.wake_at;
+      if (wake && *wake <= steady::now())
+        wake.reset();
+      schedule(self);
+    },
+    [=](tick_atom) {
+      auto& st = self->state;
+      if (!st.env->store)
+        return;
+      self->delayed_send(self, millis(st.options.run_recovery_interval_seconds), tick_atom::value);
+      self->request(st.env->store, caf::infinite, recover_atom::value, false)
+        .then(
+          [=](recovery_report& r) {
+            if (r.requeued + r.failed > 0)
+              spdlog::warn("recovery: {} runs with a lapsed lease re-queued, {} failed", r.requeued, r.failed);
+            schedule(self);
+          },
+          [](caf::error& err) { spdlog::error("recovery: sweep failed: {}", message_of(err)); });
     },
     [=](count_atom) { return static_cast<uint64_t>(self->state.live.size()); },
   };
@@ -93,8 +357,15 @@ run_registry_behavior(run_registry_actor::stateful_pointer<run_registry_state> s
 
 } // namespace
 
-run_registry_actor spawn_run_registry(caf::actor_system& sys, std::shared_ptr<const run_environment> env) {
-  return sys.spawn(run_registry_behavior, std::move(env));
+std::string new_worker_id() {
+  return "worker-" + protocol::random_hex(12);
+}
+
+run_registry_actor spawn_run_registry(caf::actor_system& sys, std::shared_ptr<const run_environment> env,
+                                      scheduler_options options) {
+  if (options.worker_id.empty())
+    options.worker_id = new_worker_id();
+  return sys.spawn(run_registry_behavior, std::move(env), std::move(options));
 }
 
 } // namespace troupe

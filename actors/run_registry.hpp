@@ -1,4 +1,6 @@
-// The run registry: one per node; it spawns run actors, knows the live ones and cancels them.
+// The run registry: one per node. It starts chat runs at once and background runs as capacity allows
+// (claiming them from the store under a lease), knows the live attempts, their subscribers, and
+// cancels them; a periodic sweep recovers runs whose lease lapsed (AS-53, AS-54, AS-83).
 #pragma once
 
 #include "actors/atoms.hpp"
@@ -14,17 +16,40 @@
 
 namespace troupe {
 
+struct scheduler_options {
+  int run_concurrency = 4; // background attempts at once; 0 = unlimited
+  int run_max_attempts = 3;
+  double run_lease_seconds = 300;
+  double run_recovery_interval_seconds = 15;
+  std::string worker_id; // worker-<hex>, fresh per process
+};
+
 using run_registry_actor = caf::typed_actor<
-  // Spawns and starts a run whose events go to the subscriber; errc::conflict when its id is live
-  // (AS-10: "Run already exists").
+  // Begins a chat run (a new one, or a terminal chat run reopened, AS-10) and spawns its attempt with
+  // the subscriber; errc::conflict ("Run already exists") when its id is live or not reopenable.
   caf::replies_to<spawn_run_atom, run_spec, caf::actor>::with<run_actor>,
-  // Cancels a live run; errc::not_found when there is none.
-  caf::replies_to<cancel_atom, std::string>::with<bool>,
-  // Cancels every live run (shutdown after the grace period).
+  // Stores a background run as `queued` and answers its record once durable (AS-49); errc::conflict
+  // for a taken id, errc::unavailable without a store.
+  caf::replies_to<submit_atom, run_spec>::with<run_record>,
+  // Sends the run's future events and its end to the subscriber, across attempts; answered once that
+  // holds, so events stored after the answer are never missed (AS-74).
+  caf::replies_to<subscribe_atom, std::string, caf::actor>::with<bool>,
+  // Cancels a run (AS-52) and answers its record once it is cancelled; a terminal run is unchanged.
+  caf::replies_to<cancel_atom, std::string>::with<run_record>,
+  // Shutdown after the grace period: chat runs are cancelled; background attempts stop where they
+  // are and the next start recovers them (AS-83).
   caf::reacts_to<cancel_all_atom>,
-  // The number of live runs.
+  // Claims ready queued runs while there is capacity.
+  caf::reacts_to<schedule_atom>,
+  // The recovery sweep (every service.run_recovery_interval_seconds).
+  caf::reacts_to<tick_atom>,
+  // The number of live attempts.
   caf::replies_to<count_atom>::with<uint64_t>>;
 
-run_registry_actor spawn_run_registry(caf::actor_system& sys, std::shared_ptr<const run_environment> env);
+run_registry_actor spawn_run_registry(caf::actor_system& sys, std::shared_ptr<const run_environment> env,
+                                      scheduler_options options = {});
+
+// worker-<12 hex digits>, fresh per call.
+std::string new_worker_id();
 
 } // namespace troupe

@@ -1,4 +1,6 @@
-// The store port as an actor: what the loop persists. Adapters live in io/ (SQLite).
+// The store port as an actor: what troupe persists. Adapters live in io/ (SQLite). Every write is
+// durable before it is answered; the writes of a run's attempt are fenced by its lease epoch (AS-82):
+// a write at an epoch that is no longer current answers errc::conflict and changes nothing.
 #pragma once
 
 #include "actors/atoms.hpp"
@@ -14,10 +16,33 @@ using store_actor = caf::typed_actor<
   caf::reacts_to<save_session_atom, session_record>,
   // The stored record of (tenant_key, user_key, session_id); not_found when there is none.
   caf::replies_to<get_session_atom, std::string, std::string, std::string>::with<session_record>,
-  // Upserts a run's record (created_at is kept from the first save).
-  caf::reacts_to<save_run_atom, run_record>,
-  // The stored record of a run; not_found when there is none.
+  // Stores a new `queued` run; conflict ("Run already exists") when its id is taken (AS-49).
+  caf::replies_to<create_run_atom, run_record>::with<run_record>,
+  // Starts a chat run's attempt under (worker_id, lease_seconds): a new run, or a terminal chat run
+  // reopened (AS-10); conflict otherwise. The answer carries the epoch and the first sequence.
+  caf::replies_to<begin_chat_atom, run_record, std::string, double>::with<run_record>,
+  // Claims up to n ready queued runs, oldest first, for (worker_id, lease_seconds) (AS-53, AS-54).
+  caf::replies_to<claim_atom, std::string, double, uint32_t>::with<run_claim>,
+  // Appends one event of the attempt at (run_id, lease_epoch).
+  caf::replies_to<append_atom, std::string, int64_t, stored_event>::with<bool>,
+  // Ends an attempt (terminal, with its trace, or queued for a retry).
+  caf::replies_to<transition_atom, run_transition>::with<run_record>,
+  // Extends the lease of (run_id, lease_epoch) by lease_seconds from now.
+  caf::replies_to<renew_atom, std::string, int64_t, double>::with<bool>,
+  // AS-83: re-queues (or fails) every running run whose lease expired, or every running run when
+  // `all_running` (the previous owner of an embedded store is gone).
+  caf::replies_to<recover_atom, bool>::with<recovery_report>,
+  // Cancels a run no live attempt holds (AS-52): a queued run never starts; a running one is fenced
+  // and ends with the `Run cancelled` event; a terminal one is returned unchanged.
+  caf::replies_to<cancel_atom, std::string>::with<run_record>,
   caf::replies_to<get_run_atom, std::string>::with<run_record>,
+  // Newest first, filtered by status ("" = all), at most `limit`.
+  caf::replies_to<list_runs_atom, std::string, int64_t>::with<run_list>,
+  // Events after a sequence (exclusive), at most `limit` (0 = all).
+  caf::replies_to<events_atom, std::string, int64_t, int64_t>::with<run_events_page>,
+  // Traces newest first, filtered by session_id ("" = all).
+  caf::replies_to<list_traces_atom, std::string, int64_t>::with<trace_list>,
+  caf::replies_to<get_trace_atom, std::string>::with<std::string>,
   // Commits the writes received so far in one transaction (sent by the store to itself).
   caf::reacts_to<flush_atom>>;
 

@@ -1,4 +1,5 @@
 // troupe's entry point: parses the command line, loads the configuration and wires the node.
+#include "actors/errors.hpp"
 #include "actors/run_registry.hpp"
 #include "actors/tool_router.hpp"
 #include "io/agent_routes.hpp"
@@ -8,6 +9,7 @@
 #include "io/mcp_http_transport.hpp"
 #include "io/mcp_stdio_transport.hpp"
 #include "io/openai_chat_client.hpp"
+#include "io/run_routes.hpp"
 #include "io/scripted_model_port.hpp"
 #include "io/sqlite_store.hpp"
 #include "protocol/config.hpp"
@@ -157,10 +159,33 @@ int serve(const cli_options& cli) {
   env->default_max_tokens = cfg.model.max_tokens;
   env->stream = cfg.model.stream;
   env->workspaces_root = cfg.workspaces_root;
-  auto registry = spawn_run_registry(sys, env);
+  env->retry_base_seconds = cfg.service.run_retry_base_seconds;
+  env->retry_max_seconds = cfg.service.run_retry_max_seconds;
+
+  // AS-83: this process owns the store (the data-dir lock), so every run the previous process left
+  // running is recovered before anything else happens.
+  {
+    caf::scoped_actor self{sys};
+    self->request(env->store, caf::infinite, recover_atom::value, true)
+      .receive(
+        [](recovery_report& r) {
+          if (r.requeued + r.failed > 0)
+            spdlog::warn("serve: recovered runs of the previous process: {} re-queued, {} failed", r.requeued,
+                         r.failed);
+        },
+        [&](caf::error& err) { spdlog::error("serve: recovering runs failed: {}", message_of(err)); });
+  }
+  scheduler_options sched;
+  sched.run_concurrency = cfg.service.run_concurrency;
+  sched.run_max_attempts = cfg.service.run_max_attempts;
+  sched.run_lease_seconds = cfg.service.run_lease_seconds;
+  sched.run_recovery_interval_seconds = cfg.service.run_recovery_interval_seconds;
+  auto registry = spawn_run_registry(sys, env, sched);
+  caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs
 
   auto routes = std::make_shared<io::router>();
   io::add_agent_routes(*routes, sys, registry, {cfg, tools, TROUPE_VERSION});
+  io::add_run_routes(*routes, sys, registry, env->store, cfg);
   io::http_server_options http;
   http.host = cfg.service.host;
   http.port = static_cast<uint16_t>(cfg.service.port);

@@ -1,11 +1,10 @@
 #include "io/agent_routes.hpp"
 
 #include "actors/errors.hpp"
+#include "io/agent_http.hpp"
 #include "protocol/agent_event.hpp"
-#include "protocol/auth.hpp"
 #include "protocol/chat_request.hpp"
 #include "protocol/errors.hpp"
-#include "protocol/ids.hpp"
 #include "protocol/json.hpp"
 #include "protocol/sse.hpp"
 #include "protocol/timestamp.hpp"
@@ -22,28 +21,13 @@ namespace {
 using protocol::json::writer;
 using disconnect_atom = caf::atom_constant<caf::atom("gone")>;
 
-http_response agent_error(errc code, std::string_view detail) {
-  return json_response(protocol::http_status(code), protocol::error_body(protocol::dialect::agent, code, detail));
-}
-
 struct shared_context {
   caf::actor_system* sys;
   run_registry_actor registry;
   agent_service_info info;
 
-  // AS-3: with tokens configured, a request must present one of them.
-  bool authorized(const http_request& req) const {
-    auto& tokens = info.config.service.service_tokens;
-    if (tokens.empty())
-      return true;
-    return protocol::token_accepted(tokens, protocol::presented_token(req.header("authorization"),
-                                                                      req.header("x-fastreact-service-token")));
-  }
+  bool authorized(const http_request& req) const { return service_authorized(info.config, req); }
 };
-
-http_response unauthorized() {
-  return agent_error(errc::unauthorized, "FastReAct service token required");
-}
 
 // One chat completion in flight: receives the run's events and turns them into SSE frames, or
 // collects them for the non-streaming summary (AS-11, AS-15).
@@ -215,18 +199,8 @@ void handle_chat(const std::shared_ptr<shared_context>& ctx, http_request& req,
   if (auto err = std::get_if<protocol::request_error>(&parsed))
     return ex->respond(json_response(protocol::http_status(err->code), err->body));
   auto& chat = std::get<protocol::chat_request>(parsed);
-  run_spec spec;
-  spec.run_id = chat.run_id.empty() ? protocol::uuid4() : chat.run_id;
-  spec.caller_named_id = !chat.run_id.empty();
-  // AS-4: body, then header, then "anonymous"; the tenant is explicit, else the user key's prefix.
-  spec.user_key = !chat.user_key.empty() ? chat.user_key
-                  : !req.header("x-fastreact-user-key").empty() ? req.header("x-fastreact-user-key")
-                                                                 : "anonymous";
-  spec.tenant_key = !chat.tenant_key.empty() ? chat.tenant_key
-                    : !req.header("x-fastreact-tenant-key").empty() ? req.header("x-fastreact-tenant-key")
-                                                                     : protocol::infer_tenant(spec.user_key);
   bool cancel = chat.on_disconnect.value_or(ctx->info.config.service.chat_on_disconnect) != "continue";
-  spec.request = std::move(chat);
+  auto spec = run_spec_of(req, std::move(chat));
   ctx->sys->spawn(chat_relay, ctx->registry, std::move(ex), std::move(spec), cancel);
 }
 

@@ -112,6 +112,7 @@ public:
   void on_disconnect(std::function<void()> callback) override;
   bool send(std::string frame) override;
   void finish() override;
+  bool backlogged() const override;
 
   // True once respond() was called: a whole answer is on its way and there is nothing to watch.
   bool responded() const { return responded_.load(); }
@@ -175,6 +176,8 @@ public:
     });
     return true;
   }
+
+  bool backlogged() const { return queued_bytes_.load() * 2 > state_->options.max_stream_buffer_bytes; }
 
   void finish_stream(uint64_t gen) {
     net::post(stream_.get_executor(), [self = shared_from_this(), gen] {
@@ -468,6 +471,10 @@ bool exchange_impl::send(std::string frame) {
 
 void exchange_impl::finish() {
   session_->finish_stream(gen_);
+}
+
+bool exchange_impl::backlogged() const {
+  return session_->backlogged();
 }
 
 struct http_server::impl {

@@ -45,6 +45,9 @@ public:
   virtual bool send(std::string frame) = 0;
   // Ends the response once the queued frames are written.
   virtual void finish() = 0;
+  // True while more than half of the client's buffer is queued: a producer that can re-read what it
+  // skips (a run stream replays from the store) holds back instead of being dropped.
+  virtual bool backlogged() const = 0;
 };
 
 // One request's answer. Thread-safe; the first of respond/open_event_stream wins.

@@ -6,8 +6,14 @@
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
+#include "protocol/agent_event.hpp"
+#include "protocol/timestamp.hpp"
+
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <unordered_map>
 #include <vector>
 
 namespace troupe::io {
@@ -45,6 +51,41 @@ constexpr const char* migrations[] = {
       updated_at  TEXT NOT NULL
     );
   )sql",
+  R"sql(
+    ALTER TABLE runs ADD COLUMN started_at TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN completed_at TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN cancelled_at TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN duration_ms REAL;
+    ALTER TABLE runs ADD COLUMN error TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE runs ADD COLUMN generation_options TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE runs ADD COLUMN max_attempts INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE runs ADD COLUMN lease_expires_at TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN retry_after TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN worker_id TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN last_error TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN request TEXT NOT NULL DEFAULT '{}';
+    CREATE INDEX runs_by_status ON runs (status, retry_after, created_at);
+    CREATE INDEX runs_by_created ON runs (created_at);
+    CREATE TABLE run_events (
+      run_id     TEXT NOT NULL,
+      sequence   INTEGER NOT NULL,
+      type       TEXT NOT NULL,
+      payload    TEXT NOT NULL,
+      PRIMARY KEY (run_id, sequence)
+    ) WITHOUT ROWID;
+    CREATE TABLE traces (
+      run_id       TEXT PRIMARY KEY,
+      session_id   TEXT NOT NULL,
+      tenant_key   TEXT NOT NULL,
+      trace_type   TEXT NOT NULL,
+      status       TEXT NOT NULL,
+      completed_at TEXT NOT NULL,
+      payload      TEXT NOT NULL
+    );
+    CREATE INDEX traces_by_completed ON traces (completed_at);
+  )sql",
 };
 
 struct db_closer {
@@ -72,15 +113,6 @@ stmt_ptr prepare(sqlite3* db, const char* sql) {
   return stmt_ptr(s);
 }
 
-void bind(sqlite3_stmt* s, int i, const std::string& v) {
-  sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-}
-
-std::string column(sqlite3_stmt* s, int i) {
-  auto p = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
-  return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(s, i))) : std::string();
-}
-
 std::string migrate(sqlite3* db) {
   if (auto err = exec(db, "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)"); !err.empty())
     return err;
@@ -103,109 +135,534 @@ std::string migrate(sqlite3* db) {
   return {};
 }
 
+// A prepared statement in use: bind by position, step, read columns; reset when it goes out of scope.
+class query {
+public:
+  explicit query(sqlite3_stmt* s) : s_(s) {}
+  query(const query&) = delete;
+  ~query() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+
+  query& bind(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  query& bind(int i, int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  query& bind(int i, const std::optional<double>& v) {
+    if (v)
+      sqlite3_bind_double(s_, i, *v);
+    else
+      sqlite3_bind_null(s_, i);
+    return *this;
+  }
+  bool row() { return sqlite3_step(s_) == SQLITE_ROW; }
+  bool done() { return sqlite3_step(s_) == SQLITE_DONE; }
+
+  std::string text(int i) const {
+    auto p = reinterpret_cast<const char*>(sqlite3_column_text(s_, i));
+    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(s_, i))) : std::string();
+  }
+  int64_t integer(int i) const { return sqlite3_column_int64(s_, i); }
+  std::optional<double> real(int i) const {
+    if (sqlite3_column_type(s_, i) == SQLITE_NULL)
+      return std::nullopt;
+    return sqlite3_column_double(s_, i);
+  }
+
+private:
+  sqlite3_stmt* s_;
+};
+
+constexpr const char* run_columns =
+  "run_id, run_kind, session_id, tenant_key, user_key, status, created_at, updated_at, started_at, completed_at, "
+  "cancelled_at, duration_ms, event_count, error, metadata, generation_options, attempts, max_attempts, "
+  "lease_expires_at, retry_after, worker_id, last_error, lease_epoch, request";
+
+run_record read_run(const query& q) {
+  run_record r;
+  int i = 0;
+  for (auto field : {&r.run_id, &r.run_kind, &r.session_id, &r.tenant_key, &r.user_key, &r.status, &r.created_at,
+                     &r.updated_at, &r.started_at, &r.completed_at, &r.cancelled_at})
+    *field = q.text(i++);
+  r.duration_ms = q.real(i++);
+  r.event_count = q.integer(i++);
+  r.error = q.text(i++);
+  r.metadata = q.text(i++);
+  r.generation_options = q.text(i++);
+  r.attempts = static_cast<int>(q.integer(i++));
+  r.max_attempts = static_cast<int>(q.integer(i++));
+  for (auto field : {&r.lease_expires_at, &r.retry_after, &r.worker_id, &r.last_error})
+    *field = q.text(i++);
+  r.lease_epoch = q.integer(i++);
+  r.request = q.text(i++);
+  return r;
+}
+
+std::string seconds_from_now(double seconds) {
+  auto d = std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(seconds));
+  return protocol::iso_timestamp(std::chrono::system_clock::now() + d);
+}
+
+// Milliseconds from an iso timestamp until now (null when the text is not one).
+std::optional<double> ms_since(const std::string& iso) {
+  auto t = protocol::parse_iso_timestamp(iso);
+  if (!t)
+    return std::nullopt;
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now() - *t).count();
+  return static_cast<double>(us / 10) / 100.0;
+}
+
+// The database, its cached statements, and the SQL of every operation. Each method runs on the
+// store actor's thread; the write methods run inside the group's transaction.
+class database {
+public:
+  explicit database(db_ptr db) : db_(std::move(db)) {}
+
+  sqlite3* raw() const { return db_.get(); }
+
+  query sql(const char* text) {
+    auto& s = statements_[text];
+    if (!s)
+      s = prepare(db_.get(), text);
+    return query(s.get());
+  }
+
+  std::string error() const { return sqlite3_errmsg(db_.get()); }
+
+  void save_session(const session_record& r) {
+    auto q = sql(R"sql(
+      INSERT INTO sessions (tenant_key, user_key, session_id, created_at, updated_at, run_count,
+                            last_run_id, last_status, last_query, last_answer)
+      VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9)
+      ON CONFLICT (tenant_key, user_key, session_id) DO UPDATE SET
+        updated_at = excluded.updated_at, run_count = run_count + 1, last_run_id = excluded.last_run_id,
+        last_status = excluded.last_status, last_query = excluded.last_query,
+        last_answer = excluded.last_answer)sql");
+    q.bind(1, r.tenant_key).bind(2, r.user_key).bind(3, r.session_id).bind(4, r.created_at).bind(5, r.updated_at);
+    q.bind(6, r.last_run_id).bind(7, r.last_status).bind(8, r.last_query).bind(9, r.last_answer);
+    if (!q.done())
+      spdlog::error("store: saving session {} failed: {}", r.session_id, error());
+  }
+
+  std::optional<session_record> get_session(const std::string& tenant, const std::string& user,
+                                            const std::string& session) {
+    auto q = sql(R"sql(
+      SELECT created_at, updated_at, run_count, last_run_id, last_status, last_query, last_answer
+      FROM sessions WHERE tenant_key = ?1 AND user_key = ?2 AND session_id = ?3)sql");
+    q.bind(1, tenant).bind(2, user).bind(3, session);
+    if (!q.row())
+      return std::nullopt;
+    return session_record{tenant,     user,         session,   q.text(0), q.text(1), q.integer(2),
+                          q.text(3),  q.text(4),    q.text(5), q.text(6)};
+  }
+
+  std::optional<run_record> get_run(const std::string& run_id) {
+    static const std::string text = std::string("SELECT ") + run_columns + " FROM runs WHERE run_id = ?1";
+    auto q = sql(text.c_str());
+    q.bind(1, run_id);
+    if (!q.row())
+      return std::nullopt;
+    return read_run(q);
+  }
+
+  bool insert_run(const run_record& r) {
+    auto q = sql(R"sql(
+      INSERT INTO runs (run_id, run_kind, session_id, tenant_key, user_key, status, created_at, updated_at,
+                        started_at, event_count, metadata, generation_options, attempts, max_attempts,
+                        lease_expires_at, worker_id, lease_epoch, request)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+      ON CONFLICT (run_id) DO NOTHING)sql");
+    q.bind(1, r.run_id).bind(2, r.run_kind).bind(3, r.session_id).bind(4, r.tenant_key).bind(5, r.user_key);
+    q.bind(6, r.status).bind(7, r.created_at).bind(8, r.started_at).bind(9, r.metadata);
+    q.bind(10, r.generation_options).bind(11, int64_t{r.attempts}).bind(12, int64_t{r.max_attempts});
+    q.bind(13, r.lease_expires_at).bind(14, r.worker_id).bind(15, r.lease_epoch).bind(16, r.request);
+    return q.done() && sqlite3_changes(raw()) == 1;
+  }
+
+  // Starts an attempt of `run_id`: attempts+1, a new epoch, the lease (AS-54).
+  void start_attempt(const std::string& run_id, const std::string& worker_id, double lease_seconds) {
+    auto now = protocol::iso_now();
+    auto q = sql(R"sql(
+      UPDATE runs SET status = 'running', attempts = attempts + 1, lease_epoch = lease_epoch + 1,
+        worker_id = ?2, lease_expires_at = ?3, retry_after = '', error = '', completed_at = '',
+        cancelled_at = '', duration_ms = NULL, updated_at = ?4,
+        started_at = CASE WHEN started_at = '' THEN ?4 ELSE started_at END
+      WHERE run_id = ?1)sql");
+    q.bind(1, run_id).bind(2, worker_id).bind(3, seconds_from_now(lease_seconds)).bind(4, now);
+    q.done();
+  }
+
+  // The run's record when `lease_epoch` still holds it, else nullopt (AS-82).
+  std::optional<run_record> held(const std::string& run_id, int64_t lease_epoch) {
+    auto r = get_run(run_id);
+    if (!r || r->status != "running" || r->lease_epoch != lease_epoch)
+      return std::nullopt;
+    return r;
+  }
+
+  bool append(const std::string& run_id, int64_t lease_epoch, const stored_event& e) {
+    auto update = sql(R"sql(
+      UPDATE runs SET event_count = ?3 + 1, updated_at = ?4
+      WHERE run_id = ?1 AND lease_epoch = ?2 AND status = 'running' AND event_count = ?3)sql");
+    update.bind(1, run_id).bind(2, lease_epoch).bind(3, e.sequence).bind(4, protocol::iso_now());
+    if (!update.done() || sqlite3_changes(raw()) != 1)
+      return false;
+    return insert_event(run_id, e);
+  }
+
+  bool insert_event(const std::string& run_id, const stored_event& e) {
+    auto q = sql("INSERT INTO run_events (run_id, sequence, type, payload) VALUES (?1, ?2, ?3, ?4)");
+    q.bind(1, run_id).bind(2, e.sequence).bind(3, e.type).bind(4, e.json);
+    return q.done();
+  }
+
+  // Sets a run terminal (completed | failed | cancelled) and writes its trace (AS-55).
+  run_record finish(run_record r, const std::string& status, const std::string& error,
+                    const protocol::trace_facts& facts) {
+    auto now = protocol::iso_now();
+    r.status = status;
+    r.error = error;
+    r.completed_at = now;
+    r.cancelled_at = status == "cancelled" ? now : "";
+    r.duration_ms = ms_since(r.started_at.empty() ? r.created_at : r.started_at);
+    r.lease_expires_at.clear();
+    r.updated_at = now;
+    auto q = sql(R"sql(
+      UPDATE runs SET status = ?2, error = ?3, completed_at = ?4, cancelled_at = ?5, duration_ms = ?6,
+        lease_expires_at = '', updated_at = ?4, lease_epoch = ?7
+      WHERE run_id = ?1)sql");
+    q.bind(1, r.run_id).bind(2, status).bind(3, error).bind(4, now).bind(5, r.cancelled_at).bind(6, r.duration_ms);
+    q.bind(7, r.lease_epoch);
+    q.done();
+    auto t = sql(R"sql(
+      INSERT INTO traces (run_id, session_id, tenant_key, trace_type, status, completed_at, payload)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+      ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, completed_at = excluded.completed_at,
+        payload = excluded.payload)sql");
+    t.bind(1, r.run_id).bind(2, r.session_id).bind(3, r.tenant_key).bind(4, facts.trace_type).bind(5, status);
+    t.bind(6, now).bind(7, protocol::trace_json(r, facts));
+    t.done();
+    return r;
+  }
+
+  void requeue(const std::string& run_id, int64_t lease_epoch, const std::string& last_error, double retry_seconds) {
+    auto q = sql(R"sql(
+      UPDATE runs SET status = 'queued', last_error = ?3, retry_after = ?4, lease_expires_at = '',
+        lease_epoch = ?2, updated_at = ?5
+      WHERE run_id = ?1)sql");
+    q.bind(1, run_id).bind(2, lease_epoch).bind(3, last_error);
+    q.bind(4, retry_seconds > 0 ? seconds_from_now(retry_seconds) : std::string());
+    q.bind(5, protocol::iso_now());
+    q.done();
+  }
+
+  std::vector<std::string> ids(const char* text, const std::string& arg) {
+    std::vector<std::string> out;
+    auto q = sql(text);
+    q.bind(1, arg);
+    while (q.row())
+      out.push_back(q.text(0));
+    return out;
+  }
+
+private:
+  db_ptr db_;
+  std::unordered_map<const char*, stmt_ptr> statements_; // by the address of their SQL text
+};
+
+protocol::trace_facts facts_of(const run_record& r) {
+  protocol::trace_facts f;
+  f.trace_type = r.run_kind == "chat" ? "chat" : "background_run";
+  return f;
+}
+
 // Writes are grouped: each one joins a batch and the first one of a batch queues a flush behind
-// whatever else is already in the mailbox, so one transaction (one fsync) covers all of them. Reads
-// flush first, so they always see every write sent before them.
+// whatever else is already in the mailbox, so one transaction (one fsync) covers all of them. A
+// write is answered only after its batch committed. Reads flush first, so they see every write sent
+// before them.
 struct store_state {
   static inline const char* name = "sqlite_store";
-  db_ptr db;
-  std::vector<std::function<void(sqlite3*)>> batch;
+  std::unique_ptr<database> db;
+  std::vector<std::function<void(database&)>> writes;
+  std::vector<std::function<void(bool committed)>> replies;
 
   void flush() {
-    if (batch.empty())
+    if (writes.empty())
       return;
-    auto raw = db.get();
-    exec(raw, "BEGIN IMMEDIATE");
-    for (auto& write : batch)
-      write(raw);
-    if (auto err = exec(raw, "COMMIT"); !err.empty()) {
-      spdlog::error("store: commit of {} writes failed: {}", batch.size(), err);
-      exec(raw, "ROLLBACK");
+    auto raw = db->raw();
+    bool committed = exec(raw, "BEGIN IMMEDIATE").empty();
+    if (committed) {
+      for (auto& write : writes)
+        write(*db);
+      if (auto err = exec(raw, "COMMIT"); !err.empty()) {
+        spdlog::error("store: commit of {} writes failed: {}", writes.size(), err);
+        exec(raw, "ROLLBACK");
+        committed = false;
+      }
     }
-    batch.clear();
+    writes.clear();
+    auto done = std::move(replies);
+    replies.clear();
+    for (auto& reply : done)
+      reply(committed);
   }
 };
 
-void save_session(sqlite3* db, const session_record& r) {
-  auto s = prepare(db, R"sql(
-    INSERT INTO sessions (tenant_key, user_key, session_id, created_at, updated_at, run_count,
-                          last_run_id, last_status, last_query, last_answer)
-    VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9)
-    ON CONFLICT (tenant_key, user_key, session_id) DO UPDATE SET
-      updated_at = excluded.updated_at, run_count = run_count + 1, last_run_id = excluded.last_run_id,
-      last_status = excluded.last_status, last_query = excluded.last_query,
-      last_answer = excluded.last_answer)sql");
-  for (auto [i, v] : {std::pair{1, &r.tenant_key}, {2, &r.user_key}, {3, &r.session_id}, {4, &r.created_at},
-                      {5, &r.updated_at}, {6, &r.last_run_id}, {7, &r.last_status}, {8, &r.last_query},
-                      {9, &r.last_answer}})
-    bind(s.get(), i, *v);
-  if (sqlite3_step(s.get()) != SQLITE_DONE)
-    spdlog::error("store: saving session {} failed: {}", r.session_id, sqlite3_errmsg(db));
+using store_pointer = store_actor::stateful_pointer<store_state>;
+
+void enqueue(store_pointer self, std::function<void(database&)> write, std::function<void(bool)> reply = {}) {
+  auto& st = self->state;
+  if (st.writes.empty())
+    self->send(self, flush_atom::value);
+  st.writes.push_back(std::move(write));
+  if (reply)
+    st.replies.push_back(std::move(reply));
 }
 
-void save_run(sqlite3* db, const run_record& r) {
-  auto s = prepare(db, R"sql(
-    INSERT INTO runs (run_id, run_kind, session_id, tenant_key, user_key, status, attempts, event_count,
-                      created_at, updated_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-    ON CONFLICT (run_id) DO UPDATE SET
-      status = excluded.status, attempts = excluded.attempts, event_count = excluded.event_count,
-      updated_at = excluded.updated_at)sql");
-  for (auto [i, v] : {std::pair{1, &r.run_id}, {2, &r.run_kind}, {3, &r.session_id}, {4, &r.tenant_key},
-                      {5, &r.user_key}, {6, &r.status}, {9, &r.created_at}, {10, &r.updated_at}})
-    bind(s.get(), i, *v);
-  sqlite3_bind_int(s.get(), 7, r.attempts);
-  sqlite3_bind_int64(s.get(), 8, r.event_count);
-  if (sqlite3_step(s.get()) != SQLITE_DONE)
-    spdlog::error("store: saving run {} failed: {}", r.run_id, sqlite3_errmsg(db));
+// A write answered with its outcome once its batch committed.
+template <class T, class F>
+caf::result<T> write(store_pointer self, F fn) {
+  auto rp = self->make_response_promise<T>();
+  auto out = std::make_shared<std::variant<T, caf::error>>(caf::error{});
+  enqueue(
+    self, [fn = std::move(fn), out](database& db) mutable { *out = fn(db); },
+    [rp, out](bool committed) mutable {
+      if (!committed)
+        rp.deliver(make_error(errc::unavailable, "store: the write could not be committed"));
+      else if (auto v = std::get_if<T>(out.get()))
+        rp.deliver(std::move(*v));
+      else
+        rp.deliver(std::get<caf::error>(*out));
+    });
+  return rp;
 }
 
-store_actor::behavior_type sqlite_store_behavior(store_actor::stateful_pointer<store_state> self, db_ptr db) {
-  self->state.db = std::move(db);
-  auto enqueue = [self](std::function<void(sqlite3*)> write) {
-    if (self->state.batch.empty())
-      self->send(self, flush_atom::value);
-    self->state.batch.push_back(std::move(write));
-  };
+caf::error run_not_found() {
+  return make_error(errc::not_found, "Run not found");
+}
+
+caf::error fenced() {
+  return make_error(errc::conflict, "Run lease lost: the run is held at a newer lease epoch");
+}
+
+store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw) {
+  self->state.db = std::make_unique<database>(std::move(raw));
   // Nothing sent to the store may be lost when it is told to stop.
   self->set_exit_handler([self](caf::exit_msg& msg) {
     self->state.flush();
     self->quit(msg.reason);
   });
+  using result_t = std::variant<run_record, caf::error>;
   return {
     [=](save_session_atom, session_record& r) {
-      enqueue([r = std::move(r)](sqlite3* db) { save_session(db, r); });
+      enqueue(self, [r = std::move(r)](database& db) { db.save_session(r); });
     },
-    [=](save_run_atom, run_record& r) { enqueue([r = std::move(r)](sqlite3* db) { save_run(db, r); }); },
     [=](flush_atom) { self->state.flush(); },
     [=](get_session_atom, const std::string& tenant, const std::string& user,
         const std::string& session) -> caf::result<session_record> {
       self->state.flush();
-      auto db = self->state.db.get();
-      auto s = prepare(db, R"sql(
-        SELECT created_at, updated_at, run_count, last_run_id, last_status, last_query, last_answer
-        FROM sessions WHERE tenant_key = ?1 AND user_key = ?2 AND session_id = ?3)sql");
-      bind(s.get(), 1, tenant);
-      bind(s.get(), 2, user);
-      bind(s.get(), 3, session);
-      if (sqlite3_step(s.get()) != SQLITE_ROW)
-        return make_error(errc::not_found, "Session not found");
-      return session_record{tenant, user, session, column(s.get(), 0), column(s.get(), 1),
-                            sqlite3_column_int64(s.get(), 2), column(s.get(), 3), column(s.get(), 4),
-                            column(s.get(), 5), column(s.get(), 6)};
+      if (auto r = self->state.db->get_session(tenant, user, session))
+        return std::move(*r);
+      return make_error(errc::not_found, "Session not found");
+    },
+    [=](create_run_atom, run_record& r) {
+      return write<run_record>(self, [r = std::move(r)](database& db) mutable -> result_t {
+        r.status = "queued";
+        r.created_at = r.updated_at = protocol::iso_now();
+        r.attempts = 0;
+        r.lease_epoch = 0;
+        if (!db.insert_run(r))
+          return make_error(errc::conflict, "Run already exists");
+        return r;
+      });
+    },
+    [=](begin_chat_atom, run_record& r, std::string& worker_id, double lease_seconds) {
+      return write<run_record>(self, [=, r = std::move(r)](database& db) mutable -> result_t {
+        if (auto stored = db.get_run(r.run_id)) {
+          if (stored->run_kind != "chat" || !protocol::is_terminal(stored->status))
+            return make_error(errc::conflict, "Run already exists");
+        } else {
+          r.status = "queued";
+          r.created_at = protocol::iso_now();
+          if (!db.insert_run(r))
+            return make_error(errc::conflict, "Run already exists");
+        }
+        db.start_attempt(r.run_id, worker_id, lease_seconds);
+        return *db.get_run(r.run_id);
+      });
+    },
+    [=](claim_atom, std::string& worker_id, double lease_seconds, uint32_t n) {
+      return write<run_claim>(self, [=](database& db) -> std::variant<run_claim, caf::error> {
+        auto now = protocol::iso_now();
+        run_claim claim;
+        std::vector<std::string> ready;
+        {
+          auto q = db.sql(R"sql(
+            SELECT run_id FROM runs WHERE status = 'queued' AND retry_after <= ?1
+            ORDER BY created_at, rowid LIMIT ?2)sql");
+          q.bind(1, now).bind(2, static_cast<int64_t>(n));
+          while (q.row())
+            ready.push_back(q.text(0));
+        }
+        for (auto& id : ready) {
+          db.start_attempt(id, worker_id, lease_seconds);
+          claim.runs.push_back(*db.get_run(id));
+        }
+        auto q = db.sql("SELECT MIN(retry_after) FROM runs WHERE status = 'queued' AND retry_after > ?1");
+        q.bind(1, now);
+        if (q.row())
+          if (auto next = protocol::parse_iso_timestamp(q.text(0)))
+            claim.next_ready_seconds = std::max(
+              0.0, std::chrono::duration<double>(*next - std::chrono::system_clock::now()).count());
+        return claim;
+      });
+    },
+    [=](append_atom, std::string& run_id, int64_t epoch, stored_event& e) {
+      return write<bool>(self, [=, e = std::move(e)](database& db) -> std::variant<bool, caf::error> {
+        if (!db.append(run_id, epoch, e))
+          return fenced();
+        return true;
+      });
+    },
+    [=](transition_atom, run_transition& t) {
+      return write<run_record>(self, [t = std::move(t)](database& db) -> result_t {
+        auto held = db.held(t.run_id, t.lease_epoch);
+        if (!held)
+          return fenced();
+        if (t.status == "queued") {
+          db.requeue(t.run_id, t.lease_epoch, t.last_error, t.retry_seconds);
+          return *db.get_run(t.run_id);
+        }
+        return db.finish(std::move(*held), t.status, t.error, t.trace);
+      });
+    },
+    [=](renew_atom, std::string& run_id, int64_t epoch, double lease_seconds) {
+      return write<bool>(self, [=](database& db) -> std::variant<bool, caf::error> {
+        auto q = db.sql(R"sql(
+          UPDATE runs SET lease_expires_at = ?3 WHERE run_id = ?1 AND lease_epoch = ?2 AND status = 'running')sql");
+        q.bind(1, run_id).bind(2, epoch).bind(3, seconds_from_now(lease_seconds));
+        if (!q.done() || sqlite3_changes(db.raw()) != 1)
+          return fenced();
+        return true;
+      });
+    },
+    [=](recover_atom, bool all_running) {
+      return write<recovery_report>(self, [=](database& db) -> std::variant<recovery_report, caf::error> {
+        // With `all_running` the cutoff is "" and every running run is taken.
+        auto expired = db.ids("SELECT run_id FROM runs WHERE status = 'running' AND (?1 = '' OR lease_expires_at < ?1)",
+                              all_running ? std::string() : protocol::iso_now());
+        recovery_report report;
+        for (auto& id : expired) {
+          auto r = *db.get_run(id);
+          r.lease_epoch += 1;
+          if (r.attempts < r.max_attempts) {
+            db.requeue(id, r.lease_epoch, "Recovered stale running lease", 0);
+            ++report.requeued;
+          } else {
+            db.finish(r, "failed", "Run lease expired and no attempts remain", facts_of(r));
+            ++report.failed;
+          }
+        }
+        return report;
+      });
+    },
+    [=](cancel_atom, std::string& run_id) {
+      return write<run_record>(self, [run_id](database& db) -> result_t {
+        auto r = db.get_run(run_id);
+        if (!r)
+          return run_not_found();
+        if (protocol::is_terminal(r->status))
+          return std::move(*r);
+        r->lease_epoch += 1;
+        if (r->status == "running") {
+          protocol::agent_event e;
+          e.type = "error";
+          e.sequence = r->event_count;
+          e.run_id = r->run_id;
+          e.session_id = r->session_id;
+          e.timestamp = protocol::iso_now();
+          e.content = "Run cancelled";
+          e.metadata = R"({"error_type":"CancelledError"})";
+          db.insert_event(r->run_id, {e.sequence, e.type, protocol::to_json(e)});
+          r->event_count += 1;
+          auto q = db.sql("UPDATE runs SET event_count = ?2 WHERE run_id = ?1");
+          q.bind(1, r->run_id).bind(2, r->event_count);
+          q.done();
+        }
+        auto facts = facts_of(*r);
+        return db.finish(std::move(*r), "cancelled", "Run cancelled", facts);
+      });
     },
     [=](get_run_atom, const std::string& run_id) -> caf::result<run_record> {
       self->state.flush();
-      auto db = self->state.db.get();
-      auto s = prepare(db, R"sql(
-        SELECT run_kind, session_id, tenant_key, user_key, status, attempts, event_count, created_at, updated_at
-        FROM runs WHERE run_id = ?1)sql");
-      bind(s.get(), 1, run_id);
-      if (sqlite3_step(s.get()) != SQLITE_ROW)
-        return make_error(errc::not_found, "Run not found");
-      return run_record{run_id, column(s.get(), 0), column(s.get(), 1), column(s.get(), 2), column(s.get(), 3),
-                        column(s.get(), 4), sqlite3_column_int(s.get(), 5), sqlite3_column_int64(s.get(), 6),
-                        column(s.get(), 7), column(s.get(), 8)};
+      if (auto r = self->state.db->get_run(run_id))
+        return std::move(*r);
+      return run_not_found();
+    },
+    [=](list_runs_atom, const std::string& status, int64_t limit) -> caf::result<run_list> {
+      self->state.flush();
+      auto& db = *self->state.db;
+      static const std::string text = std::string("SELECT ") + run_columns
+                                      + " FROM runs WHERE (?1 = '' OR status = ?1)"
+                                        " ORDER BY created_at DESC, rowid DESC LIMIT ?2";
+      run_list out;
+      {
+        auto q = db.sql(text.c_str());
+        q.bind(1, status).bind(2, limit);
+        while (q.row())
+          out.runs.push_back(read_run(q));
+      }
+      auto q = db.sql("SELECT COUNT(*) FROM runs WHERE (?1 = '' OR status = ?1)");
+      q.bind(1, status);
+      if (q.row())
+        out.total_count = q.integer(0);
+      return out;
+    },
+    [=](events_atom, const std::string& run_id, int64_t after, int64_t limit) -> caf::result<run_events_page> {
+      self->state.flush();
+      auto& db = *self->state.db;
+      auto r = db.get_run(run_id);
+      if (!r)
+        return run_not_found();
+      run_events_page page{std::move(*r), {}};
+      auto q = db.sql(R"sql(
+        SELECT sequence, type, payload FROM run_events WHERE run_id = ?1 AND sequence > ?2
+        ORDER BY sequence LIMIT ?3)sql");
+      q.bind(1, run_id).bind(2, after).bind(3, limit == 0 ? int64_t{-1} : limit);
+      while (q.row())
+        page.events.push_back({q.integer(0), q.text(1), q.text(2)});
+      return page;
+    },
+    [=](list_traces_atom, const std::string& session_id, int64_t limit) -> caf::result<trace_list> {
+      self->state.flush();
+      auto& db = *self->state.db;
+      trace_list out;
+      {
+        auto q = db.sql(R"sql(
+          SELECT payload FROM traces WHERE (?1 = '' OR session_id = ?1)
+          ORDER BY completed_at DESC, rowid DESC LIMIT ?2)sql");
+        q.bind(1, session_id).bind(2, limit);
+        while (q.row())
+          out.traces.push_back(q.text(0));
+      }
+      auto q = db.sql("SELECT COUNT(*) FROM traces WHERE (?1 = '' OR session_id = ?1)");
+      q.bind(1, session_id);
+      if (q.row())
+        out.total_count = q.integer(0);
+      return out;
+    },
+    [=](get_trace_atom, const std::string& run_id) -> caf::result<std::string> {
+      self->state.flush();
+      auto q = self->state.db->sql("SELECT payload FROM traces WHERE run_id = ?1");
+      q.bind(1, run_id);
+      if (!q.row())
+        return make_error(errc::not_found, "Trace not found");
+      return q.text(0);
     },
   };
 }

@@ -96,6 +96,12 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   service.integer("max_stream_buffer_bytes", c.service.max_stream_buffer_bytes, 1024, int64_t{1} << 34);
   service.integer("io_threads", c.service.io_threads, 1, 256);
   service.one_of("chat_on_disconnect", c.service.chat_on_disconnect, {"cancel", "continue"});
+  service.integer("run_concurrency", c.service.run_concurrency, 0, 1 << 20);
+  service.integer("run_max_attempts", c.service.run_max_attempts, 1, 100);
+  service.seconds("run_retry_base_seconds", c.service.run_retry_base_seconds, 0);
+  service.seconds("run_retry_max_seconds", c.service.run_retry_max_seconds, 0);
+  service.seconds("run_lease_seconds", c.service.run_lease_seconds, 0.3);
+  service.seconds("run_recovery_interval_seconds", c.service.run_recovery_interval_seconds, 0.05);
   std::string token, alias;
   service.string("service_token", token);
   service.string("token", alias);

@@ -24,6 +24,13 @@ struct service_config {
   int64_t max_stream_buffer_bytes = 4 * 1024 * 1024; // per SSE client; beyond it the client is dropped
   int io_threads = 2;
   std::string chat_on_disconnect = "cancel";
+  // Background runs (AS-53, AS-54, AS-83).
+  int run_concurrency = 4; // 0: unlimited
+  int run_max_attempts = 3;
+  double run_retry_base_seconds = 5;
+  double run_retry_max_seconds = 300;
+  double run_lease_seconds = 300;
+  double run_recovery_interval_seconds = 15;
   std::vector<std::string> service_tokens; // trimmed, non-empty: file token, its alias, env (AS-3)
 };
 

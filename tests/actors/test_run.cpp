@@ -70,7 +70,7 @@ struct fixture {
 
   outcome run(std::function<void(const protocol::agent_event&, run_actor&)> on_event = {}) {
     caf::scoped_actor self{sys};
-    auto r = spawn_run(sys, env, spec(), caf::actor_cast<caf::actor>(self));
+    auto r = spawn_run(sys, env, spec(), {caf::actor_cast<caf::actor>(self)});
     self->send(r, start_atom::value);
     return collect(self, [&](const protocol::agent_event& e) {
       if (on_event)
@@ -204,7 +204,7 @@ TEST_CASE_METHOD(fixture, "the registry refuses a second live run with the same 
                CHECK(message_of(err) == "Run already exists");
              });
   self->request(registry, std::chrono::seconds(5), cancel_atom::value, std::string("r1"))
-    .receive([&](bool ok) { CHECK(ok); }, [&](caf::error& err) { FAIL(message_of(err)); });
+    .receive([&](run_record& r) { CHECK(r.status == "cancelled"); }, [&](caf::error& err) { FAIL(message_of(err)); });
   collect(self);
   self->send_exit(registry, caf::exit_reason::user_shutdown);
 }

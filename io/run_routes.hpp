@@ -1,0 +1,18 @@
+// The agent service's durable-run surface (AS-49..AS-55, AS-74): background runs, their events and
+// resumable streams, cancellation and traces, each a thin adapter onto the registry and the store.
+#pragma once
+
+#include "actors/run_registry.hpp"
+#include "actors/store.hpp"
+#include "io/router.hpp"
+#include "protocol/config.hpp"
+
+#include <caf/actor_system.hpp>
+
+namespace troupe::io {
+
+// `store` may be invalid: the routes then answer 503 (AS-49) or 404.
+void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor registry, store_actor store,
+                    const protocol::config& config);
+
+} // namespace troupe::io

@@ -1,0 +1,100 @@
+// Durable runs as the agent service shows them (AS-49..AS-55): the stored record, its snapshot
+// JSON, the event and list pages, the trace, and the pure rules for paging and retry.
+#pragma once
+
+#include "protocol/chat_request.hpp"
+#include "protocol/chat_types.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace troupe::protocol {
+
+// The latest state of one run; "" stands for null in the *_at, error and lease fields.
+struct run_record {
+  std::string run_id;
+  std::string run_kind = "background"; // background | chat
+  std::string session_id;
+  std::string tenant_key;
+  std::string user_key;
+  std::string status; // queued | running | completed | failed | cancelled
+  std::string created_at;
+  std::string updated_at;
+  std::string started_at;
+  std::string completed_at;
+  std::string cancelled_at;
+  std::optional<double> duration_ms;
+  int64_t event_count = 0;
+  std::string error;
+  std::string metadata = "{}";           // the request's metadata, JSON object text
+  std::string generation_options = "{}"; // model, temperature, top_p, max_tokens
+  int attempts = 0;
+  int max_attempts = 1;
+  std::string lease_expires_at;
+  std::string retry_after;
+  std::string worker_id;
+  std::string last_error;
+  int64_t lease_epoch = 0;
+  std::string request; // the request body, JSON text: a retry re-executes it (AS-53)
+};
+
+bool is_terminal(std::string_view status);
+
+// AS-50: {"type":"run", ...snapshot}.
+std::string run_snapshot_json(const run_record& r);
+
+// One stored event: its sequence, type and AS-12 payload.
+struct stored_event {
+  int64_t sequence = 0;
+  std::string type;
+  std::string json;
+};
+
+// The query of an events page (AS-51); `limit` 0 means all.
+struct page_query {
+  int64_t after_sequence = -1;
+  int64_t limit = 200;
+};
+
+// Reads `limit` and `after_sequence` ("" when absent). A non-integer is 422 (AS-2), a negative limit
+// 400 `limit must be >= 0` (AS-51).
+std::variant<page_query, request_error> parse_page_query(const std::string& limit, const std::string& after_sequence);
+
+// A list's `limit` (AS-50, AS-55): default 50, clamped to 1..1000; errors as parse_page_query's.
+std::variant<int64_t, request_error> parse_list_limit(const std::string& limit);
+
+// AS-51 (`with_run` false for the trace variant of AS-55).
+std::string events_page_json(const run_record& run, const page_query& q, const std::vector<stored_event>& events,
+                             bool with_run);
+
+// A list of snapshots: {runs, count, total_count, limit, has_more}.
+std::string runs_list_json(const std::vector<run_record>& runs, int64_t total_count, int64_t limit);
+
+// What a terminal attempt knows for its trace (AS-55).
+struct trace_facts {
+  std::string trace_type; // background_run | chat
+  int64_t tool_call_count = 0;
+  std::map<std::string, int64_t> tool_name_counts;
+  token_usage llm_usage_total;
+  std::string final_content;
+  std::vector<std::string> cited_source_ids;
+};
+
+// The trace of a terminal run (its record carries status, times and counts).
+std::string trace_json(const run_record& run, const trace_facts& facts);
+
+// {traces, count, total_count, limit, has_more} around stored trace texts.
+std::string traces_list_json(const std::vector<std::string>& traces, int64_t total_count, int64_t limit);
+
+// The request's generation options as a run records them: model, temperature, top_p, max_tokens.
+std::string generation_options_json(const chat_request& request);
+
+// AS-53: seconds before retry number `attempts` (the attempts made so far, >= 1).
+double retry_delay_seconds(int attempts, double base_seconds, double max_seconds);
+
+} // namespace troupe::protocol

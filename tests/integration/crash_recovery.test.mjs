@@ -1,0 +1,218 @@
+// Crash recovery (AS-83, AS-54, AS-51, AS-56): runs left `running` by a process killed with SIGKILL
+// are recovered at once by the next `troupe serve` on the same data dir; the retried attempt continues
+// the same event log. (Two live processes on one data dir are refused: lifecycle.test.mjs.)
+import assert from 'node:assert/strict';
+import { scenario, timestamp_re, until, user } from './harness.mjs';
+
+const terminal = new Set(['completed', 'failed', 'cancelled']);
+const recovered_error = 'Recovered stale running lease';
+
+const types = (events) => events.map((e) => e.type).join(', ');
+
+async function post_run(troupe, body) {
+  const res = await troupe.request('POST', '/v1/runs', { body });
+  assert.equal(res.status, 200, `POST /v1/runs: ${res.text}`);
+  assert.equal(res.json.status, 'queued', res.text);
+  return res.json;
+}
+
+async function get_run(troupe, run_id) {
+  const res = await troupe.request('GET', `/v1/runs/${encodeURIComponent(run_id)}`);
+  assert.equal(res.status, 200, `GET /v1/runs/${run_id}: ${res.text}`);
+  return res.json;
+}
+
+// Every run (the list is newest first; `limit` covers them all).
+async function list_runs(troupe, limit = 200) {
+  const res = await troupe.request('GET', `/v1/runs?limit=${limit}`);
+  assert.equal(res.status, 200, `GET /v1/runs: ${res.text}`);
+  assert.equal(res.json.has_more, false, `one page holds every run: ${res.json.total_count}`);
+  return res.json.runs;
+}
+
+async function all_events(troupe, run_id) {
+  const res = await troupe.request('GET', `/v1/runs/${encodeURIComponent(run_id)}/events?limit=0`);
+  assert.equal(res.status, 200, `GET /v1/runs/${run_id}/events: ${res.text}`);
+  return res.json.events;
+}
+
+// Polls the list until pred holds for every listed run of `ids`; returns the runs by id.
+async function wait_all(troupe, ids, pred, { timeout_ms, message }) {
+  let last = [];
+  try {
+    return await until(async () => {
+      const runs = await list_runs(troupe);
+      const by_id = new Map(runs.map((r) => [r.run_id, r]));
+      last = ids.map((id) => by_id.get(id) ?? { run_id: id, missing: true });
+      return last.every((r) => !r.missing && pred(r)) && by_id;
+    }, { timeout_ms, interval_ms: 100, message });
+  } catch (err) {
+    const bad = last.filter((r) => r.missing || !pred(r));
+    err.message += `\n${bad.length} runs not there yet, e.g. ${JSON.stringify(bad.slice(0, 3))}`;
+    throw err;
+  }
+}
+
+// SIGKILL: no drain, no cleanup, locks and leases left as they were.
+async function kill9(troupe) {
+  troupe.signal('SIGKILL');
+  const exit = await troupe.wait_exit(10_000);
+  assert.ok(exit, 'the killed process exited');
+  assert.equal(exit.signal, 'SIGKILL', JSON.stringify(exit));
+}
+
+// A run's log: sequences 0..n-1 without gap or repeat, chained parents; attempt k starts with a
+// session_start whose metadata.attempt is k; only the last attempt may end the run. Returns the
+// attempts (the log split at each session_start).
+function check_recovered_log(run, events) {
+  const where = `${run.run_id} (${types(events)})`;
+  events.forEach((e, i) => {
+    assert.equal(e.sequence, i, `${where}: sequence ${i} is present exactly once: ${events.map((x) => x.sequence)}`);
+    assert.equal(e.event_id, `${run.run_id}:${i}`);
+    assert.equal(e.parent_event_id, i === 0 ? null : `${run.run_id}:${i - 1}`, `${where}: parents chain`);
+    assert.equal(e.run_id, run.run_id);
+    assert.match(e.timestamp, timestamp_re);
+  });
+  const parts = [];
+  for (const e of events) {
+    if (e.type === 'session_start') parts.push([]);
+    assert.ok(parts.length > 0, `${where}: the log starts with session_start`);
+    parts[parts.length - 1].push(e);
+  }
+  parts.forEach((p, k) => {
+    assert.equal(p[0].metadata?.attempt, k + 1, `${where}: attempt ${k + 1}'s session_start says metadata.attempt ${k + 1}`);
+    const ends = p.filter((e) => e.type === 'session_end');
+    if (k < parts.length - 1) assert.equal(ends.length, 0, `${where}: an interrupted attempt has no session_end`);
+  });
+  assert.ok(events.filter((e) => e.type === 'session_end').length <= 1, `${where}: at most one session_end`);
+  return parts;
+}
+
+scenario('50 background runs interrupted by kill -9 are recovered at once by the next process and each completes with one contiguous log (AS-83, AS-51)', async (s) => {
+  const config = {
+    service: { run_concurrency: 0, run_max_attempts: 3 },
+    model: {
+      script: [
+        { content: 'Looking first.', delay_ms: 100, tool_calls: [{ name: 'list_dir', arguments: { path: '.' } }] },
+        { content: 'Finished after a long think.', delay_ms: 8000 },
+      ],
+    },
+  };
+  const first = await s.troupe({ config });
+  const ids = [];
+  for (let i = 0; i < 50; i++) {
+    const id = `crash-${String(i).padStart(2, '0')}`;
+    await post_run(first, { messages: [user(`run ${i}`)], metadata: { run_id: id } });
+    ids.push(id);
+  }
+
+  // run_concurrency 0 is unlimited: all 50 run at once, each inside its 8 s second step.
+  await wait_all(first, ids, (r) => r.status === 'running' && r.event_count >= 4,
+    { timeout_ms: 30_000, message: 'all 50 runs to be running past their first tool step' });
+  const before = new Map();
+  for (const id of ids) before.set(id, await all_events(first, id));
+  await kill9(first);
+  for (const [id, ev] of before) {
+    assert.ok(ev.length >= 4, `${id} had events before the crash`);
+    assert.ok(!ev.some((e) => e.type === 'session_end' || e.type === 'error'), `${id} was mid-run: ${types(ev)}`);
+  }
+
+  const second = await s.troupe({ config, data_dir: first.data_dir });
+  // The startup sweep requeues every run the dead process left running (attempt 2 takes 8 s).
+  const swept = await wait_all(second, ids, (r) => r.last_error === recovered_error || terminal.has(r.status),
+    { timeout_ms: 10_000, message: 'every interrupted run to be recovered with last_error' });
+  for (const id of ids) {
+    const r = swept.get(id);
+    assert.equal(r.last_error, recovered_error, `${id} was recovered: ${JSON.stringify(r)}`);
+    assert.ok(r.status === 'queued' || r.status === 'running', `${id} is queued or on its next attempt: ${r.status}`);
+  }
+
+  const done = await wait_all(second, ids, (r) => terminal.has(r.status),
+    { timeout_ms: 60_000, message: 'every run to be terminal' });
+  for (const id of ids) {
+    const run = done.get(id);
+    assert.equal(run.status, 'completed', `${id}: ${JSON.stringify(run)}`);
+    assert.equal(run.attempts, 2, `${id} ran twice: ${JSON.stringify(run)}`);
+    // AS-54 + AS-83: attempt 1 start, the recovery sweep, attempt 2 start.
+    assert.equal(run.lease_epoch, 3, `${id}: lease_epoch ${run.lease_epoch}`);
+    const events = await all_events(second, id);
+    assert.equal(run.event_count, events.length, `${id}: event_count is the log length`);
+    const parts = check_recovered_log(run, events);
+    assert.equal(parts.length, 2, `${id}: two attempts in one log: ${types(events)}`);
+    assert.deepEqual(events.slice(0, before.get(id).length), before.get(id),
+      `${id}: the log written before the crash is kept as it was`);
+    const end = events[events.length - 1];
+    assert.equal(end.type, 'session_end', `${id}: the log ends with session_end: ${types(events)}`);
+    assert.equal(end.content, 'Finished after a long think.');
+    assert.equal(parts[1][0].content, events[0].content, `${id}: the retry re-executes the same request`);
+  }
+});
+
+scenario('a run still queued at the crash runs once after restart while the running one is recovered (AS-83, AS-53)', async (s) => {
+  const config = {
+    service: { run_concurrency: 1, run_max_attempts: 3 },
+    model: { script: [{ content: 'quick' }], scripts: { slow: [{ content: 'slow but sure', delay_ms: 4000 }] } },
+  };
+  const first = await s.troupe({ config });
+  await post_run(first, { messages: [user('slow')], model: 'scripted:slow', metadata: { run_id: 'cq-running' } });
+  await until(async () => {
+    const r = await get_run(first, 'cq-running');
+    return r.status === 'running' && r.event_count >= 1;
+  }, { timeout_ms: 20_000, interval_ms: 20, message: 'cq-running to start' });
+  await post_run(first, { messages: [user('queued')], metadata: { run_id: 'cq-queued' } });
+  assert.equal((await get_run(first, 'cq-queued')).status, 'queued');
+  await kill9(first);
+
+  const second = await s.troupe({ config, data_dir: first.data_dir });
+  // The startup sweep requeues the interrupted run (its attempt 2 then takes 4 s).
+  const swept = await until(async () => {
+    const r = await get_run(second, 'cq-running');
+    return (r.last_error === recovered_error || terminal.has(r.status)) && r;
+  }, { timeout_ms: 10_000, interval_ms: 20, message: 'cq-running to be recovered' });
+  assert.equal(swept.last_error, recovered_error, JSON.stringify(swept));
+  const done = await wait_all(second, ['cq-running', 'cq-queued'], (r) => terminal.has(r.status),
+    { timeout_ms: 60_000, message: 'both runs to finish' });
+
+  const running = done.get('cq-running');
+  assert.equal(running.status, 'completed', JSON.stringify(running));
+  assert.equal(running.attempts, 2);
+  const r_parts = check_recovered_log(running, await all_events(second, 'cq-running'));
+  assert.equal(r_parts.length, 2);
+
+  const queued = done.get('cq-queued');
+  assert.equal(queued.status, 'completed', JSON.stringify(queued));
+  assert.equal(queued.attempts, 1, 'a queued run was never running: nothing to recover');
+  assert.equal(queued.last_error, null);
+  const q_events = await all_events(second, 'cq-queued');
+  const q_parts = check_recovered_log(queued, q_events);
+  assert.equal(q_parts.length, 1, types(q_events));
+  assert.equal(q_events[q_events.length - 1].content, 'quick');
+});
+
+scenario('a run interrupted on its last allowed attempt is failed by recovery with Run lease expired and no attempts remain (AS-83)', async (s) => {
+  const config = {
+    service: { run_concurrency: 0, run_max_attempts: 1 },
+    model: { script: [{ content: 'never finished', delay_ms: 60_000 }] },
+  };
+  const first = await s.troupe({ config });
+  await post_run(first, { messages: [user('one shot')], metadata: { run_id: 'last-chance' } });
+  await until(async () => {
+    const r = await get_run(first, 'last-chance');
+    return r.status === 'running' && r.event_count >= 1;
+  }, { timeout_ms: 20_000, interval_ms: 20, message: 'the run to start' });
+  await kill9(first);
+
+  const second = await s.troupe({ config, data_dir: first.data_dir });
+  const run = await until(async () => {
+    const r = await get_run(second, 'last-chance');
+    return terminal.has(r.status) && r;
+  }, { timeout_ms: 10_000, interval_ms: 20, message: 'the startup sweep to fail the run' });
+  assert.equal(run.status, 'failed', JSON.stringify(run));
+  assert.equal(run.error, 'Run lease expired and no attempts remain');
+  assert.equal(run.attempts, 1, 'no second attempt');
+  assert.equal(run.lease_epoch, 2, 'the sweep bumped the epoch (AS-83)');
+  const events = await all_events(second, 'last-chance');
+  const parts = check_recovered_log(run, events);
+  assert.equal(parts.length, 1, `no new attempt was started: ${types(events)}`);
+  assert.ok(!events.some((e) => e.type === 'session_end'));
+});
