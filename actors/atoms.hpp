@@ -44,6 +44,7 @@ using schedule_atom = caf::atom_constant<caf::atom("schedule")>;
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using track_atom = caf::atom_constant<caf::atom("track")>;
 using fenced_atom = caf::atom_constant<caf::atom("fenced")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
 } // namespace troupe

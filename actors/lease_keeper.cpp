@@ -22,7 +22,8 @@ struct lease_keeper_state {
 };
 
 lease_keeper_actor::behavior_type lease_keeper_behavior(lease_keeper_actor::stateful_pointer<lease_keeper_state> self,
-                                                        store_actor store, double lease_seconds) {
+                                                        store_actor store, double lease_seconds,
+                                                        std::shared_ptr<node_metrics> metrics) {
   auto period = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(lease_seconds / 3));
   self->set_down_handler([=](caf::down_msg& msg) { self->state.leases.erase(msg.source); });
   self->delayed_send(self, period, tick_atom::value);
@@ -39,8 +40,9 @@ lease_keeper_actor::behavior_type lease_keeper_behavior(lease_keeper_actor::stat
           .then(
             [=, lease = lease](bool) {
               self->request(store, caf::infinite, renew_atom::value, lease.run_id, lease.lease_epoch, lease_seconds)
-                .then([](bool) {},
+                .then([=](bool) { metrics->lease_renewed(); },
                       [=](caf::error&) {
+                        metrics->lease_lost();
                         spdlog::warn("run {}: lease at epoch {} was taken over", lease.run_id, lease.lease_epoch);
                         self->send(lease.run, fenced_atom::value);
                       });
@@ -55,8 +57,9 @@ lease_keeper_actor::behavior_type lease_keeper_behavior(lease_keeper_actor::stat
 
 } // namespace
 
-lease_keeper_actor spawn_lease_keeper(caf::actor_system& sys, store_actor store, double lease_seconds) {
-  return sys.spawn(lease_keeper_behavior, std::move(store), lease_seconds);
+lease_keeper_actor spawn_lease_keeper(caf::actor_system& sys, store_actor store, double lease_seconds,
+                                      std::shared_ptr<node_metrics> metrics) {
+  return sys.spawn(lease_keeper_behavior, std::move(store), lease_seconds, std::move(metrics));
 }
 
 } // namespace troupe

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "actors/atoms.hpp"
+#include "actors/metrics.hpp"
 #include "actors/run.hpp"
 #include "actors/store.hpp"
 
@@ -11,6 +12,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <memory>
 #include <string>
 
 namespace troupe {
@@ -20,6 +22,7 @@ using lease_keeper_actor = caf::typed_actor<
   caf::reacts_to<track_atom, std::string, int64_t, run_actor>,
   caf::reacts_to<tick_atom>>;
 
-lease_keeper_actor spawn_lease_keeper(caf::actor_system& sys, store_actor store, double lease_seconds);
+lease_keeper_actor spawn_lease_keeper(caf::actor_system& sys, store_actor store, double lease_seconds,
+                                      std::shared_ptr<node_metrics> metrics);
 
 } // namespace troupe

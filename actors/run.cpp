@@ -49,6 +49,7 @@ struct run_state {
   int64_t sequence = 0;
   int step = 0;
   uint64_t model_seq = 0; // tags the inference in flight; stale replies are dropped
+  clock::time_point model_started;
   std::shared_ptr<cancel_handle> model_call;
   protocol::token_usage usage_total;
   std::map<std::string, int64_t> tool_name_counts;
@@ -89,7 +90,11 @@ struct run_state {
     }
     stored_event stored{e.sequence, e.type, protocol::to_json(e)};
     self->request(env->store, caf::infinite, append_atom::value, spec.run_id, spec.lease_epoch, std::move(stored))
-      .then([this, e = std::move(e)](bool) { publish(std::pair{event_atom::value, e}); },
+      .then(
+        [this, e = std::move(e)](bool) {
+          env->metrics->event(e.type);
+          publish(std::pair{event_atom::value, e});
+        },
             [this](caf::error& err) { fenced(err); });
   }
 
@@ -99,6 +104,7 @@ struct run_state {
       return;
     stopped = true;
     spdlog::warn("run {}: attempt {} stops: {}", spec.run_id, spec.attempt, message_of(err));
+    env->metrics->attempt_ended("fenced", since_start_ms());
     stop_work();
     ended = true;
     self->quit();
@@ -165,6 +171,7 @@ struct run_state {
     req.max_tokens = spec.request.max_tokens.value_or(env->default_max_tokens);
     req.stream = env->stream;
     auto tag = ++model_seq;
+    model_started = clock::now();
     run_actor me = self;
     model_call = env->model->infer(std::move(req), [me, tag](protocol::model_outcome outcome) {
       caf::anon_send(me, model_done_atom::value, tag, std::move(outcome));
@@ -177,6 +184,7 @@ struct run_state {
     model_call.reset();
     if (outcome.cancelled)
       return; // cancel() already ended the run
+    env->metrics->model_call(protocol::elapsed_ms(model_started, clock::now()));
     if (!outcome.ok) {
       fail("LLM call failed: " + outcome.error, "upstream_model_error", outcome.retryable);
       return;
@@ -250,6 +258,7 @@ struct run_state {
     if (ended || index != next_call || next_call >= pending_calls.size())
       return;
     current_tool = nullptr;
+    env->metrics->tool_call(duration_ms);
     auto& c = pending_calls[next_call];
     auto output = protocol::truncate_tool_output(std::move(outcome.output), env->limits.max_tool_output_chars);
     auto cited = protocol::harvest_citations(output);
@@ -336,7 +345,12 @@ struct run_state {
     t.last_error = std::move(error);
     t.retry_seconds = protocol::retry_delay_seconds(spec.attempt, env->retry_base_seconds, env->retry_max_seconds);
     self->request(env->store, caf::infinite, transition_atom::value, std::move(t))
-      .then([this](run_record&) { self->quit(); }, [this](caf::error& err) { fenced(err); });
+      .then(
+        [this](run_record&) {
+          env->metrics->attempt_ended("requeued", since_start_ms());
+          self->quit();
+        },
+        [this](caf::error& err) { fenced(err); });
   }
 
   // The terminal transition is stored (with the trace) before anyone hears of the end.
@@ -365,6 +379,7 @@ struct run_state {
     self->request(env->store, caf::infinite, transition_atom::value, std::move(t))
       .then(
         [this, result = std::move(result)](run_record&) {
+          env->metrics->attempt_ended(result.status, since_start_ms());
           publish(std::pair{run_end_atom::value, result});
           self->quit();
         },

@@ -1,6 +1,7 @@
 // What every run of a node shares: its ports, its store and the loop's limits.
 #pragma once
 
+#include "actors/metrics.hpp"
 #include "actors/model_port.hpp"
 #include "actors/store.hpp"
 #include "actors/tool_port.hpp"
@@ -21,6 +22,7 @@ struct run_environment {
   std::shared_ptr<model_port> model;
   std::shared_ptr<tool_port> tools;
   store_actor store; // may be invalid: nothing is persisted then
+  std::shared_ptr<node_metrics> metrics = std::make_shared<node_metrics>();
   loop_limits limits;
   std::string default_model = "scripted";
   int64_t default_max_tokens = 4096;

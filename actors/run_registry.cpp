@@ -3,6 +3,7 @@
 #include "actors/errors.hpp"
 #include "actors/lease_keeper.hpp"
 #include "protocol/ids.hpp"
+#include "protocol/timestamp.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -86,6 +87,15 @@ std::optional<run_spec> spec_of(const run_record& r) {
   return spec;
 }
 
+// From acceptance to the start of the first attempt.
+std::optional<double> waited_ms(const run_record& r) {
+  auto created = protocol::parse_iso_timestamp(r.created_at);
+  auto started = protocol::parse_iso_timestamp(r.started_at);
+  if (!created || !started)
+    return std::nullopt;
+  return std::chrono::duration<double, std::milli>(*started - *created).count();
+}
+
 run_actor launch(registry_pointer self, run_spec spec, caf::actor extra) {
   auto& st = self->state;
   auto id = spec.run_id;
@@ -143,6 +153,8 @@ void schedule(registry_pointer self) {
         auto& st = self->state;
         st.claiming = false;
         for (auto& r : claim.runs) {
+          if (auto waited = waited_ms(r); waited && r.attempts == 1)
+            st.env->metrics->run_started(*waited);
           if (auto spec = spec_of(r)) {
             launch(self, std::move(*spec), nullptr);
             continue;
@@ -246,7 +258,7 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
   st.env = std::move(env);
   st.options = std::move(options);
   if (st.env->store)
-    st.keeper = spawn_lease_keeper(self->system(), st.env->store, st.options.run_lease_seconds);
+    st.keeper = spawn_lease_keeper(self->system(), st.env->store, st.options.run_lease_seconds, st.env->metrics);
   self->set_down_handler([=](caf::down_msg& msg) {
     if (self->state.attempt_of.count(msg.source) != 0)
       attempt_ended(self, msg.source);
@@ -345,6 +357,7 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
       self->request(st.env->store, caf::infinite, recover_atom::value, false)
         .then(
           [=](recovery_report& r) {
+            self->state.env->metrics->runs_recovered(r.requeued, r.failed);
             if (r.requeued + r.failed > 0)
               spdlog::warn("recovery: {} runs with a lapsed lease re-queued, {} failed", r.requeued, r.failed);
             schedule(self);

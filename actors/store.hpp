@@ -5,6 +5,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
+#include "protocol/metrics.hpp"
 
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -43,7 +44,11 @@ using store_actor = caf::typed_actor<
   // Traces newest first, filtered by session_id ("" = all).
   caf::replies_to<list_traces_atom, std::string, int64_t>::with<trace_list>,
   caf::replies_to<get_trace_atom, std::string>::with<std::string>,
+  // The durable counts of GET /v1/metrics (AS-59).
+  caf::replies_to<stats_atom>::with<protocol::store_stats>,
   // Commits the writes received so far in one transaction (sent by the store to itself).
   caf::reacts_to<flush_atom>>;
 
 } // namespace troupe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::store_stats)

@@ -185,7 +185,7 @@ int serve(const cli_options& cli) {
 
   auto routes = std::make_shared<io::router>();
   io::add_agent_routes(*routes, sys, registry, {cfg, tools, TROUPE_VERSION});
-  io::add_run_routes(*routes, sys, registry, env->store, cfg);
+  io::add_run_routes(*routes, sys, registry, env->store, env->metrics, cfg);
   io::http_server_options http;
   http.host = cfg.service.host;
   http.port = static_cast<uint16_t>(cfg.service.port);

@@ -338,8 +338,12 @@ std::string root_json(const shared_context& ctx) {
     w.String(protocol::agent_event_schema);
     w.Key("endpoints");
     w.StartObject();
-    for (auto [name, path] : {std::pair{"health", "GET /health"}, {"ready", "GET /ready"},
-                              {"tools", "GET /v1/tools"}, {"chat", "POST /v1/chat/completions"}}) {
+    for (auto [name, path] :
+         {std::pair{"health", "GET /health"}, {"ready", "GET /ready"}, {"tools", "GET /v1/tools"},
+          {"chat", "POST /v1/chat/completions"}, {"runs", "POST /v1/runs"}, {"run", "GET /v1/runs/{run_id}"},
+          {"run_events", "GET /v1/runs/{run_id}/events"}, {"run_stream", "GET /v1/runs/{run_id}/stream"},
+          {"run_cancel", "POST /v1/runs/{run_id}/cancel"}, {"traces", "GET /v1/traces"},
+          {"metrics", "GET /v1/metrics"}, {"prometheus", "GET /metrics"}}) {
       w.Key(name);
       w.String(path);
     }

@@ -4,6 +4,7 @@
 #include "io/agent_http.hpp"
 #include "protocol/agent_event.hpp"
 #include "protocol/chat_request.hpp"
+#include "protocol/metrics.hpp"
 #include "protocol/runs.hpp"
 #include "protocol/sse.hpp"
 
@@ -26,6 +27,7 @@ struct context {
   caf::actor_system* sys;
   run_registry_actor registry;
   store_actor store;
+  std::shared_ptr<node_metrics> metrics;
   protocol::config config;
 };
 
@@ -234,6 +236,23 @@ void events_page(const std::shared_ptr<context>& ctx, http_request& req, std::sh
     std::move(ex), ctx->store, on_page, req.params["run_id"], page);
 }
 
+// The node's live attempts and the store's counts, rendered by `render`.
+template <class Render>
+void metrics_page(const std::shared_ptr<context>& ctx, std::shared_ptr<http_exchange> ex, Render render) {
+  ctx->sys->spawn(
+    [](caf::event_based_actor* self, std::shared_ptr<http_exchange> ex, std::shared_ptr<context> ctx, Render render) {
+      self->request(ctx->registry, ask_timeout, count_atom::value)
+        .then(
+          [=](uint64_t live) {
+            self->request(ctx->store, ask_timeout, stats_atom::value)
+              .then([=](protocol::store_stats& stats) { ex->respond(render(stats, live)); },
+                    [=](caf::error& err) { ex->respond(error_response(err)); });
+          },
+          [=](caf::error& err) { ex->respond(error_response(err)); });
+    },
+    std::move(ex), ctx, std::move(render));
+}
+
 bool valid_status(const std::string& s) {
   return s.empty() || s == "queued" || s == "running" || protocol::is_terminal(s);
 }
@@ -241,8 +260,8 @@ bool valid_status(const std::string& s) {
 } // namespace
 
 void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor registry, store_actor store,
-                    const protocol::config& config) {
-  auto ctx = std::make_shared<context>(context{&sys, std::move(registry), std::move(store), config});
+                    std::shared_ptr<node_metrics> metrics, const protocol::config& config) {
+  auto ctx = std::make_shared<context>(context{&sys, std::move(registry), std::move(store), std::move(metrics), config});
   // Every route here is a control endpoint: the service token applies (AS-3), and the store must exist.
   auto guarded = [ctx](auto handler) {
     return [ctx, handler](http_request& req, std::shared_ptr<http_exchange> ex) {
@@ -320,6 +339,20 @@ void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor r
                 });
       },
       std::move(ex), ctx->store, req.params["run_id"]);
+  }));
+  routes.add("GET", "/v1/metrics", guarded([ctx](http_request&, std::shared_ptr<http_exchange> ex) {
+    // Only a service-token caller gets here (identity modes would leave the paths out, AS-84).
+    metrics_page(ctx, std::move(ex), [](const protocol::store_stats& stats, uint64_t live) {
+      return json_response(200, protocol::metrics_json(stats, live, true));
+    });
+  }));
+  routes.add("GET", "/metrics", guarded([ctx](http_request&, std::shared_ptr<http_exchange> ex) {
+    metrics_page(ctx, std::move(ex), [metrics = ctx->metrics](const protocol::store_stats& stats, uint64_t live) {
+      http_response r;
+      r.content_type = "text/plain; version=0.0.4";
+      r.body = metrics->prometheus_text(stats, live);
+      return r;
+    });
   }));
   routes.add("GET", "/v1/traces/{run_id}/events", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     events_page(ctx, req, std::move(ex), true);

@@ -1,7 +1,8 @@
-// The agent service's durable-run surface (AS-49..AS-55, AS-74): background runs, their events and
+// The agent service's durable-run surface (AS-49..AS-55, AS-59, AS-74): background runs, their events and
 // resumable streams, cancellation and traces, each a thin adapter onto the registry and the store.
 #pragma once
 
+#include "actors/metrics.hpp"
 #include "actors/run_registry.hpp"
 #include "actors/store.hpp"
 #include "io/router.hpp"
@@ -9,10 +10,13 @@
 
 #include <caf/actor_system.hpp>
 
+#include <memory>
+
 namespace troupe::io {
 
-// `store` may be invalid: the routes then answer 503 (AS-49) or 404.
+// `store` may be invalid: the routes then answer 503 (AS-49). Also GET /v1/metrics (AS-59) and
+// GET /metrics (Prometheus text).
 void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor registry, store_actor store,
-                    const protocol::config& config);
+                    std::shared_ptr<node_metrics> metrics, const protocol::config& config);
 
 } // namespace troupe::io

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -375,6 +376,88 @@ private:
   std::unordered_map<const char*, stmt_ptr> statements_; // by the address of their SQL text
 };
 
+// The durable counts of GET /v1/metrics; bytes are the pages each table and its indexes use.
+protocol::store_stats stats_of(database& db) {
+  protocol::store_stats s;
+  auto now = protocol::iso_now();
+  auto scalar = [&](const char* text, const std::string& arg = {}) {
+    auto q = db.sql(text);
+    if (!arg.empty())
+      q.bind(1, arg);
+    return q.row() ? q.integer(0) : 0;
+  };
+  auto grouped = [&](const char* text, std::map<std::string, int64_t>& into) {
+    auto q = db.sql(text);
+    while (q.row())
+      into[q.text(0)] = q.integer(1);
+  };
+  grouped("SELECT status, COUNT(*) FROM runs GROUP BY status", s.run_status_counts);
+  for (auto& [status, n] : s.run_status_counts)
+    s.run_count += n;
+  s.ready_queued_count = scalar("SELECT COUNT(*) FROM runs WHERE status = 'queued' AND retry_after <= ?1", now);
+  s.delayed_queued_count = scalar("SELECT COUNT(*) FROM runs WHERE status = 'queued' AND retry_after > ?1", now);
+  s.stale_lease_count = scalar("SELECT COUNT(*) FROM runs WHERE status = 'running' AND lease_expires_at < ?1", now);
+  grouped("SELECT status, COUNT(*) FROM traces GROUP BY status", s.trace_status_counts);
+  for (auto& [status, n] : s.trace_status_counts)
+    s.trace_count += n;
+  {
+    auto q = db.sql("SELECT AVG(duration_ms) FROM runs WHERE duration_ms IS NOT NULL");
+    if (q.row())
+      s.avg_duration_ms = q.real(0);
+  }
+  {
+    auto q = db.sql("SELECT COUNT(*), COALESCE(SUM(type = 'error'), 0) FROM run_events");
+    if (q.row()) {
+      s.event_count = q.integer(0);
+      s.error_event_count = q.integer(1);
+    }
+  }
+  {
+    auto q = db.sql("SELECT AVG(json_extract(payload, '$.duration_ms')) FROM run_events WHERE type = 'tool_result'");
+    if (q.row())
+      s.avg_tool_duration_ms = q.real(0);
+  }
+  {
+    auto q = db.sql(R"sql(
+      SELECT COALESCE(SUM(json_extract(payload, '$.llm_usage_total.prompt_tokens')), 0),
+             COALESCE(SUM(json_extract(payload, '$.llm_usage_total.completion_tokens')), 0),
+             COALESCE(SUM(json_extract(payload, '$.llm_usage_total.total_tokens')), 0) FROM traces)sql");
+    if (q.row())
+      s.usage_total = {q.integer(0), q.integer(1), q.integer(2)};
+  }
+  {
+    auto q = db.sql(R"sql(
+      SELECT payload FROM run_events WHERE type = 'error'
+      ORDER BY json_extract(payload, '$.timestamp') DESC LIMIT 5)sql");
+    while (q.row())
+      s.recent_errors.push_back(q.text(0));
+  }
+  std::map<std::string, int64_t> bytes;
+  grouped(R"sql(
+    SELECT m.tbl_name, SUM(d.pgsize) FROM dbstat d JOIN sqlite_master m ON d.name = m.name
+    GROUP BY m.tbl_name)sql",
+          bytes);
+  struct stream_query {
+    const char* name;
+    const char* count;
+    const char* last;
+  };
+  for (auto [name, count, last] :
+       {stream_query{"runs", "SELECT COUNT(*) FROM runs", "SELECT MAX(created_at) FROM runs"},
+        stream_query{"run_events", "SELECT COUNT(*) FROM run_events", nullptr},
+        stream_query{"traces", "SELECT COUNT(*) FROM traces", "SELECT MAX(completed_at) FROM traces"},
+        stream_query{"sessions", "SELECT COUNT(*) FROM sessions", "SELECT MAX(updated_at) FROM sessions"}}) {
+    protocol::stream_stats st{name, scalar(count), bytes[name], {}};
+    if (last) {
+      auto q = db.sql(last);
+      if (q.row())
+        st.last_created_at = q.text(0);
+    }
+    s.streams.push_back(std::move(st));
+  }
+  return s;
+}
+
 protocol::trace_facts facts_of(const run_record& r) {
   protocol::trace_facts f;
   f.trace_type = r.run_kind == "chat" ? "chat" : "background_run";
@@ -388,6 +471,7 @@ protocol::trace_facts facts_of(const run_record& r) {
 struct store_state {
   static inline const char* name = "sqlite_store";
   std::unique_ptr<database> db;
+  std::string path;
   std::vector<std::function<void(database&)>> writes;
   std::vector<std::function<void(bool committed)>> replies;
 
@@ -450,8 +534,9 @@ caf::error fenced() {
   return make_error(errc::conflict, "Run lease lost: the run is held at a newer lease epoch");
 }
 
-store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw) {
+store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw, std::string path) {
   self->state.db = std::make_unique<database>(std::move(raw));
+  self->state.path = std::move(path);
   // Nothing sent to the store may be lost when it is told to stop.
   self->set_exit_handler([self](caf::exit_msg& msg) {
     self->state.flush();
@@ -656,6 +741,12 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw)
         out.total_count = q.integer(0);
       return out;
     },
+    [=](stats_atom) -> caf::result<protocol::store_stats> {
+      self->state.flush();
+      auto s = stats_of(*self->state.db);
+      s.root = self->state.path;
+      return s;
+    },
     [=](get_trace_atom, const std::string& run_id) -> caf::result<std::string> {
       self->state.flush();
       auto q = self->state.db->sql("SELECT payload FROM traces WHERE run_id = ?1");
@@ -682,7 +773,7 @@ std::variant<store_actor, std::string> spawn_sqlite_store(caf::actor_system& sys
       return "store.path " + path + ": " + err;
   if (auto err = migrate(raw); !err.empty())
     return "store.path " + path + ": " + err;
-  return sys.spawn<caf::detached>(sqlite_store_behavior, std::move(db));
+  return sys.spawn<caf::detached>(sqlite_store_behavior, std::move(db), path);
 }
 
 } // namespace troupe::io

@@ -1,0 +1,44 @@
+// GET /v1/metrics (AS-59): what the store counts, and the `fastreact.metrics.v1` document.
+#pragma once
+
+#include "protocol/chat_types.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace troupe::protocol {
+
+// One of the store's record streams (AS-56).
+struct stream_stats {
+  std::string name;
+  int64_t records = 0;
+  int64_t bytes = 0;
+  std::string last_created_at; // "" = null
+};
+
+// The durable counts, read from the store in one pass.
+struct store_stats {
+  std::map<std::string, int64_t> run_status_counts;
+  int64_t run_count = 0;
+  int64_t ready_queued_count = 0;
+  int64_t delayed_queued_count = 0;
+  int64_t stale_lease_count = 0;
+  int64_t trace_count = 0;
+  std::map<std::string, int64_t> trace_status_counts;
+  std::optional<double> avg_duration_ms;
+  int64_t event_count = 0;
+  int64_t error_event_count = 0;
+  std::optional<double> avg_tool_duration_ms;
+  token_usage usage_total;
+  std::vector<std::string> recent_errors; // the latest error events, newest first, at most 5
+  std::vector<stream_stats> streams;
+  std::string root; // where the store lives
+};
+
+// The whole document; `with_paths` false leaves out the store section (AS-59, AS-84).
+std::string metrics_json(const store_stats& s, uint64_t live_count, bool with_paths);
+
+} // namespace troupe::protocol
