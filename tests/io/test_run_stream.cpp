@@ -1,0 +1,261 @@
+// The resumable run stream (AS-74) over the real store and registry, through the routes, with a
+// client whose buffer the test controls: a backlogged client is never sent live events, and once it
+// drains it catches up from the store with every event once, in order.
+#include "actors/errors.hpp"
+#include "actors/fake_ports.hpp"
+#include "actors/run_registry.hpp"
+#include "io/run_routes.hpp"
+#include "io/sqlite_store.hpp"
+#include "protocol/chat_request.hpp"
+
+#include <caf/all.hpp>
+#include <catch2/catch.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <regex>
+
+#include <unistd.h>
+
+using namespace troupe;
+
+namespace {
+
+std::string temp_db(const char* name) {
+  auto dir = std::filesystem::temp_directory_path() / ("troupe-stream-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto path = dir / name;
+  std::filesystem::remove(path);
+  return path.string();
+}
+
+// A model whose inferences wait until the test releases them, one at a time.
+class gated_model : public model_port {
+public:
+  std::shared_ptr<cancel_handle> infer(protocol::model_request, completion done) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_.push_back(std::move(done));
+    cv_.notify_all();
+    return std::make_shared<noop_handle>();
+  }
+
+  // Waits for the next inference and answers it.
+  void release(protocol::model_outcome outcome) {
+    completion done;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      REQUIRE(cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !waiting_.empty(); }));
+      done = std::move(waiting_.front());
+      waiting_.pop_front();
+    }
+    done(std::move(outcome));
+  }
+
+  void wait_for_inference() {
+    std::unique_lock<std::mutex> lock(mu_);
+    REQUIRE(cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !waiting_.empty(); }));
+  }
+
+private:
+  struct noop_handle : cancel_handle {
+    void cancel() override {}
+  };
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<completion> waiting_;
+};
+
+// One request's exchange and event stream, recording what the client would read.
+class recording_exchange : public io::http_exchange,
+                           public io::event_stream,
+                           public std::enable_shared_from_this<recording_exchange> {
+public:
+  std::atomic<bool> backlog{false};
+
+  void respond(io::http_response r) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = r.status;
+    cv_.notify_all();
+  }
+  std::shared_ptr<io::event_stream> open_event_stream(io::header_list) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = 200;
+    return shared_from_this();
+  }
+  void on_disconnect(std::function<void()> callback) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    gone_ = std::move(callback);
+  }
+  // The client goes away (the stream actor stops).
+  void disconnect() {
+    std::function<void()> gone;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      gone.swap(gone_);
+    }
+    if (gone)
+      gone();
+  }
+  bool send(std::string frame) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    frames_.push_back(std::move(frame));
+    cv_.notify_all();
+    return true;
+  }
+  void finish() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = true;
+    cv_.notify_all();
+  }
+  bool backlogged() const override { return backlog.load(); }
+
+  // The ids of the event frames so far, and whether `done` came.
+  std::vector<int64_t> ids() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<int64_t> out;
+    static const std::regex id_line("^id: (\\d+)\n");
+    for (auto& f : frames_) {
+      std::smatch m;
+      if (std::regex_search(f, m, id_line))
+        out.push_back(std::stoll(m[1]));
+    }
+    return out;
+  }
+  std::size_t frame_count() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return frames_.size();
+  }
+  bool wait_until(const std::function<bool()>& ready) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return ready(); });
+  }
+  bool wait_finished() {
+    return wait_until([this] { return finished_; });
+  }
+  bool ends_with_done() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finished_ && !frames_.empty() && frames_.back().find("event: done") != std::string::npos;
+  }
+  std::size_t frames_locked() const { return frames_.size(); }
+
+private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> frames_;
+  int status_ = 0;
+  bool finished_ = false;
+  std::function<void()> gone_;
+};
+
+struct fixture {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  std::shared_ptr<gated_model> model = std::make_shared<gated_model>();
+  std::shared_ptr<testing::fake_tools> tools = std::make_shared<testing::fake_tools>();
+  store_actor store;
+  run_registry_actor registry;
+  io::router routes;
+
+  fixture() {
+    auto spawned = io::spawn_sqlite_store(sys, temp_db("stream.db"));
+    REQUIRE(std::holds_alternative<store_actor>(spawned));
+    store = std::get<store_actor>(spawned);
+    auto env = std::make_shared<run_environment>();
+    env->model = model;
+    env->tools = tools;
+    env->store = store;
+    env->workspaces_root = std::filesystem::temp_directory_path().string();
+    registry = spawn_run_registry(sys, env, {});
+    protocol::config config;
+    io::add_run_routes(routes, sys, registry, store, env->metrics, config);
+  }
+
+  std::vector<std::shared_ptr<recording_exchange>> clients;
+
+  ~fixture() {
+    for (auto& c : clients)
+      c->disconnect();
+    caf::anon_send_exit(registry, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(store, caf::exit_reason::user_shutdown);
+  }
+
+  void submit(const std::string& run_id) {
+    std::string body = R"({"messages":[{"role":"user","content":"go"}],"metadata":{"run_id":")" + run_id + "\"}}";
+    auto parsed = protocol::parse_chat_request(body);
+    run_spec spec;
+    spec.run_id = run_id;
+    spec.run_kind = "background";
+    spec.request = std::get<protocol::chat_request>(parsed);
+    spec.request_body = body;
+    caf::scoped_actor self{sys};
+    self->request(registry, std::chrono::seconds(10), submit_atom::value, spec)
+      .receive([](run_record& r) { CHECK(r.status == "queued"); }, [](caf::error& err) { FAIL(message_of(err)); });
+  }
+
+  std::shared_ptr<recording_exchange> open_stream(const std::string& run_id) {
+    auto ex = std::make_shared<recording_exchange>();
+    io::http_request req;
+    req.method = "GET";
+    req.path = req.target = "/v1/runs/" + run_id + "/stream";
+    routes.dispatch(req, ex);
+    clients.push_back(ex);
+    return ex;
+  }
+
+  int64_t stored_events(const std::string& run_id) {
+    int64_t n = -1;
+    caf::scoped_actor self{sys};
+    self->request(store, std::chrono::seconds(10), get_run_atom::value, run_id)
+      .receive([&](run_record& r) { n = r.event_count; }, [](caf::error& err) { FAIL(message_of(err)); });
+    return n;
+  }
+};
+
+std::vector<int64_t> sequence(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < n; ++i)
+    out.push_back(i);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "a run stream follows a live run and ends with done after the terminal event", "[stream]") {
+  submit("live");
+  model->wait_for_inference();
+  auto client = open_stream("live");
+  REQUIRE(client->wait_until([&] { return client->frames_locked() >= 1; })); // session_start, replayed
+  tools->push({"echoed", false});
+  model->release(testing::fake_model::call("echo", "{}"));
+  model->release(testing::fake_model::text("done"));
+  REQUIRE(client->wait_finished());
+  auto total = stored_events("live");
+  CHECK(client->ids() == sequence(total));
+  CHECK(client->ends_with_done());
+}
+
+TEST_CASE_METHOD(fixture, "a backlogged client gets no live events and later catches up from the store", "[stream]") {
+  submit("slow");
+  model->wait_for_inference();
+  auto client = open_stream("slow");
+  REQUIRE(client->wait_until([&] { return client->frames_locked() >= 1; }));
+  client->backlog = true;
+  auto before = client->frame_count();
+  for (int i = 0; i < 15; ++i) { // within max_iterations (20)
+    tools->push({"echoed " + std::to_string(i), false});
+    model->release(testing::fake_model::call("echo", "{}", "c" + std::to_string(i)));
+  }
+  model->release(testing::fake_model::text("done"));
+  // The run ends with 1 + 15·4 + 3 events, every one stored before it was announced.
+  const int64_t total = 1 + 15 * 4 + 3;
+  for (int tries = 0; stored_events("slow") < total && tries < 1000; ++tries)
+    std::this_thread::yield();
+  REQUIRE(stored_events("slow") == total);
+  CHECK(client->frame_count() == before); // nothing was queued for the backlogged client
+  client->backlog = false;
+  REQUIRE(client->wait_finished());
+  CHECK(client->ids() == sequence(total));
+  CHECK(client->ends_with_done());
+}
