@@ -700,3 +700,24 @@ scenario('an upstream 401 fails a background run on its first attempt (AS-97)', 
   assert.equal(t.status, 200, t.text);
   assert.equal(t.json.trace.status, 'failed');
 });
+
+scenario('cancelling a running background run closes its upstream model request (AS-52)', async (s) => {
+  const up = await s.upstream();
+  await up.script([], { hang: true });
+  const troupe = await s.troupe({ config: upstream_config(up) });
+  const created = await troupe.request('POST', '/v1/runs', { body: { messages: [user('wait for ever')] } });
+  assert.equal(created.status, 200, created.text);
+  const id = created.json.run_id;
+  await until(async () => (await up.active()) === 1, { timeout_ms: 10_000, message: 'the upstream request to arrive' });
+  const t0 = performance.now();
+  const cancelled = await troupe.request('POST', `/v1/runs/${id}/cancel`);
+  const elapsed = performance.now() - t0;
+  assert.equal(cancelled.status, 200, cancelled.text);
+  assert.equal(cancelled.json.status, 'cancelled');
+  assert.ok(elapsed < 1000, `cancel answered in ${elapsed.toFixed(1)} ms (target 100 ms)`);
+  await until(async () => (await up.active()) === 0, { timeout_ms: 5_000, message: 'the upstream request to be closed' });
+  const page = await troupe.request('GET', `/v1/runs/${id}/events?limit=0`);
+  const last = page.json.events.at(-1);
+  assert.equal(last.type, 'error');
+  assert.equal(last.content, 'Run cancelled');
+});
