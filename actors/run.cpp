@@ -363,7 +363,6 @@ struct run_state {
       self->quit();
       return;
     }
-    save_session(status, answer);
     run_transition t;
     t.run_id = spec.run_id;
     t.lease_epoch = spec.lease_epoch;
@@ -379,6 +378,7 @@ struct run_state {
     self->request(env->store, caf::infinite, transition_atom::value, std::move(t))
       .then(
         [this, result = std::move(result)](run_record&) {
+          save_session(result.status, result.content);
           env->metrics->attempt_ended(result.status, since_start_ms());
           publish(std::pair{run_end_atom::value, result});
           self->quit();

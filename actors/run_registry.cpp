@@ -43,6 +43,7 @@ struct run_registry_state {
   std::unordered_map<std::string, std::vector<caf::typed_response_promise<run_record>>> cancels;
   bool claiming = false;
   bool claim_again = false;
+  bool stopping = false; // shutdown: nothing new starts
   std::optional<steady::time_point> wake_at; // a delayed queued run becomes ready
 };
 
@@ -135,7 +136,7 @@ void wake_in(registry_pointer self, double seconds) {
 
 void schedule(registry_pointer self) {
   auto& st = self->state;
-  if (!st.env->store)
+  if (!st.env->store || st.stopping)
     return;
   if (st.claiming) {
     st.claim_again = true;
@@ -152,6 +153,8 @@ void schedule(registry_pointer self) {
       [=](run_claim& claim) {
         auto& st = self->state;
         st.claiming = false;
+        if (st.stopping)
+          return; // claimed during shutdown: still `running`, so the next start recovers them
         for (auto& r : claim.runs) {
           if (auto waited = waited_ms(r); waited && r.attempts == 1)
             st.env->metrics->run_started(*waited);
@@ -336,6 +339,7 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
       return rp;
     },
     [=](cancel_all_atom) {
+      self->state.stopping = true;
       for (auto& [id, attempt] : self->state.live) {
         if (attempt.background)
           self->send_exit(attempt.run, caf::exit_reason::user_shutdown);
@@ -351,7 +355,7 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
     },
     [=](tick_atom) {
       auto& st = self->state;
-      if (!st.env->store)
+      if (!st.env->store || st.stopping)
         return;
       self->delayed_send(self, millis(st.options.run_recovery_interval_seconds), tick_atom::value);
       self->request(st.env->store, caf::infinite, recover_atom::value, false)

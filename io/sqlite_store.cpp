@@ -458,6 +458,20 @@ protocol::store_stats stats_of(database& db) {
   return s;
 }
 
+// A new run as the store accepts it: what the caller said about it, and nothing of its state, which
+// only the store's own transitions set.
+run_record accepted(run_record r) {
+  run_record fresh;
+  for (auto field : {&run_record::run_id, &run_record::run_kind, &run_record::session_id, &run_record::tenant_key,
+                     &run_record::user_key, &run_record::metadata, &run_record::generation_options,
+                     &run_record::request})
+    fresh.*field = std::move(r.*field);
+  fresh.max_attempts = r.max_attempts;
+  fresh.status = "queued";
+  fresh.created_at = fresh.updated_at = protocol::iso_now();
+  return fresh;
+}
+
 protocol::trace_facts facts_of(const run_record& r) {
   protocol::trace_facts f;
   f.trace_type = r.run_kind == "chat" ? "chat" : "background_run";
@@ -557,10 +571,7 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
     },
     [=](create_run_atom, run_record& r) {
       return write<run_record>(self, [r = std::move(r)](database& db) mutable -> result_t {
-        r.status = "queued";
-        r.created_at = r.updated_at = protocol::iso_now();
-        r.attempts = 0;
-        r.lease_epoch = 0;
+        r = accepted(std::move(r));
         if (!db.insert_run(r))
           return make_error(errc::conflict, "Run already exists");
         return r;
@@ -572,8 +583,7 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
           if (stored->run_kind != "chat" || !protocol::is_terminal(stored->status))
             return make_error(errc::conflict, "Run already exists");
         } else {
-          r.status = "queued";
-          r.created_at = protocol::iso_now();
+          r = accepted(std::move(r));
           if (!db.insert_run(r))
             return make_error(errc::conflict, "Run already exists");
         }

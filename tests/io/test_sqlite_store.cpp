@@ -1,11 +1,17 @@
-// The SQLite store adapter: sessions are kept per (tenant, user, session) and survive a restart.
+// The SQLite store adapter: sessions are kept per (tenant, user, session) and survive a restart; the run
+// contract of the store port (AS-49..AS-56, AS-82, AS-83) holds.
 #include "actors/errors.hpp"
 #include "io/sqlite_store.hpp"
+#include "protocol/json.hpp"
+#include "protocol/timestamp.hpp"
 
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <functional>
+#include <thread>
+#include <variant>
 
 #include <unistd.h>
 
@@ -85,4 +91,790 @@ TEST_CASE("an unopenable store path is an error that names the file", "[store]")
   auto store = io::spawn_sqlite_store(sys, "/proc/nonexistent/dir/troupe.db");
   REQUIRE(std::holds_alternative<std::string>(store));
   CHECK(std::get<std::string>(store).find("/proc/nonexistent/dir/troupe.db") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The store port's run contract (AS-49..AS-56, AS-82, AS-83), driven through store_actor messages only,
+// so another adapter (PostgreSQL) can run the same cases by swapping `open_store`.
+
+namespace {
+
+using namespace std::chrono_literals;
+using sys_clock = std::chrono::system_clock;
+
+// A fresh database file for one test case (its WAL and shared-memory files removed too).
+std::string fresh_db(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("troupe-store-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto path = dir / (name + ".db");
+  for (auto suffix : {"", "-wal", "-shm", "-journal"})
+    std::filesystem::remove(path.string() + suffix);
+  return path.string();
+}
+
+template <class T>
+using answer = std::variant<T, caf::error>;
+
+// One process's view of the store: its own actor system, the store actor and a blocking caller.
+// Destroying it stops the store and waits for it, as a process exit would.
+struct store_client {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  store_actor store;
+  caf::scoped_actor self{sys};
+
+  explicit store_client(const std::string& path) {
+    auto s = io::spawn_sqlite_store(sys, path);
+    if (auto err = std::get_if<std::string>(&s))
+      FAIL("cannot open the store: " << *err);
+    store = std::get<store_actor>(s);
+  }
+
+  ~store_client() { self->send_exit(store, caf::exit_reason::user_shutdown); }
+
+  template <class T, class... Ts>
+  answer<T> ask(Ts&&... xs) {
+    answer<T> out = make_error(errc::internal, "no answer");
+    self->request(store, std::chrono::seconds(10), std::forward<Ts>(xs)...)
+      .receive([&](T& v) { out = std::move(v); }, [&](caf::error& err) { out = std::move(err); });
+    return out;
+  }
+
+  answer<run_record> create(run_record r) { return ask<run_record>(create_run_atom::value, std::move(r)); }
+  answer<run_record> begin_chat(run_record r, std::string worker, double lease) {
+    return ask<run_record>(begin_chat_atom::value, std::move(r), std::move(worker), lease);
+  }
+  answer<run_claim> claim(std::string worker, double lease, uint32_t n) {
+    return ask<run_claim>(claim_atom::value, std::move(worker), lease, n);
+  }
+  answer<bool> append(std::string run_id, int64_t epoch, int64_t sequence, std::string type) {
+    stored_event e{sequence, type, R"({"type":")" + type + R"(","sequence":)" + std::to_string(sequence) + "}"};
+    return ask<bool>(append_atom::value, std::move(run_id), epoch, std::move(e));
+  }
+  answer<run_record> transition(run_transition t) { return ask<run_record>(transition_atom::value, std::move(t)); }
+  answer<bool> renew(std::string run_id, int64_t epoch, double lease) {
+    return ask<bool>(renew_atom::value, std::move(run_id), epoch, lease);
+  }
+  answer<recovery_report> recover(bool all_running) { return ask<recovery_report>(recover_atom::value, all_running); }
+  answer<run_record> cancel(std::string run_id) { return ask<run_record>(cancel_atom::value, std::move(run_id)); }
+  answer<run_record> get(std::string run_id) { return ask<run_record>(get_run_atom::value, std::move(run_id)); }
+  answer<run_list> list(std::string status, int64_t limit) {
+    return ask<run_list>(list_runs_atom::value, std::move(status), limit);
+  }
+  answer<run_events_page> events(std::string run_id, int64_t after, int64_t limit) {
+    return ask<run_events_page>(events_atom::value, std::move(run_id), after, limit);
+  }
+  answer<trace_list> traces(std::string session_id, int64_t limit) {
+    return ask<trace_list>(list_traces_atom::value, std::move(session_id), limit);
+  }
+  answer<std::string> trace(std::string run_id) { return ask<std::string>(get_trace_atom::value, std::move(run_id)); }
+
+  // A stored run claimed by `worker`: its record at the claim's epoch.
+  run_record create_and_claim(const std::string& run_id, const std::string& worker = "worker-a",
+                              double lease = 60, int max_attempts = 3) {
+    ok(create(run(run_id, max_attempts)));
+    auto claimed = ok(claim(worker, lease, 1));
+    REQUIRE(claimed.runs.size() == 1);
+    REQUIRE(claimed.runs[0].run_id == run_id);
+    return claimed.runs[0];
+  }
+
+  static run_record run(std::string run_id, int max_attempts = 3, std::string session = "s1",
+                        std::string kind = "background") {
+    run_record r;
+    r.run_id = std::move(run_id);
+    r.run_kind = std::move(kind);
+    r.session_id = std::move(session);
+    r.tenant_key = "t";
+    r.user_key = "t:u";
+    r.max_attempts = max_attempts;
+    r.metadata = R"({"k":"v"})";
+    r.request = R"({"messages":[{"role":"user","content":"hi"}]})";
+    return r;
+  }
+
+  template <class T>
+  static T ok(answer<T> a) {
+    if (auto err = std::get_if<caf::error>(&a))
+      FAIL("the store refused: " << message_of(*err));
+    return std::move(std::get<T>(a));
+  }
+
+  template <class T>
+  static caf::error refused(answer<T> a) {
+    if (!std::holds_alternative<caf::error>(a))
+      FAIL("the store accepted a write it must refuse");
+    return std::get<caf::error>(a);
+  }
+};
+
+run_transition transition_of(const run_record& r, std::string status) {
+  run_transition t;
+  t.run_id = r.run_id;
+  t.lease_epoch = r.lease_epoch;
+  t.status = std::move(status);
+  t.trace.trace_type = r.run_kind == "chat" ? "chat" : "background_run";
+  return t;
+}
+
+sys_clock::time_point when(const std::string& iso) {
+  auto t = protocol::parse_iso_timestamp(iso);
+  if (!t)
+    FAIL("not an iso timestamp: '" << iso << "'");
+  return *t;
+}
+
+double seconds_until(const std::string& iso) {
+  return std::chrono::duration<double>(when(iso) - sys_clock::now()).count();
+}
+
+std::vector<int64_t> sequences(const run_events_page& page) {
+  std::vector<int64_t> out;
+  for (auto& e : page.events)
+    out.push_back(e.sequence);
+  return out;
+}
+
+std::vector<std::string> ids(const std::vector<run_record>& runs) {
+  std::vector<std::string> out;
+  for (auto& r : runs)
+    out.push_back(r.run_id);
+  return out;
+}
+
+std::string json_string(const std::string& text, const char* key) {
+  auto doc = protocol::json::parse(text);
+  if (!doc)
+    FAIL("not JSON: " << text);
+  return protocol::json::get_string(*doc, key, "<absent>");
+}
+
+// Asks again every 20 ms until `done` holds or the deadline passes; true when it held.
+bool poll_until(std::function<bool()> done, std::chrono::milliseconds deadline = 5s) {
+  auto until = std::chrono::steady_clock::now() + deadline;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until)
+      return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+} // namespace
+
+TEST_CASE("create_run stores a queued run and refuses a second run with the same id (AS-49)", "[store][runs]") {
+  store_client c(fresh_db("create"));
+  auto r = store_client::ok(c.create(store_client::run("r1", 3)));
+  CHECK(r.status == "queued");
+  CHECK(r.attempts == 0);
+  CHECK(r.lease_epoch == 0);
+  CHECK(r.event_count == 0);
+  CHECK_FALSE(r.created_at.empty());
+
+  auto stored = store_client::ok(c.get("r1"));
+  CHECK(stored.status == "queued");
+  CHECK(stored.run_kind == "background");
+  CHECK(stored.session_id == "s1");
+  CHECK(stored.max_attempts == 3);
+  CHECK(stored.metadata == R"({"k":"v"})");
+  CHECK(stored.request == R"({"messages":[{"role":"user","content":"hi"}]})");
+  CHECK(stored.worker_id.empty());
+  CHECK(stored.lease_expires_at.empty());
+
+  auto err = store_client::refused(c.create(store_client::run("r1", 3, "another-session")));
+  CHECK(code_of(err) == errc::conflict);
+  CHECK(message_of(err) == "Run already exists");
+  CHECK(store_client::ok(c.get("r1")).session_id == "s1"); // the first run is untouched
+
+  auto missing = store_client::refused(c.get("nope"));
+  CHECK(code_of(missing) == errc::not_found);
+  CHECK(message_of(missing) == "Run not found");
+}
+
+TEST_CASE("a claim takes ready queued runs oldest first and starts each attempt under the worker's lease (AS-53, "
+          "AS-54)",
+          "[store][runs]") {
+  store_client c(fresh_db("claim"));
+  for (auto id : {"a", "b", "c"})
+    store_client::ok(c.create(store_client::run(id)));
+  auto before = sys_clock::now();
+  auto first = store_client::ok(c.claim("worker-1", 30, 2));
+  CHECK(ids(first.runs) == std::vector<std::string>{"a", "b"});
+  CHECK(first.next_ready_seconds == -1);
+  for (auto& r : first.runs) {
+    CHECK(r.status == "running");
+    CHECK(r.attempts == 1);
+    CHECK(r.lease_epoch == 1);
+    CHECK(r.worker_id == "worker-1");
+    CHECK_FALSE(r.started_at.empty());
+    auto lease = when(r.lease_expires_at);
+    CHECK(lease >= before + 29s);
+    CHECK(lease <= sys_clock::now() + 31s);
+  }
+  // the claim is durable: a read sees what the claim answered
+  auto a = store_client::ok(c.get("a"));
+  CHECK(a.status == "running");
+  CHECK(a.lease_epoch == 1);
+  CHECK(a.worker_id == "worker-1");
+  CHECK(store_client::ok(c.get("c")).status == "queued");
+
+  auto second = store_client::ok(c.claim("worker-2", 30, 5));
+  REQUIRE(ids(second.runs) == std::vector<std::string>{"c"});
+  CHECK(second.runs[0].worker_id == "worker-2");
+  CHECK(second.runs[0].lease_epoch == 1);
+
+  CHECK(store_client::ok(c.claim("worker-2", 30, 5)).runs.empty()); // running runs are not claimed again
+  CHECK(store_client::ok(c.get("a")).worker_id == "worker-1");
+}
+
+TEST_CASE("a run re-queued with a retry delay is not claimed before its retry_after, and the claim says when it is "
+          "ready (AS-53)",
+          "[store][runs]") {
+  store_client c(fresh_db("retry"));
+  auto r = c.create_and_claim("r1", "worker-1", 60, 3);
+  auto t = transition_of(r, "queued");
+  t.last_error = "upstream 503";
+  t.retry_seconds = 0.8;
+  auto requeued = store_client::ok(c.transition(t));
+  CHECK(requeued.status == "queued");
+  CHECK(requeued.last_error == "upstream 503");
+  CHECK(requeued.lease_expires_at.empty());
+  REQUIRE_FALSE(requeued.retry_after.empty());
+  auto retry_after = when(requeued.retry_after);
+  CHECK(seconds_until(requeued.retry_after) > 0.5);
+  CHECK(seconds_until(requeued.retry_after) <= 0.8);
+
+  store_client::ok(c.create(store_client::run("ready"))); // created later, but ready now
+  auto early = store_client::ok(c.claim("worker-2", 60, 5));
+  CHECK(ids(early.runs) == std::vector<std::string>{"ready"});
+  CHECK(early.next_ready_seconds > 0);
+  CHECK(early.next_ready_seconds <= 0.8);
+  CHECK(store_client::ok(c.get("r1")).status == "queued");
+
+  // polled, not slept: the run is claimed once its retry_after has passed, never before
+  run_claim later;
+  bool claimed = poll_until([&] {
+    auto asked = sys_clock::now();
+    later = store_client::ok(c.claim("worker-2", 60, 5));
+    if (later.runs.empty()) {
+      CHECK(later.next_ready_seconds >= 0);
+      return false;
+    }
+    CHECK(asked + 200ms >= retry_after); // not claimed by a claim sent well before the retry time
+    return true;
+  });
+  REQUIRE(claimed);
+  REQUIRE(ids(later.runs) == std::vector<std::string>{"r1"});
+  auto& again = later.runs[0];
+  CHECK(sys_clock::now() >= retry_after);
+  CHECK(again.status == "running");
+  CHECK(again.attempts == 2);
+  CHECK(again.lease_epoch == 2);
+  CHECK(again.worker_id == "worker-2");
+  CHECK(again.retry_after.empty());
+  CHECK(later.next_ready_seconds == -1);
+}
+
+TEST_CASE("appends at the current epoch page back in order; after_sequence is exclusive and limit 0 means all "
+          "(AS-51)",
+          "[store][runs]") {
+  store_client c(fresh_db("append"));
+  auto r = c.create_and_claim("r1");
+  std::vector<std::string> types{"session_start", "think", "step_end", "session_end"};
+  for (int64_t i = 0; i < 4; ++i)
+    CHECK(store_client::ok(c.append("r1", r.lease_epoch, i, types[static_cast<std::size_t>(i)])));
+
+  auto all = store_client::ok(c.events("r1", -1, 0));
+  CHECK(sequences(all) == std::vector<int64_t>{0, 1, 2, 3});
+  for (std::size_t i = 0; i < all.events.size(); ++i) {
+    CHECK(all.events[i].type == types[i]);
+    CHECK(json_string(all.events[i].json, "type") == types[i]);
+  }
+  CHECK(all.run.event_count == 4);
+  CHECK(all.run.run_id == "r1");
+  CHECK(sequences(store_client::ok(c.events("r1", 1, 0))) == std::vector<int64_t>{2, 3});
+  CHECK(sequences(store_client::ok(c.events("r1", -1, 2))) == std::vector<int64_t>{0, 1});
+  CHECK(sequences(store_client::ok(c.events("r1", 1, 1))) == std::vector<int64_t>{2});
+  CHECK(store_client::ok(c.events("r1", 3, 0)).events.empty());
+  CHECK(code_of(store_client::refused(c.events("nope", -1, 0))) == errc::not_found);
+}
+
+TEST_CASE("an append whose sequence is not the run's next one is refused and stores nothing (AS-51)",
+          "[store][runs]") {
+  store_client c(fresh_db("append-sequence"));
+  auto r = c.create_and_claim("r1");
+  store_client::ok(c.append("r1", r.lease_epoch, 0, "session_start"));
+  CHECK(code_of(store_client::refused(c.append("r1", r.lease_epoch, 0, "think"))) == errc::conflict); // repeated
+  CHECK(code_of(store_client::refused(c.append("r1", r.lease_epoch, 5, "think"))) == errc::conflict); // a gap
+  auto page = store_client::ok(c.events("r1", -1, 0));
+  CHECK(sequences(page) == std::vector<int64_t>{0});
+  CHECK(page.events[0].type == "session_start");
+  CHECK(page.run.event_count == 1);
+}
+
+TEST_CASE("once recovery bumps the epoch, writes at the old epoch are refused and leave nothing in the log (AS-82)",
+          "[store][runs][fencing]") {
+  store_client c(fresh_db("fence-recovery"));
+  auto r = c.create_and_claim("r1", "worker-1", 60, 3);
+  REQUIRE(r.lease_epoch == 1);
+  store_client::ok(c.append("r1", 1, 0, "session_start"));
+
+  auto report = store_client::ok(c.recover(true));
+  CHECK(report.requeued == 1);
+  CHECK(report.failed == 0);
+  auto recovered = store_client::ok(c.get("r1"));
+  REQUIRE(recovered.status == "queued");
+  CHECK(recovered.lease_epoch == 2);
+  CHECK(recovered.last_error == "Recovered stale running lease");
+  CHECK(recovered.lease_expires_at.empty());
+
+  auto append = store_client::refused(c.append("r1", 1, 1, "think"));
+  CHECK(code_of(append) == errc::conflict);
+  auto page = store_client::ok(c.events("r1", -1, 0));
+  CHECK(sequences(page) == std::vector<int64_t>{0});
+  CHECK(page.run.event_count == 1);
+
+  auto done = transition_of(r, "completed");
+  done.trace.final_content = "stale answer";
+  CHECK(code_of(store_client::refused(c.transition(done))) == errc::conflict);
+  auto requeue = transition_of(r, "queued");
+  requeue.retry_seconds = 100;
+  CHECK(code_of(store_client::refused(c.transition(requeue))) == errc::conflict);
+  auto after = store_client::ok(c.get("r1"));
+  CHECK(after.status == "queued");
+  CHECK(after.lease_epoch == 2);
+  CHECK(after.completed_at.empty());
+  CHECK(after.retry_after.empty());
+  CHECK(after.updated_at == recovered.updated_at);
+  CHECK(code_of(store_client::refused(c.trace("r1"))) == errc::not_found); // no trace from the stale attempt
+
+  CHECK(code_of(store_client::refused(c.renew("r1", 1, 60))) == errc::conflict);
+  CHECK(store_client::ok(c.get("r1")).lease_expires_at.empty());
+}
+
+TEST_CASE("once another worker claims the run, the old attempt's writes are refused and the new holder's accepted "
+          "(AS-82)",
+          "[store][runs][fencing]") {
+  store_client c(fresh_db("fence-claim"));
+  auto first = c.create_and_claim("r1", "worker-1", 60, 3);
+  store_client::ok(c.append("r1", first.lease_epoch, 0, "session_start"));
+  store_client::ok(c.recover(true));
+  auto taken = store_client::ok(c.claim("worker-2", 60, 1));
+  REQUIRE(taken.runs.size() == 1);
+  auto second = taken.runs[0];
+  CHECK(second.lease_epoch == 3);
+  CHECK(second.attempts == 2);
+  CHECK(second.event_count == 1);
+
+  // the first attempt, still running somewhere, tries to continue at epoch 1
+  CHECK(code_of(store_client::refused(c.append("r1", first.lease_epoch, 1, "think"))) == errc::conflict);
+  // the recovered epoch 2 never held the run: it is refused too
+  CHECK(code_of(store_client::refused(c.append("r1", 2, 1, "think"))) == errc::conflict);
+  CHECK(code_of(store_client::refused(c.transition(transition_of(first, "completed")))) == errc::conflict);
+  CHECK(code_of(store_client::refused(c.renew("r1", first.lease_epoch, 600))) == errc::conflict);
+
+  auto held = store_client::ok(c.get("r1"));
+  CHECK(held.status == "running");
+  CHECK(held.worker_id == "worker-2");
+  CHECK(held.lease_epoch == 3);
+  CHECK(held.event_count == 1);
+  CHECK(held.lease_expires_at == second.lease_expires_at); // the refused renewal moved nothing
+  CHECK(sequences(store_client::ok(c.events("r1", -1, 0))) == std::vector<int64_t>{0});
+
+  // the holder continues the shared sequence
+  CHECK(store_client::ok(c.append("r1", 3, 1, "session_start")));
+  CHECK(store_client::ok(c.renew("r1", 3, 600)));
+  CHECK(seconds_until(store_client::ok(c.get("r1")).lease_expires_at) > 500);
+  auto finished = store_client::ok(c.transition(transition_of(second, "completed")));
+  CHECK(finished.status == "completed");
+  CHECK(finished.event_count == 2);
+}
+
+TEST_CASE("a terminal run refuses appends and renewals even at its last epoch (AS-82)", "[store][runs][fencing]") {
+  store_client c(fresh_db("fence-terminal"));
+  auto r = c.create_and_claim("r1");
+  store_client::ok(c.append("r1", r.lease_epoch, 0, "session_start"));
+  store_client::ok(c.transition(transition_of(r, "completed")));
+  CHECK(code_of(store_client::refused(c.append("r1", r.lease_epoch, 1, "think"))) == errc::conflict);
+  CHECK(code_of(store_client::refused(c.renew("r1", r.lease_epoch, 60))) == errc::conflict);
+  CHECK(code_of(store_client::refused(c.transition(transition_of(r, "failed")))) == errc::conflict);
+  auto after = store_client::ok(c.get("r1"));
+  CHECK(after.status == "completed");
+  CHECK(after.event_count == 1);
+  CHECK(after.lease_expires_at.empty());
+}
+
+TEST_CASE("recovery leaves runs with unexpired leases alone and re-queues those whose lease expired (AS-83)",
+          "[store][runs][recovery]") {
+  store_client c(fresh_db("recover-expired"));
+  auto shortlived = c.create_and_claim("short", "worker-1", 0.5, 3);
+  auto healthy = c.create_and_claim("healthy", "worker-1", 600, 3);
+  auto queued = store_client::ok(c.create(store_client::run("queued")));
+
+  auto early = store_client::ok(c.recover(false));
+  CHECK(early.requeued + early.failed == 0);
+  CHECK(store_client::ok(c.get("short")).status == "running");
+
+  recovery_report report;
+  bool recovered = poll_until([&] {
+    report = store_client::ok(c.recover(false));
+    if (report.requeued + report.failed == 0)
+      return false;
+    CHECK(sys_clock::now() >= when(shortlived.lease_expires_at)); // never recovered before its lease expired
+    return true;
+  });
+  REQUIRE(recovered);
+  CHECK(report.requeued == 1);
+  CHECK(report.failed == 0);
+  auto s = store_client::ok(c.get("short"));
+  CHECK(s.status == "queued");
+  CHECK(s.lease_epoch == shortlived.lease_epoch + 1);
+  CHECK(s.last_error == "Recovered stale running lease");
+  CHECK(s.lease_expires_at.empty());
+  CHECK(s.retry_after.empty()); // ready again at once
+  auto h = store_client::ok(c.get("healthy"));
+  CHECK(h.status == "running");
+  CHECK(h.lease_epoch == healthy.lease_epoch);
+  CHECK(h.worker_id == "worker-1");
+  CHECK(h.lease_expires_at == healthy.lease_expires_at);
+  auto q = store_client::ok(c.get("queued"));
+  CHECK(q.status == "queued");
+  CHECK(q.lease_epoch == queued.lease_epoch);
+
+  auto quiet = store_client::ok(c.recover(false));
+  CHECK(quiet.requeued + quiet.failed == 0);
+}
+
+TEST_CASE("recovery fails a run whose lease expired with no attempts left, and writes its trace (AS-83, AS-55)",
+          "[store][runs][recovery]") {
+  store_client c(fresh_db("recover-exhausted"));
+  auto r = c.create_and_claim("r1", "worker-1", 0.3, 1);
+  store_client::ok(c.append("r1", r.lease_epoch, 0, "session_start"));
+  recovery_report report;
+  REQUIRE(poll_until([&] {
+    report = store_client::ok(c.recover(false));
+    return report.requeued + report.failed > 0;
+  }));
+  CHECK(report.failed == 1);
+  CHECK(report.requeued == 0);
+  auto failed = store_client::ok(c.get("r1"));
+  CHECK(failed.status == "failed");
+  CHECK(failed.error == "Run lease expired and no attempts remain");
+  CHECK(failed.lease_epoch == r.lease_epoch + 1);
+  CHECK_FALSE(failed.completed_at.empty());
+  CHECK(failed.lease_expires_at.empty());
+  CHECK(failed.event_count == 1);
+
+  auto trace = store_client::ok(c.trace("r1"));
+  CHECK(json_string(trace, "run_id") == "r1");
+  CHECK(json_string(trace, "status") == "failed");
+  CHECK(json_string(trace, "trace_type") == "background_run");
+  CHECK(json_string(trace, "error") == "Run lease expired and no attempts remain");
+  CHECK(store_client::ok(c.traces("", 10)).total_count == 1);
+  // the failed run is not retried
+  CHECK(store_client::ok(c.claim("worker-2", 60, 5)).runs.empty());
+  CHECK(code_of(store_client::refused(c.append("r1", r.lease_epoch, 1, "think"))) == errc::conflict);
+}
+
+TEST_CASE("recovery of every running run also fails those with no attempts left (AS-83)", "[store][runs][recovery]") {
+  store_client c(fresh_db("recover-all-exhausted"));
+  auto r = c.create_and_claim("r1", "worker-1", 600, 1);
+  auto report = store_client::ok(c.recover(true));
+  CHECK(report.failed == 1);
+  CHECK(report.requeued == 0);
+  auto failed = store_client::ok(c.get("r1"));
+  CHECK(failed.status == "failed");
+  CHECK(failed.error == "Run lease expired and no attempts remain");
+  CHECK(failed.lease_epoch == r.lease_epoch + 1);
+}
+
+TEST_CASE("cancelling a queued run ends it cancelled with cancelled_at and no events, and it never starts (AS-52)",
+          "[store][runs][cancel]") {
+  store_client c(fresh_db("cancel-queued"));
+  store_client::ok(c.create(store_client::run("r1")));
+  auto r = store_client::ok(c.cancel("r1"));
+  CHECK(r.status == "cancelled");
+  CHECK_FALSE(r.cancelled_at.empty());
+  CHECK(r.event_count == 0);
+  auto stored = store_client::ok(c.get("r1"));
+  CHECK(stored.status == "cancelled");
+  CHECK_FALSE(stored.cancelled_at.empty());
+  CHECK(stored.attempts == 0);
+  CHECK(store_client::ok(c.events("r1", -1, 0)).events.empty());
+  CHECK(store_client::ok(c.claim("worker-1", 60, 5)).runs.empty());
+  auto missing = store_client::refused(c.cancel("nope"));
+  CHECK(code_of(missing) == errc::not_found);
+  CHECK(message_of(missing) == "Run not found");
+}
+
+TEST_CASE("cancelling a running run no live attempt holds fences it and ends it with the Run cancelled event at the "
+          "next sequence (AS-52, AS-82)",
+          "[store][runs][cancel]") {
+  store_client c(fresh_db("cancel-running"));
+  auto r = c.create_and_claim("r1");
+  store_client::ok(c.append("r1", r.lease_epoch, 0, "session_start"));
+  store_client::ok(c.append("r1", r.lease_epoch, 1, "think"));
+  auto cancelled = store_client::ok(c.cancel("r1"));
+  CHECK(cancelled.status == "cancelled");
+  CHECK(cancelled.lease_epoch == r.lease_epoch + 1);
+  CHECK(cancelled.event_count == 3);
+  CHECK_FALSE(cancelled.cancelled_at.empty());
+  CHECK(cancelled.lease_expires_at.empty());
+
+  auto page = store_client::ok(c.events("r1", -1, 0));
+  REQUIRE(sequences(page) == std::vector<int64_t>{0, 1, 2});
+  auto& last = page.events[2];
+  CHECK(last.type == "error");
+  CHECK(json_string(last.json, "type") == "error");
+  CHECK(json_string(last.json, "content") == "Run cancelled");
+  CHECK(json_string(last.json, "run_id") == "r1");
+  CHECK(last.json.find(R"("error_type":"CancelledError")") != std::string::npos);
+  CHECK(page.run.status == "cancelled");
+  CHECK(page.run.event_count == 3);
+
+  // the attempt that held epoch 1 is fenced
+  CHECK(code_of(store_client::refused(c.append("r1", r.lease_epoch, 3, "think"))) == errc::conflict);
+  CHECK(code_of(store_client::refused(c.transition(transition_of(r, "completed")))) == errc::conflict);
+  CHECK(store_client::ok(c.get("r1")).status == "cancelled");
+  CHECK(json_string(store_client::ok(c.trace("r1")), "status") == "cancelled");
+}
+
+TEST_CASE("cancelling a terminal run returns it unchanged (AS-52)", "[store][runs][cancel]") {
+  store_client c(fresh_db("cancel-terminal"));
+  auto r = c.create_and_claim("r1");
+  store_client::ok(c.append("r1", r.lease_epoch, 0, "session_start"));
+  auto done = store_client::ok(c.transition(transition_of(r, "completed")));
+  auto again = store_client::ok(c.cancel("r1"));
+  CHECK(again.status == "completed");
+  CHECK(again.cancelled_at.empty());
+  CHECK(again.event_count == 1);
+  CHECK(again.lease_epoch == done.lease_epoch);
+  auto stored = store_client::ok(c.get("r1"));
+  CHECK(stored.status == "completed");
+  CHECK(stored.cancelled_at.empty());
+  CHECK(stored.completed_at == done.completed_at);
+  CHECK(stored.updated_at == done.updated_at);
+  CHECK(stored.event_count == 1);
+  CHECK(sequences(store_client::ok(c.events("r1", -1, 0))) == std::vector<int64_t>{0});
+}
+
+TEST_CASE("a new chat run begins running at epoch 1 on its first attempt (AS-10, AS-54)", "[store][runs][chat]") {
+  store_client c(fresh_db("chat-new"));
+  auto before = sys_clock::now();
+  auto r = store_client::ok(c.begin_chat(store_client::run("chat1", 1, "s1", "chat"), "worker-1", 30));
+  CHECK(r.run_kind == "chat");
+  CHECK(r.status == "running");
+  CHECK(r.attempts == 1);
+  CHECK(r.lease_epoch == 1);
+  CHECK(r.event_count == 0);
+  CHECK(r.worker_id == "worker-1");
+  CHECK_FALSE(r.started_at.empty());
+  CHECK(when(r.lease_expires_at) >= before + 29s);
+  auto stored = store_client::ok(c.get("chat1"));
+  CHECK(stored.status == "running");
+  CHECK(stored.lease_epoch == 1);
+  CHECK(store_client::ok(c.append("chat1", 1, 0, "session_start")));
+  // a running chat run is not a queued run: no claim takes it
+  CHECK(store_client::ok(c.claim("worker-2", 30, 5)).runs.empty());
+}
+
+TEST_CASE("a terminal chat run reopens as its next attempt and continues its event sequence (AS-10, AS-51)",
+          "[store][runs][chat]") {
+  store_client c(fresh_db("chat-reopen"));
+  auto first = store_client::ok(c.begin_chat(store_client::run("chat1", 1, "s1", "chat"), "worker-1", 30));
+  for (int64_t i = 0; i < 3; ++i)
+    store_client::ok(c.append("chat1", first.lease_epoch, i, i == 0 ? "session_start" : "think"));
+  auto t = transition_of(first, "failed");
+  t.error = "LLM call failed: boom";
+  store_client::ok(c.transition(t));
+
+  auto second = store_client::ok(c.begin_chat(store_client::run("chat1", 1, "s1", "chat"), "worker-2", 30));
+  CHECK(second.status == "running");
+  CHECK(second.attempts == 2);
+  CHECK(second.lease_epoch == 2);
+  CHECK(second.event_count == 3); // the attempt's first sequence
+  CHECK(second.worker_id == "worker-2");
+  CHECK(second.error.empty());
+  CHECK(second.completed_at.empty());
+  CHECK_FALSE(second.lease_expires_at.empty());
+
+  CHECK(code_of(store_client::refused(c.append("chat1", first.lease_epoch, 3, "session_start"))) == errc::conflict);
+  CHECK(store_client::ok(c.append("chat1", second.lease_epoch, 3, "session_start")));
+  CHECK(sequences(store_client::ok(c.events("chat1", -1, 0))) == std::vector<int64_t>{0, 1, 2, 3});
+}
+
+TEST_CASE("begin_chat refuses a run id that a live chat run or any background run holds (AS-10)",
+          "[store][runs][chat]") {
+  store_client c(fresh_db("chat-conflict"));
+  auto live = store_client::ok(c.begin_chat(store_client::run("chat1", 1, "s1", "chat"), "worker-1", 30));
+  auto err = store_client::refused(c.begin_chat(store_client::run("chat1", 1, "s1", "chat"), "worker-2", 30));
+  CHECK(code_of(err) == errc::conflict);
+  CHECK(message_of(err) == "Run already exists");
+  auto still = store_client::ok(c.get("chat1"));
+  CHECK(still.attempts == live.attempts);
+  CHECK(still.lease_epoch == live.lease_epoch);
+  CHECK(still.worker_id == "worker-1");
+
+  store_client::ok(c.create(store_client::run("bg1")));
+  CHECK(code_of(store_client::refused(c.begin_chat(store_client::run("bg1", 1, "s1", "chat"), "worker-1", 30)))
+        == errc::conflict);
+  auto bg = store_client::ok(c.get("bg1"));
+  CHECK(bg.status == "queued");
+  CHECK(bg.run_kind == "background");
+  CHECK(bg.attempts == 0);
+
+  store_client::ok(c.cancel("bg1")); // a terminal background run is not reopened as a chat either
+  CHECK(code_of(store_client::refused(c.begin_chat(store_client::run("bg1", 1, "s1", "chat"), "worker-1", 30)))
+        == errc::conflict);
+  CHECK(store_client::ok(c.get("bg1")).status == "cancelled");
+}
+
+TEST_CASE("a terminal transition writes a trace readable by id and in the newest-first trace list (AS-55)",
+          "[store][runs][traces]") {
+  store_client c(fresh_db("traces"));
+  store_client::ok(c.create(store_client::run("r1", 3, "s1")));
+  store_client::ok(c.create(store_client::run("r2", 3, "s2")));
+  auto claimed = store_client::ok(c.claim("worker-1", 60, 2));
+  REQUIRE(claimed.runs.size() == 2);
+  store_client::ok(c.append("r1", claimed.runs[0].lease_epoch, 0, "session_start"));
+  CHECK(code_of(store_client::refused(c.trace("r1"))) == errc::not_found); // not terminal yet
+
+  auto t1 = transition_of(claimed.runs[0], "completed");
+  t1.trace.final_content = "the answer";
+  t1.trace.tool_call_count = 2;
+  t1.trace.tool_name_counts = {{"echo", 2}};
+  auto r1 = store_client::ok(c.transition(t1));
+  CHECK(r1.status == "completed");
+  CHECK_FALSE(r1.completed_at.empty());
+  CHECK(r1.duration_ms.has_value());
+  CHECK(r1.lease_expires_at.empty());
+  auto t2 = transition_of(claimed.runs[1], "failed");
+  t2.error = "LLM call failed: boom";
+  store_client::ok(c.transition(t2));
+
+  auto trace = store_client::ok(c.trace("r1"));
+  CHECK(json_string(trace, "run_id") == "r1");
+  CHECK(json_string(trace, "session_id") == "s1");
+  CHECK(json_string(trace, "status") == "completed");
+  CHECK(json_string(trace, "trace_type") == "background_run");
+  CHECK(json_string(trace, "final_content") == "the answer");
+  CHECK(trace.find(R"("tool_name_counts":{"echo":2})") != std::string::npos);
+  CHECK(trace.find(R"("event_count":1)") != std::string::npos);
+  CHECK(json_string(store_client::ok(c.trace("r2")), "error") == "LLM call failed: boom");
+
+  auto all = store_client::ok(c.traces("", 10));
+  CHECK(all.total_count == 2);
+  REQUIRE(all.traces.size() == 2);
+  CHECK(json_string(all.traces[0], "run_id") == "r2");
+  CHECK(json_string(all.traces[1], "run_id") == "r1");
+  auto one = store_client::ok(c.traces("", 1));
+  CHECK(one.traces.size() == 1);
+  CHECK(one.total_count == 2);
+  auto s1 = store_client::ok(c.traces("s1", 10));
+  REQUIRE(s1.traces.size() == 1);
+  CHECK(json_string(s1.traces[0], "run_id") == "r1");
+  CHECK(s1.total_count == 1);
+  auto missing = store_client::refused(c.trace("nope"));
+  CHECK(code_of(missing) == errc::not_found);
+  CHECK(message_of(missing) == "Trace not found");
+}
+
+TEST_CASE("runs are listed newest first, filtered by status, with the total count (AS-50)", "[store][runs]") {
+  store_client c(fresh_db("list"));
+  for (auto id : {"r1", "r2", "r3"})
+    store_client::ok(c.create(store_client::run(id)));
+  store_client::ok(c.claim("worker-1", 60, 1)); // r1, the oldest
+  auto all = store_client::ok(c.list("", 10));
+  CHECK(ids(all.runs) == std::vector<std::string>{"r3", "r2", "r1"});
+  CHECK(all.total_count == 3);
+  auto queued = store_client::ok(c.list("queued", 1));
+  CHECK(ids(queued.runs) == std::vector<std::string>{"r3"});
+  CHECK(queued.total_count == 2);
+  auto running = store_client::ok(c.list("running", 10));
+  CHECK(ids(running.runs) == std::vector<std::string>{"r1"});
+  CHECK(running.total_count == 1);
+  auto completed = store_client::ok(c.list("completed", 10));
+  CHECK(completed.runs.empty());
+  CHECK(completed.total_count == 0);
+}
+
+TEST_CASE("runs, events, leases and traces survive closing and reopening the store (AS-56)", "[store][runs]") {
+  auto path = fresh_db("restart");
+  run_record held;
+  std::string done_at;
+  {
+    store_client c(path);
+    store_client::ok(c.create(store_client::run("queued")));
+    auto claimed = store_client::ok(c.claim("worker-1", 600, 1));
+    REQUIRE(ids(claimed.runs) == std::vector<std::string>{"queued"});
+    held = claimed.runs[0]; // "queued" is now running; create a queued one after it
+    store_client::ok(c.create(store_client::run("waiting")));
+    for (int64_t i = 0; i < 3; ++i)
+      store_client::ok(c.append("queued", held.lease_epoch, i, "think"));
+    auto d = store_client::ok(c.begin_chat(store_client::run("chat1", 1, "s2", "chat"), "worker-1", 600));
+    store_client::ok(c.append("chat1", d.lease_epoch, 0, "session_start"));
+    auto t = transition_of(d, "completed");
+    t.trace.final_content = "kept";
+    done_at = store_client::ok(c.transition(t)).completed_at;
+  }
+  store_client c(path);
+  auto running = store_client::ok(c.get("queued"));
+  CHECK(running.status == "running");
+  CHECK(running.lease_epoch == held.lease_epoch);
+  CHECK(running.worker_id == "worker-1");
+  CHECK(running.lease_expires_at == held.lease_expires_at);
+  CHECK(running.event_count == 3);
+  CHECK(sequences(store_client::ok(c.events("queued", -1, 0))) == std::vector<int64_t>{0, 1, 2});
+  CHECK(store_client::ok(c.get("waiting")).status == "queued");
+  auto chat = store_client::ok(c.get("chat1"));
+  CHECK(chat.status == "completed");
+  CHECK(chat.completed_at == done_at);
+  CHECK(chat.event_count == 1);
+  CHECK(json_string(store_client::ok(c.trace("chat1")), "final_content") == "kept");
+  auto list = store_client::ok(c.list("", 10));
+  CHECK(ids(list.runs) == std::vector<std::string>{"chat1", "waiting", "queued"});
+
+  // the embedded store's startup sweep (AS-83) takes the previous process's running runs and fences them
+  auto report = store_client::ok(c.recover(true));
+  CHECK(report.requeued == 1);
+  CHECK(code_of(store_client::refused(c.append("queued", held.lease_epoch, 3, "think"))) == errc::conflict);
+  auto next = store_client::ok(c.claim("worker-2", 60, 5));
+  CHECK(ids(next.runs) == std::vector<std::string>{"queued", "waiting"});
+}
+
+TEST_CASE("the store, not the caller's record, decides a new run's status, attempt, epoch and lease (AS-49, AS-54)",
+          "[store][runs]") {
+  store_client c(fresh_db("authority"));
+  auto forged = [](std::string id, std::string kind) {
+    auto r = store_client::run(std::move(id), 1, "s1", std::move(kind));
+    r.status = "running";
+    r.attempts = 4;
+    r.lease_epoch = 9;
+    r.event_count = 7;
+    r.worker_id = "worker-forged";
+    r.lease_expires_at = "2099-01-01T00:00:00.000000+00:00";
+    r.started_at = "2020-01-01T00:00:00.000000+00:00";
+    return r;
+  };
+  auto queued = store_client::ok(c.create(forged("bg1", "background")));
+  CHECK(queued.status == "queued");
+  CHECK(queued.attempts == 0);
+  CHECK(queued.lease_epoch == 0);
+  auto bg = store_client::ok(c.get("bg1"));
+  CHECK(bg.status == "queued");
+  CHECK(bg.attempts == 0);
+  CHECK(bg.lease_epoch == 0);
+  CHECK(bg.event_count == 0);
+  CHECK(bg.worker_id.empty());
+  CHECK(bg.lease_expires_at.empty());
+  CHECK(bg.started_at.empty());
+
+  auto chat = store_client::ok(c.begin_chat(forged("chat1", "chat"), "worker-1", 30));
+  CHECK(chat.status == "running");
+  CHECK(chat.attempts == 1);
+  CHECK(chat.lease_epoch == 1);
+  CHECK(chat.event_count == 0);
+  CHECK(chat.worker_id == "worker-1");
+  CHECK(seconds_until(chat.lease_expires_at) < 31);
+  CHECK(when(chat.started_at) > sys_clock::now() - 60s);
 }
