@@ -75,17 +75,17 @@ struct run_state {
     return e;
   }
 
-  template <class Message>
-  void publish(const Message& msg) {
+  template <class... Ts>
+  void publish(const Ts&... xs) {
     for (auto& s : subscribers)
-      caf::anon_send(s, msg.first, msg.second);
+      caf::anon_send(s, xs...);
   }
 
   // Stores the event, then sends it to the subscribers (AS-90: nothing is seen before it is stored).
   // The store answers in order, so subscribers see the events in sequence.
   void emit(protocol::agent_event e) {
     if (!env->store) {
-      publish(std::pair{event_atom::value, std::move(e)});
+      publish(event_atom::value, e);
       return;
     }
     stored_event stored{e.sequence, e.type, protocol::to_json(e)};
@@ -93,9 +93,9 @@ struct run_state {
       .then(
         [this, e = std::move(e)](bool) {
           env->metrics->event(e.type);
-          publish(std::pair{event_atom::value, e});
+          publish(event_atom::value, e);
         },
-            [this](caf::error& err) { fenced(err); });
+        [this](caf::error& err) { fenced(err); });
   }
 
   // The attempt's lease is gone (or the store failed): stop without another write (AS-82).
@@ -359,7 +359,7 @@ struct run_state {
     run_result result{spec.run_id, spec.request.session_id, status, answer, error, since_start_ms(), sequence,
                       citations};
     if (!env->store) {
-      publish(std::pair{run_end_atom::value, std::move(result)});
+      publish(run_end_atom::value, result);
       self->quit();
       return;
     }
@@ -380,7 +380,7 @@ struct run_state {
         [this, result = std::move(result)](run_record&) {
           save_session(result.status, result.content);
           env->metrics->attempt_ended(result.status, since_start_ms());
-          publish(std::pair{run_end_atom::value, result});
+          publish(run_end_atom::value, result);
           self->quit();
         },
         [this](caf::error& err) { fenced(err); });

@@ -36,16 +36,26 @@ http_response error_response(const caf::error& err) {
 }
 
 // Sends one request from a short-lived actor and answers the exchange with `on_value(result)`, or
-// with the error's status and detail.
+// with the error's status and detail (`not_found`, when given, replaces a 404's detail).
 template <class T, class Dest, class OnValue, class... Ts>
-void ask(const context& ctx, std::shared_ptr<http_exchange> ex, Dest dest, OnValue on_value, Ts... xs) {
+void ask_as(const context& ctx, std::shared_ptr<http_exchange> ex, const char* not_found, Dest dest, OnValue on_value,
+            Ts... xs) {
   ctx.sys->spawn(
-    [](caf::event_based_actor* self, std::shared_ptr<http_exchange> ex, Dest dest, OnValue on_value, Ts... xs) {
+    [](caf::event_based_actor* self, std::shared_ptr<http_exchange> ex, const char* not_found, Dest dest,
+       OnValue on_value, Ts... xs) {
       self->request(dest, ask_timeout, xs...)
         .then([=](T& value) { ex->respond(on_value(value)); },
-              [=](caf::error& err) { ex->respond(error_response(err)); });
+              [=](caf::error& err) {
+                ex->respond(not_found && code_of(err) == errc::not_found ? agent_error(errc::not_found, not_found)
+                                                                         : error_response(err));
+              });
     },
-    std::move(ex), std::move(dest), std::move(on_value), std::move(xs)...);
+    std::move(ex), not_found, std::move(dest), std::move(on_value), std::move(xs)...);
+}
+
+template <class T, class Dest, class OnValue, class... Ts>
+void ask(const context& ctx, std::shared_ptr<http_exchange> ex, Dest dest, OnValue on_value, Ts... xs) {
+  ask_as<T>(ctx, std::move(ex), nullptr, std::move(dest), std::move(on_value), std::move(xs)...);
 }
 
 http_response snapshot(const run_record& r) {
@@ -217,23 +227,9 @@ void events_page(const std::shared_ptr<context>& ctx, http_request& req, std::sh
   auto on_page = [page, trace](run_events_page& p) {
     return json_response(200, protocol::events_page_json(p.run, page, p.events, !trace));
   };
-  if (!trace) {
-    ask<run_events_page>(*ctx, std::move(ex), ctx->store, on_page, events_atom::value, req.params["run_id"],
-                         page.after_sequence, page.limit);
-    return;
-  }
   // AS-55: the trace variant has its own 404.
-  ctx->sys->spawn(
-    [](caf::event_based_actor* self, std::shared_ptr<http_exchange> ex, store_actor store, decltype(on_page) on_page,
-       std::string run_id, protocol::page_query page) {
-      self->request(store, ask_timeout, events_atom::value, run_id, page.after_sequence, page.limit)
-        .then([=](run_events_page& p) { ex->respond(on_page(p)); },
-              [=](caf::error& err) {
-                ex->respond(code_of(err) == errc::not_found ? agent_error(errc::not_found, "Trace events not found")
-                                                            : error_response(err));
-              });
-    },
-    std::move(ex), ctx->store, on_page, req.params["run_id"], page);
+  ask_as<run_events_page>(*ctx, std::move(ex), trace ? "Trace events not found" : nullptr, ctx->store, on_page,
+                          events_atom::value, req.params["run_id"], page.after_sequence, page.limit);
 }
 
 // The node's live attempts and the store's counts, rendered by `render`.
