@@ -2,6 +2,9 @@
 
 #include <rapidjson/error/en.h>
 
+#include <algorithm>
+#include <vector>
+
 namespace troupe::protocol::json {
 
 std::optional<document> parse(std::string_view text) {
@@ -54,6 +57,42 @@ std::optional<bool> get_bool(const value& obj, const char* key) {
 
 void write_raw(writer& w, std::string_view json_text) {
   w.RawValue(json_text.data(), json_text.size(), rapidjson::kObjectType);
+}
+
+namespace {
+
+void write_canonical(writer& w, const value& v) {
+  if (v.IsObject()) {
+    std::vector<const value::Member*> members;
+    for (auto& m : v.GetObject())
+      members.push_back(&m);
+    std::sort(members.begin(), members.end(), [](auto a, auto b) {
+      return std::string_view(a->name.GetString(), a->name.GetStringLength())
+             < std::string_view(b->name.GetString(), b->name.GetStringLength());
+    });
+    w.StartObject();
+    for (auto m : members) {
+      w.Key(m->name.GetString(), m->name.GetStringLength());
+      write_canonical(w, m->value);
+    }
+    w.EndObject();
+  } else if (v.IsArray()) {
+    w.StartArray();
+    for (auto& item : v.GetArray())
+      write_canonical(w, item);
+    w.EndArray();
+  } else {
+    v.Accept(w);
+  }
+}
+
+} // namespace
+
+std::string canonical(const value& v) {
+  rapidjson::StringBuffer buf;
+  writer w(buf);
+  write_canonical(w, v);
+  return std::string(buf.GetString(), buf.GetSize());
 }
 
 std::string quote(std::string_view s) {

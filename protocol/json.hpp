@@ -33,6 +33,9 @@ std::optional<bool> get_bool(const value& obj, const char* key);
 // Writes JSON text that is already serialized (e.g. stored tool arguments) into `w`.
 void write_raw(writer& w, std::string_view json_text);
 
+// Compact JSON text of `v` with every object's keys sorted (AS-93's canonical form).
+std::string canonical(const value& v);
+
 // Quotes `s` as a JSON string literal.
 std::string quote(std::string_view s);
 
