@@ -1,6 +1,7 @@
 #include "protocol/agent_loop.hpp"
 
 #include "protocol/json.hpp"
+#include "protocol/utf8.hpp"
 
 #include <algorithm>
 #include <set>
@@ -82,9 +83,7 @@ std::vector<chat_message> clean_history(std::vector<chat_message> history) {
 std::string truncate_tool_output(std::string output, int64_t max_chars) {
   if (max_chars < 0 || output.size() <= static_cast<std::size_t>(max_chars))
     return output;
-  auto cut = static_cast<std::size_t>(max_chars);
-  while (cut > 0 && (static_cast<unsigned char>(output[cut]) & 0xC0) == 0x80)
-    --cut; // back off to the start of a UTF-8 sequence
+  auto cut = utf8_prefix(output, static_cast<std::size_t>(max_chars)).size();
   auto dropped = output.size() - cut;
   output.resize(cut);
   output += "\n... [truncated " + std::to_string(dropped) + " chars]";

@@ -102,6 +102,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   service.seconds("run_retry_max_seconds", c.service.run_retry_max_seconds, 0);
   service.seconds("run_lease_seconds", c.service.run_lease_seconds, 0.3);
   service.seconds("run_recovery_interval_seconds", c.service.run_recovery_interval_seconds, 0.05);
+  service.seconds("approval_timeout_seconds", c.service.approval_timeout_seconds, 0.01);
   std::string token, alias;
   service.string("service_token", token);
   service.string("token", alias);
@@ -134,6 +135,12 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   auto exec = root.child("tools").child("exec");
   exec.seconds("timeout_seconds", c.exec.timeout_seconds, 0.001);
   exec.string_map("env", c.exec.env);
+
+  auto safety = root.child("safety");
+  safety.boolean("enabled", c.safety.enabled);
+  safety.boolean("allow_all", c.safety.allow_all);
+  safety.boolean("strict_mode", c.safety.strict_mode);
+  c.policy = parse_policy(root.find("policy"), errors);
 
   auto mcp = root.child("mcp");
   mcp.seconds("call_timeout_seconds", c.mcp.call_timeout_seconds, 0.001);

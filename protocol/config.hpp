@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include "protocol/mcp.hpp"
+#include "protocol/policy.hpp"
 
 #include <functional>
 #include <map>
@@ -31,6 +32,7 @@ struct service_config {
   double run_retry_max_seconds = 300;
   double run_lease_seconds = 300;
   double run_recovery_interval_seconds = 15;
+  double approval_timeout_seconds = 300; // AS-42
   std::vector<std::string> service_tokens; // trimmed, non-empty: file token, its alias, env (AS-3)
 };
 
@@ -72,6 +74,8 @@ struct config {
   react_config react;
   exec_config exec;
   mcp_config mcp;
+  policy_config policy;
+  safety_config safety;
   std::string data_dir = "./var";
   std::string store_path;       // default <data_dir>/troupe.db
   std::string workspaces_root;  // default <data_dir>/workspaces

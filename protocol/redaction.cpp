@@ -1,5 +1,7 @@
 #include "protocol/redaction.hpp"
 
+#include "protocol/utf8.hpp"
+
 #include <cctype>
 #include <vector>
 
@@ -56,7 +58,7 @@ void redact(json::value& v, json::document::AllocatorType& a) {
     if (masked_value(s)) {
       v.SetString(mask, a);
     } else if (s.size() > long_string) {
-      auto cut = std::string(s.substr(0, kept_prefix)) + truncated_marker;
+      auto cut = std::string(utf8_prefix(s, kept_prefix)) + truncated_marker;
       v.SetString(cut.c_str(), static_cast<rapidjson::SizeType>(cut.size()), a);
     }
   }

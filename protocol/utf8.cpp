@@ -29,4 +29,13 @@ std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
   return 0;
 }
 
+std::string_view utf8_prefix(std::string_view s, std::size_t max_bytes) {
+  if (s.size() <= max_bytes)
+    return s;
+  auto cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
+    --cut; // back off to the start of a UTF-8 sequence
+  return s.substr(0, cut);
+}
+
 } // namespace troupe::protocol

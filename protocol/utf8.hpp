@@ -10,4 +10,7 @@ namespace troupe::protocol {
 // there does not start one (overlong forms, surrogates and values above U+10FFFF included).
 std::size_t utf8_sequence_length(std::string_view s, std::size_t i);
 
+// The longest prefix of `s` of at most `max_bytes` that does not split a UTF-8 sequence.
+std::string_view utf8_prefix(std::string_view s, std::size_t max_bytes);
+
 } // namespace troupe::protocol
