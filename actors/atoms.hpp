@@ -45,6 +45,15 @@ using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using track_atom = caf::atom_constant<caf::atom("track")>;
 using fenced_atom = caf::atom_constant<caf::atom("fenced")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using save_approval_atom = caf::atom_constant<caf::atom("save_appr")>;
+using get_approval_atom = caf::atom_constant<caf::atom("get_appr")>;
+using list_approvals_atom = caf::atom_constant<caf::atom("list_appr")>;
+using audit_atom = caf::atom_constant<caf::atom("audit")>;
+using open_approval_atom = caf::atom_constant<caf::atom("open_appr")>;
+using await_atom = caf::atom_constant<caf::atom("await")>;
+using resolve_atom = caf::atom_constant<caf::atom("resolve")>;
+using run_ended_atom = caf::atom_constant<caf::atom("run_ended")>;
+using expire_atom = caf::atom_constant<caf::atom("expire")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
 } // namespace troupe

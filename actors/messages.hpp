@@ -3,6 +3,7 @@
 
 #include "actors/tool_port.hpp"
 #include "protocol/agent_event.hpp"
+#include "protocol/approvals.hpp"
 #include "protocol/chat_request.hpp"
 #include "protocol/chat_types.hpp"
 #include "protocol/runs.hpp"
@@ -66,6 +67,12 @@ struct trace_list {
   int64_t total_count = 0;
 };
 
+// A page of approvals and the summary of every approval the query matches (AS-47).
+struct approval_list {
+  std::vector<protocol::approval_record> page;
+  protocol::approval_summary summary;
+};
+
 // What a recovery sweep did (AS-83).
 struct recovery_report {
   int64_t requeued = 0;
@@ -110,6 +117,10 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_events_page)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_list)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::trace_list)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::recovery_report)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::approval_list)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::approval_record)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::approval_query)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::audit_record)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::stored_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::tool_outcome)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::agent_event)

@@ -31,6 +31,13 @@ void write_usage(writer& w, const protocol::token_usage& u) {
   w.EndObject();
 }
 
+void nullable(writer& w, const std::string& v) {
+  if (v.empty())
+    w.Null();
+  else
+    w.String(v);
+}
+
 struct run_state {
   static inline const char* name = "run";
 
@@ -56,8 +63,20 @@ struct run_state {
   std::vector<std::string> citations;
   std::string latest_step_text;
 
+  protocol::run_tool_policy tool_policy; // AS-30, normalized once
+
+  // How one call of the current step was decided (AS-32, AS-35, AS-44).
+  struct gate {
+    std::optional<std::string> policy_denial; // the run's tool_policy refuses it
+    protocol::decision decision;
+    std::optional<bool> approved;
+    std::string request_id;
+  };
+
   // The tool calls of the current step, executed one after another (AS-18).
   std::vector<protocol::tool_call> pending_calls;
+  std::vector<gate> gates;
+  uint64_t approval_seq = 0; // tags the approval being waited for; stale answers are dropped
   std::size_t next_call = 0;
   tool_call_actor current_tool;
 
@@ -124,8 +143,11 @@ struct run_state {
     created_at = protocol::iso_now();
     workspace_dir = protocol::user_workspace_dir(env->workspaces_root, spec.tenant_key, spec.user_key);
     model_name = spec.request.model.value_or(env->default_model);
+    tool_policy = protocol::normalize_tool_policy(spec.request.tool_policy);
     if (env->tools)
-      visible_tools = env->tools->tools();
+      for (auto& t : env->tools->tools())
+        if (tool_policy.visible(t.name)) // AS-31: hidden tools are never offered
+          visible_tools.push_back(std::move(t));
     conversation.push_back(protocol::text_message("system", protocol::system_prompt(visible_tools)));
     for (auto& m : protocol::clean_history(spec.request.history))
       conversation.push_back(std::move(m));
@@ -140,7 +162,7 @@ struct run_state {
       w.StartArray();
       w.EndArray();
       w.Key("tool_policy");
-      protocol::json::write_raw(w, spec.request.tool_policy);
+      protocol::json::write_raw(w, tool_policy.json());
       w.Key("visible_tools");
       w.StartArray();
       for (auto& t : visible_tools)
@@ -199,8 +221,19 @@ struct run_state {
     } else if (!reply.tool_calls.empty()) {
       emit(make_event("think", "Using " + reply.tool_calls.front().name + " tool"));
     }
-    for (auto& c : reply.tool_calls) {
+    gates.assign(reply.tool_calls.size(), gate{});
+    for (std::size_t i = 0; i < reply.tool_calls.size(); ++i) {
+      auto& c = reply.tool_calls[i];
       ++tool_name_counts[c.name];
+      // AS-32, AS-33: a denied call is still recorded; an allowed pska_* call runs with the scope.
+      auto denial = tool_policy.denial(c.name);
+      bool scoped = false;
+      if (!denial)
+        if (auto args = protocol::apply_scope(tool_policy, c.name, c.arguments)) {
+          c.arguments = std::move(*args);
+          scoped = true;
+        }
+      gates[i].policy_denial = denial;
       auto e = make_event("tool_call", "Calling " + c.name);
       e.tool_name = c.name;
       e.tool_args = c.arguments;
@@ -208,6 +241,16 @@ struct run_state {
       e.metadata = protocol::json::object([&](writer& w) {
         w.Key("call_id");
         w.String(c.id);
+        if (denial || scoped) {
+          w.Key(denial ? "tool_policy_denied" : "tool_policy_scope_applied");
+          w.Bool(true);
+          w.Key("tool_policy");
+          protocol::json::write_raw(w, tool_policy.json());
+        }
+        if (denial) {
+          w.Key("denial_reason");
+          w.String(*denial);
+        }
       });
       emit(std::move(e));
     }
@@ -249,9 +292,153 @@ struct run_state {
       return;
     }
     auto& c = pending_calls[next_call];
+    auto& g = gates[next_call];
+    if (g.policy_denial) {
+      g.decision.level = protocol::decision_level::forbidden;
+      g.decision.reason = *g.policy_denial;
+      g.decision.policy_scope = "run_tool_policy";
+      g.approved = false;
+      settle_call("[TOOL_POLICY_DENIED] " + *g.policy_denial);
+      return;
+    }
+    auto args = protocol::json::parse(c.arguments);
+    g.decision = protocol::decide(env->policy, env->safety, c.name, *args, spec.user_key, spec.tenant_key);
+    switch (g.decision.level) {
+    case protocol::decision_level::forbidden:
+      g.approved = false;
+      settle_call("[SAFETY_BLOCKED] " + g.decision.reason);
+      return;
+    case protocol::decision_level::danger:
+      ask_approval();
+      return;
+    default:
+      execute();
+    }
+  }
+
+  void execute() {
+    auto& c = pending_calls[next_call];
     tool_invocation call{spec.run_id, c.id, c.name, c.arguments, workspace_dir, spec.tenant_key, spec.user_key};
     current_tool = spawn_tool_call(self->system(), caf::actor_cast<caf::actor>(self), next_call, env->tools,
                                    std::move(call), env->limits.tool_timeout_seconds);
+  }
+
+  // A call that does not run: its result is the outcome marker (AS-32, AS-44).
+  void settle_call(std::string marker) {
+    tool_outcome outcome{std::move(marker), true};
+    on_tool_result(next_call, outcome, 0);
+  }
+
+  // AS-46: the call waits for its approval without blocking anything; a retried attempt finds the
+  // approval its earlier attempt opened (AS-81).
+  void ask_approval() {
+    auto& c = pending_calls[next_call];
+    auto& d = gates[next_call].decision;
+    if (!env->approvals) {
+      gates[next_call].approved = false;
+      settle_call("[SAFETY_DENIED] " + d.reason + " (no approval service)");
+      return;
+    }
+    protocol::approval_record r;
+    r.run_id = spec.run_id;
+    r.session_id = spec.request.session_id;
+    r.tenant_key = spec.tenant_key;
+    r.user_key = spec.user_key;
+    r.tool_call_id = c.id;
+    r.tool_name = c.name;
+    r.tool_args = c.arguments;
+    r.reason = d.reason;
+    r.pattern_matched = d.pattern_matched.value_or("");
+    r.policy_scope = d.policy_scope.value_or("");
+    r.policy_action = d.policy_action.value_or("");
+    r.policy_matched = d.policy_matched;
+    r.timeout_seconds = env->approval_timeout_seconds;
+    auto tag = ++approval_seq;
+    self->request(env->approvals, caf::infinite, open_approval_atom::value, std::move(r))
+      .then(
+        [this, tag](protocol::approval_record& opened) {
+          if (ended || tag != approval_seq)
+            return;
+          gates[next_call].request_id = opened.request_id;
+          if (opened.status != "pending") {
+            on_approval(tag, opened);
+            return;
+          }
+          emit_ask_user(opened);
+          audit_approval_request(opened);
+          self->request(env->approvals, caf::infinite, await_atom::value, opened.request_id)
+            .then([this, tag](protocol::approval_record& resolved) { on_approval(tag, resolved); },
+                  [this](caf::error& err) { fenced(err); });
+        },
+        [this](caf::error& err) { fenced(err); });
+  }
+
+  void emit_ask_user(const protocol::approval_record& r) {
+    auto e = make_event("ask_user", r.reason);
+    e.tool_name = r.tool_name;
+    e.tool_args = r.tool_args;
+    e.tool_call_id = r.tool_call_id;
+    e.approval_request_id = r.request_id;
+    e.metadata = protocol::json::object([&](writer& w) {
+      w.Key("request_id");
+      w.String(r.request_id);
+      w.Key("decision_level");
+      w.String("danger");
+      w.Key("pattern_matched");
+      nullable(w, r.pattern_matched);
+      w.Key("timeout_seconds");
+      w.Double(r.timeout_seconds);
+      w.Key("expires_at");
+      w.String(r.expires_at);
+      w.Key("policy_scope");
+      nullable(w, r.policy_scope);
+      w.Key("policy_action");
+      nullable(w, r.policy_action);
+      w.Key("policy_matched");
+      w.Bool(r.policy_matched);
+    });
+    emit(std::move(e));
+  }
+
+  void on_approval(uint64_t tag, const protocol::approval_record& r) {
+    if (ended || tag != approval_seq)
+      return;
+    auto& g = gates[next_call];
+    g.request_id = r.request_id;
+    g.approved = r.status == "approved";
+    if (*g.approved)
+      execute();
+    else
+      settle_call("[SAFETY_DENIED] Approval " + r.status + ": " + r.resolution_reason);
+  }
+
+  void audit_approval_request(const protocol::approval_record& r) {
+    auto a = audit_of(pending_calls[next_call], gates[next_call]);
+    a.kind = "approval_request";
+    a.request_id = r.request_id;
+    a.approved.reset();
+    self->send(env->store, audit_atom::value, std::move(a));
+  }
+
+  protocol::audit_record audit_of(const protocol::tool_call& c, const gate& g) const {
+    protocol::audit_record a;
+    a.run_id = spec.run_id;
+    a.session_id = spec.request.session_id;
+    a.tenant_key = spec.tenant_key;
+    a.user_key = spec.user_key;
+    a.request_id = g.request_id;
+    a.tool_call_id = c.id;
+    a.tool_name = c.name;
+    a.tool_args = c.arguments;
+    a.decision_level = protocol::to_string(g.decision.level);
+    a.decision_reason = g.decision.reason;
+    a.pattern_matched = g.decision.pattern_matched.value_or("");
+    a.policy_scope = g.decision.policy_scope.value_or("");
+    a.policy_action = g.decision.policy_action.value_or("");
+    a.policy_matched = g.decision.policy_matched;
+    a.approved = g.approved;
+    a.created_at = protocol::iso_now();
+    return a;
   }
 
   void on_tool_result(uint64_t index, tool_outcome& outcome, double duration_ms) {
@@ -269,17 +456,28 @@ struct run_state {
     e.tool_call_id = c.id;
     e.duration_ms = duration_ms;
     e.cited_source_ids = std::move(cited);
+    auto& g = gates[next_call];
     e.metadata = protocol::json::object([&](writer& w) {
       w.Key("duration_ms");
       w.Double(duration_ms);
       w.Key("decision_level");
-      w.Null();
+      w.String(protocol::to_string(g.decision.level));
       w.Key("approved");
-      w.Null();
+      if (g.approved)
+        w.Bool(*g.approved);
+      else
+        w.Null();
       w.Key("request_id");
-      w.Null();
+      nullable(w, g.request_id);
     });
     emit(std::move(e));
+    if (env->store) {
+      auto a = audit_of(c, g);
+      a.kind = "execution";
+      a.duration_ms = duration_ms;
+      a.result_summary = output;
+      self->send(env->store, audit_atom::value, std::move(a));
+    }
     auto tool_msg = protocol::text_message("tool", std::move(output));
     tool_msg.tool_call_id = c.id;
     tool_msg.name = c.name;
@@ -356,6 +554,9 @@ struct run_state {
   // The terminal transition is stored (with the trace) before anyone hears of the end.
   void end(std::string status, std::string answer, std::string error) {
     ended = true;
+    if (env->approvals) // AS-81: what the run still waited for is denied
+      self->send(env->approvals, run_ended_atom::value, spec.run_id,
+                 std::string(status == "cancelled" ? "run_cancelled" : "run_terminated"));
     run_result result{spec.run_id, spec.request.session_id, status, answer, error, since_start_ms(), sequence,
                       citations};
     if (!env->store) {

@@ -1,10 +1,12 @@
 // What every run of a node shares: its ports, its store and the loop's limits.
 #pragma once
 
+#include "actors/approval_registry.hpp"
 #include "actors/metrics.hpp"
 #include "actors/model_port.hpp"
 #include "actors/store.hpp"
 #include "actors/tool_port.hpp"
+#include "protocol/policy.hpp"
 
 #include <memory>
 #include <string>
@@ -23,6 +25,11 @@ struct run_environment {
   std::shared_ptr<tool_port> tools;
   store_actor store; // may be invalid: nothing is persisted then
   std::shared_ptr<node_metrics> metrics = std::make_shared<node_metrics>();
+  // The service policy every call is checked against (AS-35); a `danger` call waits for its approval.
+  protocol::policy_config policy;
+  protocol::safety_config safety;
+  approval_registry_actor approvals; // may be invalid: a call needing approval is then denied
+  double approval_timeout_seconds = 300;
   loop_limits limits;
   std::string default_model = "scripted";
   int64_t default_max_tokens = 4096;

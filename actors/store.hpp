@@ -44,6 +44,12 @@ using store_actor = caf::typed_actor<
   // Traces newest first, filtered by session_id ("" = all).
   caf::replies_to<list_traces_atom, std::string, int64_t>::with<trace_list>,
   caf::replies_to<get_trace_atom, std::string>::with<std::string>,
+  // Stores an approval (new or transitioned) and answers it once durable (AS-81).
+  caf::replies_to<save_approval_atom, protocol::approval_record>::with<protocol::approval_record>,
+  caf::replies_to<get_approval_atom, std::string>::with<protocol::approval_record>,
+  caf::replies_to<list_approvals_atom, protocol::approval_query>::with<approval_list>,
+  // One audit record (AS-45).
+  caf::reacts_to<audit_atom, protocol::audit_record>,
   // The durable counts of GET /v1/metrics (AS-59).
   caf::replies_to<stats_atom>::with<protocol::store_stats>,
   // Commits the writes received so far in one transaction (sent by the store to itself).

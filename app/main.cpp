@@ -1,4 +1,5 @@
 // troupe's entry point: parses the command line, loads the configuration and wires the node.
+#include "actors/approval_registry.hpp"
 #include "actors/errors.hpp"
 #include "actors/run_registry.hpp"
 #include "actors/tool_router.hpp"
@@ -27,6 +28,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -131,7 +133,7 @@ int serve(const cli_options& cli) {
 
   caf::actor_system_config caf_cfg;
   caf::actor_system sys{caf_cfg};
-  auto store = io::spawn_sqlite_store(sys, cfg.store_path);
+  auto store = io::spawn_sqlite_store(sys, cfg.store_path, (std::filesystem::path(cfg.data_dir) / "audit.jsonl").string());
   if (auto err = std::get_if<std::string>(&store)) {
     std::cerr << "troupe: " << *err << "\n";
     return 2;
@@ -159,6 +161,10 @@ int serve(const cli_options& cli) {
   env->default_max_tokens = cfg.model.max_tokens;
   env->stream = cfg.model.stream;
   env->workspaces_root = cfg.workspaces_root;
+  env->policy = cfg.policy;
+  env->safety = cfg.safety;
+  env->approval_timeout_seconds = cfg.service.approval_timeout_seconds;
+  env->approvals = spawn_approval_registry(sys, env->store); // restores pending approvals first (AS-81)
   env->retry_base_seconds = cfg.service.run_retry_base_seconds;
   env->retry_max_seconds = cfg.service.run_retry_max_seconds;
 
@@ -227,6 +233,7 @@ int serve(const cli_options& cli) {
   wait_for_exchanges(std::chrono::seconds(2));
   server.stop();
   anon_send_exit(registry, caf::exit_reason::user_shutdown);
+  anon_send_exit(env->approvals, caf::exit_reason::user_shutdown);
   anon_send_exit(env->store, caf::exit_reason::user_shutdown);
   tools->stop(); // every MCP instance closes its child: no orphans
   spdlog::info("serve: stopped");

@@ -7,9 +7,11 @@
 #include <sqlite3.h>
 
 #include "protocol/agent_event.hpp"
+#include "protocol/approvals.hpp"
 #include "protocol/timestamp.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -86,6 +88,41 @@ constexpr const char* migrations[] = {
       payload      TEXT NOT NULL
     );
     CREATE INDEX traces_by_completed ON traces (completed_at);
+  )sql",
+  R"sql(
+    CREATE TABLE approvals (
+      request_id        TEXT PRIMARY KEY,
+      run_id            TEXT NOT NULL,
+      session_id        TEXT NOT NULL,
+      tenant_key        TEXT NOT NULL,
+      user_key          TEXT NOT NULL,
+      task_id           TEXT NOT NULL,
+      tool_call_id      TEXT NOT NULL,
+      tool_name         TEXT NOT NULL,
+      tool_args         TEXT NOT NULL,
+      reason            TEXT NOT NULL,
+      decision_level    TEXT NOT NULL,
+      pattern_matched   TEXT NOT NULL,
+      policy_scope      TEXT NOT NULL,
+      policy_action     TEXT NOT NULL,
+      policy_matched    INTEGER NOT NULL,
+      status            TEXT NOT NULL,
+      approved          INTEGER,
+      timeout_seconds   REAL NOT NULL,
+      created_at        TEXT NOT NULL,
+      expires_at        TEXT NOT NULL,
+      resolved_at       TEXT NOT NULL,
+      resolution_reason TEXT NOT NULL
+    );
+    CREATE INDEX approvals_by_status ON approvals (status, created_at);
+    CREATE INDEX approvals_by_run ON approvals (run_id);
+    CREATE TABLE audit (
+      id         INTEGER PRIMARY KEY,
+      run_id     TEXT NOT NULL,
+      tenant_key TEXT NOT NULL,
+      created_at TEXT NOT NULL,
+      payload    TEXT NOT NULL
+    );
   )sql",
 };
 
@@ -472,6 +509,98 @@ run_record accepted(run_record r) {
   return fresh;
 }
 
+constexpr const char* approval_columns =
+  "request_id, run_id, session_id, tenant_key, user_key, task_id, tool_call_id, tool_name, tool_args, reason, "
+  "decision_level, pattern_matched, policy_scope, policy_action, policy_matched, status, approved, timeout_seconds, "
+  "created_at, expires_at, resolved_at, resolution_reason";
+
+protocol::approval_record read_approval(const query& q) {
+  protocol::approval_record r;
+  int i = 0;
+  for (auto field : {&r.request_id, &r.run_id, &r.session_id, &r.tenant_key, &r.user_key, &r.task_id, &r.tool_call_id,
+                     &r.tool_name, &r.tool_args, &r.reason, &r.decision_level, &r.pattern_matched, &r.policy_scope,
+                     &r.policy_action})
+    *field = q.text(i++);
+  r.policy_matched = q.integer(i++) != 0;
+  r.status = q.text(i++);
+  if (auto approved = q.real(i++))
+    r.approved = *approved != 0;
+  r.timeout_seconds = q.real(i++).value_or(0);
+  for (auto field : {&r.created_at, &r.expires_at, &r.resolved_at, &r.resolution_reason})
+    *field = q.text(i++);
+  return r;
+}
+
+void save_approval(database& db, const protocol::approval_record& r) {
+  static const std::string text = std::string("INSERT OR REPLACE INTO approvals (") + approval_columns
+                                  + ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+                                    "?16, ?17, ?18, ?19, ?20, ?21, ?22)";
+  auto q = db.sql(text.c_str());
+  int i = 1;
+  for (auto field : {&r.request_id, &r.run_id, &r.session_id, &r.tenant_key, &r.user_key, &r.task_id, &r.tool_call_id,
+                     &r.tool_name, &r.tool_args, &r.reason, &r.decision_level, &r.pattern_matched, &r.policy_scope,
+                     &r.policy_action})
+    q.bind(i++, *field);
+  q.bind(i++, int64_t{r.policy_matched});
+  q.bind(i++, r.status);
+  q.bind(i++, r.approved ? std::optional<double>(*r.approved ? 1 : 0) : std::nullopt);
+  q.bind(i++, std::optional<double>(r.timeout_seconds));
+  for (auto field : {&r.created_at, &r.expires_at, &r.resolved_at, &r.resolution_reason})
+    q.bind(i++, *field);
+  if (!q.done())
+    spdlog::error("store: saving approval {} failed: {}", r.request_id, db.error());
+}
+
+// The approvals matching the query's filters: one page in its order, and the summary of all of them.
+approval_list list_approvals(database& db, const protocol::approval_query& filter) {
+  std::string where = " WHERE 1 = 1";
+  std::vector<std::string> args;
+  for (auto& [key, value] : filter.filters) {
+    args.push_back(value);
+    where += " AND " + key + " = ?" + std::to_string(args.size()); // keys come from a fixed list
+  }
+  auto bind_all = [&](query& q) {
+    for (std::size_t i = 0; i < args.size(); ++i)
+      q.bind(static_cast<int>(i + 1), args[i]);
+  };
+  approval_list out;
+  // Filtered queries vary by which filters are set: prepared per call rather than cached.
+  auto run = [&](const std::string& text, auto on_row) {
+    auto s = prepare(db.raw(), text.c_str());
+    query q(s.get());
+    bind_all(q);
+    while (q.row())
+      on_row(q);
+  };
+  auto limit = filter.limit == 0 ? std::string("-1") : std::to_string(filter.limit);
+  run(std::string("SELECT ") + approval_columns + " FROM approvals" + where + " ORDER BY created_at "
+        + (filter.ascending ? "ASC" : "DESC") + ", request_id LIMIT " + limit + " OFFSET "
+        + std::to_string(filter.offset),
+      [&](const auto& q) { out.page.push_back(read_approval(q)); });
+  auto& s = out.summary;
+  run("SELECT status, COUNT(*) FROM approvals" + where + " GROUP BY status", [&](const auto& q) {
+    s.status_counts[q.text(0)] = q.integer(1);
+    s.count += q.integer(1);
+  });
+  s.pending_count = s.status_counts.count("pending") ? s.status_counts["pending"] : 0;
+  s.expired_count = s.status_counts.count("expired") ? s.status_counts["expired"] : 0;
+  run("SELECT policy_action, COUNT(*) FROM approvals" + where + " AND policy_action != '' GROUP BY policy_action",
+      [&](const auto& q) { s.policy_action_counts[q.text(0)] = q.integer(1); });
+  double total_ms = 0;
+  int64_t resolved = 0;
+  run("SELECT created_at, resolved_at FROM approvals" + where + " AND resolved_at != ''", [&](const auto& q) {
+    auto from = protocol::parse_iso_timestamp(q.text(0));
+    auto to = protocol::parse_iso_timestamp(q.text(1));
+    if (!from || !to)
+      return;
+    total_ms += std::chrono::duration<double, std::milli>(*to - *from).count();
+    ++resolved;
+  });
+  if (resolved > 0)
+    s.avg_resolution_ms = total_ms / static_cast<double>(resolved);
+  return out;
+}
+
 protocol::trace_facts facts_of(const run_record& r) {
   protocol::trace_facts f;
   f.trace_type = r.run_kind == "chat" ? "chat" : "background_run";
@@ -486,6 +615,7 @@ struct store_state {
   static inline const char* name = "sqlite_store";
   std::unique_ptr<database> db;
   std::string path;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> audit_file{nullptr, &std::fclose}; // JSONL copy of `audit`
   std::vector<std::function<void(database&)>> writes;
   std::vector<std::function<void(bool committed)>> replies;
 
@@ -548,9 +678,15 @@ caf::error fenced() {
   return make_error(errc::conflict, "Run lease lost: the run is held at a newer lease epoch");
 }
 
-store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw, std::string path) {
+store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw, std::string path,
+                                                 std::string audit_path) {
   self->state.db = std::make_unique<database>(std::move(raw));
   self->state.path = std::move(path);
+  if (!audit_path.empty()) {
+    self->state.audit_file.reset(std::fopen(audit_path.c_str(), "a"));
+    if (!self->state.audit_file)
+      spdlog::error("store: cannot append to {}; audit records are kept in the store only", audit_path);
+  }
   // Nothing sent to the store may be lost when it is told to stop.
   self->set_exit_handler([self](caf::exit_msg& msg) {
     self->state.flush();
@@ -751,6 +887,44 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
         out.total_count = q.integer(0);
       return out;
     },
+    [=](save_approval_atom, protocol::approval_record& r) {
+      return write<protocol::approval_record>(
+        self, [r = std::move(r)](database& db) -> std::variant<protocol::approval_record, caf::error> {
+          save_approval(db, r);
+          return r;
+        });
+    },
+    [=](get_approval_atom, const std::string& id) -> caf::result<protocol::approval_record> {
+      self->state.flush();
+      static const std::string text = std::string("SELECT ") + approval_columns + " FROM approvals WHERE request_id = ?1";
+      auto q = self->state.db->sql(text.c_str());
+      q.bind(1, id);
+      if (!q.row())
+        return make_error(errc::not_found, "Approval request not found");
+      return read_approval(q);
+    },
+    [=](list_approvals_atom, const protocol::approval_query& filter) -> caf::result<approval_list> {
+      self->state.flush();
+      return list_approvals(*self->state.db, filter);
+    },
+    [=](audit_atom, protocol::audit_record& r) {
+      auto line = protocol::audit_json(r);
+      enqueue(
+        self,
+        [r, line](database& db) {
+          auto q = db.sql("INSERT INTO audit (run_id, tenant_key, created_at, payload) VALUES (?1, ?2, ?3, ?4)");
+          q.bind(1, r.run_id).bind(2, r.tenant_key).bind(3, r.created_at).bind(4, line);
+          q.done();
+        },
+        [self, line](bool committed) {
+          auto f = self->state.audit_file.get();
+          if (!committed || !f)
+            return;
+          std::fputs(line.c_str(), f);
+          std::fputc('\n', f);
+          std::fflush(f);
+        });
+    },
     [=](stats_atom) -> caf::result<protocol::store_stats> {
       self->state.flush();
       auto s = stats_of(*self->state.db);
@@ -770,7 +944,8 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
 
 } // namespace
 
-std::variant<store_actor, std::string> spawn_sqlite_store(caf::actor_system& sys, const std::string& path) {
+std::variant<store_actor, std::string> spawn_sqlite_store(caf::actor_system& sys, const std::string& path,
+                                                         const std::string& audit_path) {
   sqlite3* raw = nullptr;
   auto rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                             nullptr);
@@ -783,7 +958,7 @@ std::variant<store_actor, std::string> spawn_sqlite_store(caf::actor_system& sys
       return "store.path " + path + ": " + err;
   if (auto err = migrate(raw); !err.empty())
     return "store.path " + path + ": " + err;
-  return sys.spawn<caf::detached>(sqlite_store_behavior, std::move(db), path);
+  return sys.spawn<caf::detached>(sqlite_store_behavior, std::move(db), path, audit_path);
 }
 
 } // namespace troupe::io

@@ -112,9 +112,10 @@ scenario('tool output over react.max_tool_output_chars is cut with a truncation 
 });
 
 scenario('exec and edit_file run in the user workspace', async (s) => {
-  // AS-28, AS-29.
+  // AS-28, AS-29. The redirections would need approval (AS-37); the policy allows exec outright.
   const troupe = await s.troupe({
     config: {
+      policy: { tool_rules: { exec: 'allow' } },
       model: {
         script: [
           { tool_calls: [{ name: 'exec', arguments: { command: 'pwd; echo "home=$HOME"; echo draft > doc.txt' } }] },

@@ -1,0 +1,187 @@
+#include "actors/approval_registry.hpp"
+
+#include "actors/errors.hpp"
+#include "protocol/ids.hpp"
+#include "protocol/json.hpp"
+#include "protocol/timestamp.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <unordered_map>
+
+namespace troupe {
+
+namespace {
+
+using protocol::approval_record;
+using promise = caf::typed_response_promise<approval_record>;
+
+struct pending_approval {
+  approval_record record;
+  std::vector<promise> waiters;
+};
+
+struct approval_registry_state {
+  static inline const char* name = "approval_registry";
+  store_actor store;
+  std::unordered_map<std::string, pending_approval> pending;
+};
+
+using registry_pointer = approval_registry_actor::stateful_pointer<approval_registry_state>;
+
+std::string canonical_args(const std::string& args) {
+  auto doc = protocol::json::parse(args);
+  return doc ? protocol::json::canonical(*doc) : args;
+}
+
+bool same_call(const approval_record& a, const approval_record& b) {
+  return a.run_id == b.run_id && a.tool_name == b.tool_name && canonical_args(a.tool_args) == canonical_args(b.tool_args);
+}
+
+std::chrono::milliseconds until(const std::string& iso) {
+  auto t = protocol::parse_iso_timestamp(iso);
+  if (!t)
+    return std::chrono::milliseconds(0);
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*t - std::chrono::system_clock::now());
+  return std::max(left, std::chrono::milliseconds(0)) + std::chrono::milliseconds(1);
+}
+
+void arm(registry_pointer self, const approval_record& r) {
+  self->delayed_send(self, until(r.expires_at), expire_atom::value, r.request_id);
+}
+
+// Moves a pending approval to its final state: stored first, then every waiter is answered.
+void settle(registry_pointer self, const std::string& id, const std::string& status, std::string reason,
+            std::optional<promise> requester = std::nullopt) {
+  auto it = self->state.pending.find(id);
+  auto entry = std::move(it->second);
+  self->state.pending.erase(it);
+  auto& r = entry.record;
+  r.status = status;
+  r.approved = status == "approved";
+  r.resolved_at = protocol::iso_now();
+  r.resolution_reason = std::move(reason);
+  self->request(self->state.store, caf::infinite, save_approval_atom::value, r)
+    .then(
+      [entry, requester](approval_record& stored) mutable {
+        for (auto& w : entry.waiters)
+          w.deliver(stored);
+        if (requester)
+          requester->deliver(stored);
+      },
+      [entry, requester](caf::error& err) mutable {
+        for (auto& w : entry.waiters)
+          w.deliver(err);
+        if (requester)
+          requester->deliver(err);
+      });
+}
+
+approval_registry_actor::behavior_type approval_registry_behavior(registry_pointer self, store_actor store) {
+  self->state.store = store;
+  // Pending approvals of the previous process: expired ones settle, the others wait their remaining time.
+  protocol::approval_query pending_query;
+  pending_query.filters["status"] = "pending";
+  pending_query.limit = 0;
+  self->request(store, caf::infinite, list_approvals_atom::value, pending_query)
+    .await(
+      [=](approval_list& list) {
+        auto now = protocol::iso_now();
+        for (auto& r : list.page) {
+          auto id = r.request_id;
+          bool lapsed = r.expires_at <= now;
+          self->state.pending.emplace(id, pending_approval{r, {}});
+          if (lapsed)
+            settle(self, id, "expired", "approval_timeout");
+          else
+            arm(self, r);
+        }
+        if (!list.page.empty())
+          spdlog::info("approvals: {} pending approvals restored", list.page.size());
+      },
+      [](caf::error& err) { spdlog::error("approvals: loading pending approvals failed: {}", message_of(err)); });
+  return {
+    [=](open_approval_atom, approval_record& wanted) -> caf::result<approval_record> {
+      for (auto& [id, p] : self->state.pending)
+        if (same_call(p.record, wanted))
+          return p.record;
+      // A resolved approval of an earlier attempt of this run decides the retried call too.
+      auto rp = self->make_response_promise<approval_record>();
+      protocol::approval_query of_run;
+      of_run.filters["run_id"] = wanted.run_id;
+      of_run.limit = 0;
+      self->request(self->state.store, caf::infinite, list_approvals_atom::value, of_run)
+        .then(
+          [=](approval_list& list) mutable {
+            for (auto& r : list.page)
+              if (same_call(r, wanted) && r.status != "pending") {
+                rp.deliver(r);
+                return;
+              }
+            auto r = wanted;
+            r.request_id = "approval-" + protocol::random_hex(10);
+            r.status = "pending";
+            r.approved.reset();
+            auto now = std::chrono::system_clock::now();
+            r.created_at = protocol::iso_timestamp(now);
+            r.expires_at = protocol::iso_timestamp(
+              now + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                      std::chrono::duration<double>(r.timeout_seconds)));
+            self->request(self->state.store, caf::infinite, save_approval_atom::value, r)
+              .then(
+                [=](approval_record& stored) mutable {
+                  self->state.pending.emplace(stored.request_id, pending_approval{stored, {}});
+                  arm(self, stored);
+                  rp.deliver(stored);
+                },
+                [=](caf::error& err) mutable { rp.deliver(err); });
+          },
+          [=](caf::error& err) mutable { rp.deliver(err); });
+      return rp;
+    },
+    [=](await_atom, const std::string& id) -> caf::result<approval_record> {
+      if (auto it = self->state.pending.find(id); it != self->state.pending.end()) {
+        auto rp = self->make_response_promise<approval_record>();
+        it->second.waiters.push_back(rp);
+        return rp;
+      }
+      return self->delegate(self->state.store, get_approval_atom::value, id);
+    },
+    [=](resolve_atom, const std::string& id, bool approve, const std::string& reason) -> caf::result<approval_record> {
+      if (self->state.pending.count(id) == 0)
+        return make_error(errc::not_found, "Approval request not found or already resolved");
+      auto rp = self->make_response_promise<approval_record>();
+      settle(self, id, approve ? "approved" : "denied", reason.empty() ? (approve ? "approved" : "denied") : reason,
+             rp);
+      return rp;
+    },
+    [=](run_ended_atom, const std::string& run_id, const std::string& reason) {
+      std::vector<std::string> ids;
+      for (auto& [id, p] : self->state.pending)
+        if (p.record.run_id == run_id)
+          ids.push_back(id);
+      for (auto& id : ids)
+        settle(self, id, "denied", reason);
+    },
+    [=](expire_atom, const std::string& id) {
+      auto it = self->state.pending.find(id);
+      if (it == self->state.pending.end())
+        return;
+      if (it->second.record.expires_at > protocol::iso_now()) { // the timer fired early: wait on
+        arm(self, it->second.record);
+        return;
+      }
+      settle(self, id, "expired", "approval_timeout");
+    },
+  };
+}
+
+} // namespace
+
+approval_registry_actor spawn_approval_registry(caf::actor_system& sys, store_actor store) {
+  return sys.spawn(approval_registry_behavior, std::move(store));
+}
+
+} // namespace troupe
