@@ -124,6 +124,9 @@ constexpr const char* migrations[] = {
       payload    TEXT NOT NULL
     );
   )sql",
+  R"sql(
+    CREATE INDEX runs_by_status_created ON runs (status, created_at);
+  )sql",
 };
 
 struct db_closer {
@@ -838,18 +841,23 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
     [=](list_runs_atom, const std::string& status, int64_t limit) -> caf::result<run_list> {
       self->state.flush();
       auto& db = *self->state.db;
-      static const std::string text = std::string("SELECT ") + run_columns
-                                      + " FROM runs WHERE (?1 = '' OR status = ?1)"
-                                        " ORDER BY created_at DESC, rowid DESC LIMIT ?2";
+      // Two statements rather than `?1 = '' OR status = ?1`, which would keep SQLite off the index.
+      static const std::string all = std::string("SELECT ") + run_columns
+                                     + " FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?2";
+      static const std::string by_status = std::string("SELECT ") + run_columns
+                                           + " FROM runs WHERE status = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2";
       run_list out;
       {
-        auto q = db.sql(text.c_str());
-        q.bind(1, status).bind(2, limit);
+        auto q = db.sql(status.empty() ? all.c_str() : by_status.c_str());
+        if (!status.empty())
+          q.bind(1, status);
+        q.bind(2, limit);
         while (q.row())
           out.runs.push_back(read_run(q));
       }
-      auto q = db.sql("SELECT COUNT(*) FROM runs WHERE (?1 = '' OR status = ?1)");
-      q.bind(1, status);
+      auto q = db.sql(status.empty() ? "SELECT COUNT(*) FROM runs" : "SELECT COUNT(*) FROM runs WHERE status = ?1");
+      if (!status.empty())
+        q.bind(1, status);
       if (q.row())
         out.total_count = q.integer(0);
       return out;
