@@ -10,6 +10,7 @@
 #include "io/mcp_http_transport.hpp"
 #include "io/mcp_stdio_transport.hpp"
 #include "io/openai_chat_client.hpp"
+#include "io/policy_routes.hpp"
 #include "io/run_routes.hpp"
 #include "io/scripted_model_port.hpp"
 #include "io/sqlite_store.hpp"
@@ -192,6 +193,7 @@ int serve(const cli_options& cli) {
   auto routes = std::make_shared<io::router>();
   io::add_agent_routes(*routes, sys, registry, {cfg, tools, TROUPE_VERSION});
   io::add_run_routes(*routes, sys, registry, env->store, env->metrics, cfg);
+  io::add_policy_routes(*routes, sys, env->approvals, env->store, cfg);
   io::http_server_options http;
   http.host = cfg.service.host;
   http.port = static_cast<uint16_t>(cfg.service.port);

@@ -2,6 +2,7 @@
 
 #include "actors/errors.hpp"
 #include "io/agent_http.hpp"
+#include "io/route_ask.hpp"
 #include "protocol/agent_event.hpp"
 #include "protocol/chat_request.hpp"
 #include "protocol/metrics.hpp"
@@ -19,7 +20,6 @@ namespace {
 using disconnect_atom = caf::atom_constant<caf::atom("gone")>;
 using drained_atom = caf::atom_constant<caf::atom("drained")>;
 
-constexpr auto ask_timeout = std::chrono::seconds(60);
 constexpr int64_t replay_page = 500;
 constexpr auto backlog_poll = std::chrono::milliseconds(50);
 
@@ -30,33 +30,6 @@ struct context {
   std::shared_ptr<node_metrics> metrics;
   protocol::config config;
 };
-
-http_response error_response(const caf::error& err) {
-  return agent_error(code_of(err), message_of(err));
-}
-
-// Sends one request from a short-lived actor and answers the exchange with `on_value(result)`, or
-// with the error's status and detail (`not_found`, when given, replaces a 404's detail).
-template <class T, class Dest, class OnValue, class... Ts>
-void ask_as(const context& ctx, std::shared_ptr<http_exchange> ex, const char* not_found, Dest dest, OnValue on_value,
-            Ts... xs) {
-  ctx.sys->spawn(
-    [](caf::event_based_actor* self, std::shared_ptr<http_exchange> ex, const char* not_found, Dest dest,
-       OnValue on_value, Ts... xs) {
-      self->request(dest, ask_timeout, xs...)
-        .then([=](T& value) { ex->respond(on_value(value)); },
-              [=](caf::error& err) {
-                ex->respond(not_found && code_of(err) == errc::not_found ? agent_error(errc::not_found, not_found)
-                                                                         : error_response(err));
-              });
-    },
-    std::move(ex), not_found, std::move(dest), std::move(on_value), std::move(xs)...);
-}
-
-template <class T, class Dest, class OnValue, class... Ts>
-void ask(const context& ctx, std::shared_ptr<http_exchange> ex, Dest dest, OnValue on_value, Ts... xs) {
-  ask_as<T>(ctx, std::move(ex), nullptr, std::move(dest), std::move(on_value), std::move(xs)...);
-}
 
 http_response snapshot(const run_record& r) {
   return json_response(200, protocol::run_snapshot_json(r));
@@ -228,7 +201,7 @@ void events_page(const std::shared_ptr<context>& ctx, http_request& req, std::sh
     return json_response(200, protocol::events_page_json(p.run, page, p.events, !trace));
   };
   // AS-55: the trace variant has its own 404.
-  ask_as<run_events_page>(*ctx, std::move(ex), trace ? "Trace events not found" : nullptr, ctx->store, on_page,
+  ask_as<run_events_page>(*ctx->sys, std::move(ex), trace ? "Trace events not found" : nullptr, ctx->store, on_page,
                           events_atom::value, req.params["run_id"], page.after_sequence, page.limit);
 }
 
@@ -274,7 +247,7 @@ void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor r
       return ex->respond(json_response(protocol::http_status(err->code), err->body));
     auto spec = run_spec_of(req, std::move(std::get<protocol::chat_request>(parsed)));
     spec.run_kind = "background";
-    ask<run_record>(*ctx, std::move(ex), ctx->registry, snapshot, submit_atom::value, std::move(spec));
+    ask<run_record>(*ctx->sys, std::move(ex), ctx->registry, snapshot, submit_atom::value, std::move(spec));
   }));
   routes.add("GET", "/v1/runs", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     auto limit = protocol::parse_list_limit(query_value(req, "limit"));
@@ -286,18 +259,18 @@ void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor r
         agent_error(errc::bad_request, "status must be one of queued, running, completed, failed, cancelled"));
     auto n = std::get<int64_t>(limit);
     ask<run_list>(
-      *ctx, std::move(ex), ctx->store,
+      *ctx->sys, std::move(ex), ctx->store,
       [n](run_list& l) { return json_response(200, protocol::runs_list_json(l.runs, l.total_count, n)); },
       list_runs_atom::value, status, n);
   }));
   routes.add("GET", "/v1/runs/{run_id}", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
-    ask<run_record>(*ctx, std::move(ex), ctx->store, snapshot, get_run_atom::value, req.params["run_id"]);
+    ask<run_record>(*ctx->sys, std::move(ex), ctx->store, snapshot, get_run_atom::value, req.params["run_id"]);
   }));
   routes.add("GET", "/v1/runs/{run_id}/events", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     events_page(ctx, req, std::move(ex), false);
   }));
   routes.add("POST", "/v1/runs/{run_id}/cancel", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
-    ask<run_record>(*ctx, std::move(ex), ctx->registry, snapshot, cancel_atom::value, req.params["run_id"]);
+    ask<run_record>(*ctx->sys, std::move(ex), ctx->registry, snapshot, cancel_atom::value, req.params["run_id"]);
   }));
   routes.add("GET", "/v1/runs/{run_id}/stream", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     auto cursor = stream_cursor(req);
@@ -312,7 +285,7 @@ void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor r
       return ex->respond(rejection(*err));
     auto n = std::get<int64_t>(limit);
     ask<trace_list>(
-      *ctx, std::move(ex), ctx->store,
+      *ctx->sys, std::move(ex), ctx->store,
       [n](trace_list& l) { return json_response(200, protocol::traces_list_json(l.traces, l.total_count, n)); },
       list_traces_atom::value, query_value(req, "session_id"), n);
   }));

@@ -1,5 +1,8 @@
 #include "protocol/policy.hpp"
 
+#include "protocol/auth.hpp"
+#include "protocol/errors.hpp"
+
 #include <openssl/sha.h>
 
 #include <algorithm>
@@ -314,6 +317,103 @@ decision decide(const policy_config& p, const safety_config& safety, const std::
     return plain(decision_level::caution, "Unknown command (logged but allowed)");
   }
   return plain(decision_level::caution, "Unclassified tool (logged but allowed)");
+}
+
+std::string policy_document_json(const policy_config& p) {
+  auto configured = json::parse(p.canonical);
+  return json::object([&](writer& w) {
+    w.Key("schema");
+    w.String("fastreact.policy.v1");
+    w.Key("policy");
+    w.StartObject();
+    w.Key("default_action");
+    if (p.default_action)
+      w.String(*p.default_action);
+    else
+      w.Null();
+    for (auto key : {"tool_rules", "user_rules", "tenant_rules", "tool_profiles"}) {
+      w.Key(key);
+      auto v = configured ? json::member(*configured, key) : nullptr;
+      if (v && v->IsObject())
+        json::write_raw(w, json::canonical(*v));
+      else
+        json::write_raw(w, "{}");
+    }
+    w.EndObject();
+    auto hash = policy_hash(p);
+    w.Key("policy_snapshot_hash");
+    w.String(hash);
+    w.Key("policy_version");
+    w.String(hash);
+    w.Key("reload_supported");
+    w.Bool(false);
+    w.Key("actions");
+    w.StartObject();
+    for (auto a : actions) {
+      w.Key(a);
+      w.String(to_string(level_of(a)));
+    }
+    w.EndObject();
+    w.Key("priority");
+    write_strings(w, {"run_tool_policy", "user_rules", "tenant_rules", "tool_rules", "default_action", "built_in_safety"});
+    w.Key("evaluation_order");
+    write_strings(w, {"run_tool_policy", "allow_all", "built_in_forbidden", "user_rules", "tenant_rules", "tool_rules",
+                      "default_action", "built_in_safety"});
+    w.Key("tenant_inference");
+    w.String("prefix_before_colon_in_user_key");
+  });
+}
+
+std::variant<std::string, request_error> policy_check(const policy_config& p, const safety_config& safety,
+                                                      std::string_view body) {
+  auto invalid = [](std::vector<std::string> loc, const char* msg, const char* type) {
+    return request_error{errc::validation_failed, validation_body({{std::move(loc), msg, type}})};
+  };
+  auto doc = json::parse(body);
+  if (!doc || !doc->IsObject())
+    return invalid({"body"}, "Input should be a valid dictionary", "dict_type");
+  auto name = json::member(*doc, "tool_name");
+  if (!name)
+    return invalid({"body", "tool_name"}, "Field required", "missing");
+  if (!name->IsString())
+    return invalid({"body", "tool_name"}, "Input should be a valid string", "string_type");
+  json::document empty;
+  empty.SetObject();
+  auto args = json::member(*doc, "tool_args");
+  if (args && !args->IsNull() && !args->IsObject())
+    return invalid({"body", "tool_args"}, "Input should be a valid dictionary", "dict_type");
+  std::string tool(name->GetString(), name->GetStringLength());
+  auto user = json::get_string(*doc, "user_key");
+  auto tenant = json::get_string(*doc, "tenant_key");
+  if (tenant.empty())
+    tenant = infer_tenant(user);
+  auto d = decide(p, safety, tool, args && args->IsObject() ? *args : empty, user, tenant);
+  return json::object([&](writer& w) {
+    w.Key("tool_name");
+    w.String(tool);
+    w.Key("user_key");
+    w.String(user);
+    w.Key("tenant_key");
+    w.String(tenant);
+    w.Key("level");
+    w.String(to_string(d.level));
+    w.Key("reason");
+    w.String(d.reason);
+    for (auto [key, v] : {std::pair{"pattern_matched", &d.pattern_matched}, {"policy_scope", &d.policy_scope},
+                          {"policy_action", &d.policy_action}}) {
+      w.Key(key);
+      if (*v)
+        w.String(**v);
+      else
+        w.Null();
+    }
+    w.Key("policy_matched");
+    w.Bool(d.policy_matched);
+    w.Key("requires_confirmation");
+    w.Bool(d.requires_confirmation());
+    w.Key("should_allow");
+    w.Bool(d.should_allow());
+  });
 }
 
 std::string run_tool_policy::json() const {

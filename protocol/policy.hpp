@@ -3,6 +3,7 @@
 // calls and POST /v1/policy/check share. Pure: no I/O, no clocks.
 #pragma once
 
+#include "protocol/chat_request.hpp"
 #include "protocol/json.hpp"
 
 #include <map>
@@ -10,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace troupe::protocol {
@@ -63,6 +65,14 @@ struct decision {
 // Steps 2–8 of AS-35 for one call; `args` is the call's arguments object.
 decision decide(const policy_config& p, const safety_config& safety, const std::string& tool_name,
                 const json::value& args, const std::string& user_key, const std::string& tenant_key);
+
+// GET /v1/policy (AS-39).
+std::string policy_document_json(const policy_config& p);
+
+// POST /v1/policy/check (AS-40): the body's call, decided with no side effects. An error is the
+// request_error to answer (422 for a missing or mistyped field).
+std::variant<std::string, request_error> policy_check(const policy_config& p, const safety_config& safety,
+                                                      std::string_view body);
 
 // The per-run tool_policy, normalized (AS-30, AS-33).
 struct tool_scope {
