@@ -54,6 +54,7 @@ using await_atom = caf::atom_constant<caf::atom("await")>;
 using resolve_atom = caf::atom_constant<caf::atom("resolve")>;
 using run_ended_atom = caf::atom_constant<caf::atom("run_ended")>;
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
+using rate_atom = caf::atom_constant<caf::atom("rate")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
 } // namespace troupe

@@ -4,6 +4,7 @@
 #include "actors/tool_call.hpp"
 #include "protocol/agent_loop.hpp"
 #include "protocol/json.hpp"
+#include "protocol/redaction.hpp"
 #include "protocol/timestamp.hpp"
 #include "protocol/workspace_path.hpp"
 
@@ -236,7 +237,7 @@ struct run_state {
       gates[i].policy_denial = denial;
       auto e = make_event("tool_call", "Calling " + c.name);
       e.tool_name = c.name;
-      e.tool_args = c.arguments;
+      e.tool_args = protocol::redact_json(c.arguments); // AS-85
       e.tool_call_id = c.id;
       e.metadata = protocol::json::object([&](writer& w) {
         w.Key("call_id");
@@ -344,6 +345,7 @@ struct run_state {
     r.session_id = spec.request.session_id;
     r.tenant_key = spec.tenant_key;
     r.user_key = spec.user_key;
+    r.task_id = task_id();
     r.tool_call_id = c.id;
     r.tool_name = c.name;
     r.tool_args = c.arguments;
@@ -373,10 +375,16 @@ struct run_state {
         [this](caf::error& err) { fenced(err); });
   }
 
+  // The caller's metadata.task_id, which approvals record (AS-42).
+  std::string task_id() const {
+    auto doc = protocol::json::parse(spec.request.metadata);
+    return doc ? protocol::json::get_string(*doc, "task_id") : std::string();
+  }
+
   void emit_ask_user(const protocol::approval_record& r) {
     auto e = make_event("ask_user", r.reason);
     e.tool_name = r.tool_name;
-    e.tool_args = r.tool_args;
+    e.tool_args = protocol::redact_json(r.tool_args); // AS-85
     e.tool_call_id = r.tool_call_id;
     e.approval_request_id = r.request_id;
     e.metadata = protocol::json::object([&](writer& w) {
@@ -452,7 +460,7 @@ struct run_state {
     protocol::merge_citations(citations, cited);
     auto e = make_event("tool_result", output);
     e.tool_name = c.name;
-    e.tool_args = c.arguments;
+    e.tool_args = protocol::redact_json(c.arguments); // AS-85
     e.tool_call_id = c.id;
     e.duration_ms = duration_ms;
     e.cited_source_ids = std::move(cited);
@@ -467,8 +475,15 @@ struct run_state {
         w.Bool(*g.approved);
       else
         w.Null();
+      // AS-13: a policy-denied result names its call, which reference consumers rely on.
       w.Key("request_id");
-      nullable(w, g.request_id);
+      nullable(w, g.policy_denial ? c.id : g.request_id);
+      if (g.policy_denial) {
+        w.Key("tool_policy_denied");
+        w.Bool(true);
+        w.Key("denial_reason");
+        w.String(*g.policy_denial);
+      }
     });
     emit(std::move(e));
     if (env->store) {

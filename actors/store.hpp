@@ -5,6 +5,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
+#include "protocol/identity.hpp"
 #include "protocol/metrics.hpp"
 
 #include <caf/replies_to.hpp>
@@ -48,6 +49,9 @@ using store_actor = caf::typed_actor<
   caf::replies_to<save_approval_atom, protocol::approval_record>::with<protocol::approval_record>,
   caf::replies_to<get_approval_atom, std::string>::with<protocol::approval_record>,
   caf::replies_to<list_approvals_atom, protocol::approval_query>::with<approval_list>,
+  // Counts one request of user_key against its fixed window of `limit` per hour at `now` (epoch
+  // seconds); the window is stored before the answer, so a restart does not reset it (AS-8, AS-92).
+  caf::replies_to<rate_atom, std::string, int64_t, int64_t>::with<protocol::rate_limit_decision>,
   // One audit record (AS-45).
   caf::reacts_to<audit_atom, protocol::audit_record>,
   // The durable counts of GET /v1/metrics (AS-59).
@@ -58,3 +62,4 @@ using store_actor = caf::typed_actor<
 } // namespace troupe
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::store_stats)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::rate_limit_decision)

@@ -191,7 +191,7 @@ int serve(const cli_options& cli) {
   caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs
 
   auto routes = std::make_shared<io::router>();
-  io::add_agent_routes(*routes, sys, registry, {cfg, tools, TROUPE_VERSION});
+  io::add_agent_routes(*routes, sys, registry, {cfg, tools, env->store, TROUPE_VERSION});
   io::add_run_routes(*routes, sys, registry, env->store, env->metrics, cfg);
   io::add_policy_routes(*routes, sys, env->approvals, env->store, cfg);
   io::http_server_options http;

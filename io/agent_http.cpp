@@ -1,39 +1,99 @@
 #include "io/agent_http.hpp"
 
+#include "io/route_ask.hpp"
 #include "protocol/auth.hpp"
+#include "protocol/chat_request.hpp"
+#include "protocol/identity.hpp"
 #include "protocol/ids.hpp"
+#include "protocol/policy.hpp"
+
+#include <chrono>
+#include <cstdlib>
 
 namespace troupe::io {
+
+namespace {
+
+int64_t epoch_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::optional<std::string> environment(const std::string& name) {
+  if (auto v = std::getenv(name.c_str()))
+    return std::string(v);
+  return std::nullopt;
+}
+
+http_response refusal(const protocol::auth_error& err) {
+  return agent_error(err.code, err.detail);
+}
+
+run_spec spec_of(const http_request& req, protocol::chat_request chat, const protocol::identity& id) {
+  run_spec spec;
+  spec.run_id = chat.run_id.empty() ? protocol::uuid4() : chat.run_id;
+  spec.user_key = id.user_key;
+  spec.tenant_key = id.tenant_key;
+  spec.request_body = req.body;
+  chat.metadata = protocol::run_metadata_json(chat.metadata, id, protocol::normalize_tool_policy(chat.tool_policy).json());
+  spec.request = std::move(chat);
+  return spec;
+}
+
+} // namespace
 
 http_response agent_error(errc code, std::string_view detail) {
   return json_response(protocol::http_status(code), protocol::error_body(protocol::dialect::agent, code, detail));
 }
 
-bool service_authorized(const protocol::config& config, const http_request& req) {
-  auto& tokens = config.service.service_tokens;
-  if (tokens.empty())
-    return true;
-  return protocol::token_accepted(tokens, protocol::presented_token(req.header("authorization"),
-                                                                    req.header("x-fastreact-service-token")));
+bool operator_allowed(const protocol::config& config, const http_request& req) {
+  return !protocol::check_operator_access(config.auth, config.service.service_tokens,
+                                          protocol::headers_from_map(req.headers));
 }
 
 http_response unauthorized() {
   return agent_error(errc::unauthorized, "FastReAct service token required");
 }
 
-run_spec run_spec_of(const http_request& req, protocol::chat_request chat) {
-  run_spec spec;
-  spec.run_id = chat.run_id.empty() ? protocol::uuid4() : chat.run_id;
-  // AS-4: body, then header, then "anonymous"; the tenant is explicit, else the user key's prefix.
-  spec.user_key = !chat.user_key.empty() ? chat.user_key
-                  : !req.header("x-fastreact-user-key").empty() ? req.header("x-fastreact-user-key")
-                                                                 : "anonymous";
-  spec.tenant_key = !chat.tenant_key.empty() ? chat.tenant_key
-                    : !req.header("x-fastreact-tenant-key").empty() ? req.header("x-fastreact-tenant-key")
-                                                                     : protocol::infer_tenant(spec.user_key);
-  spec.request_body = req.body;
-  spec.request = std::move(chat);
-  return spec;
+void admit_caller(caf::actor_system& sys, store_actor store, const protocol::config& config, http_request& req,
+                  std::shared_ptr<http_exchange> ex,
+                  std::function<void(run_spec spec, std::shared_ptr<http_exchange> ex)> proceed) {
+  auto parsed = protocol::parse_chat_request(req.body);
+  auto chat = std::get_if<protocol::chat_request>(&parsed);
+  auto resolved = protocol::resolve_identity(config.auth, config.service.service_tokens, req.headers,
+                                             chat ? chat->user_key : "", chat ? chat->tenant_key : "",
+                                             epoch_seconds(), environment);
+  if (auto err = std::get_if<protocol::auth_error>(&resolved))
+    return ex->respond(refusal(*err));
+  auto id = std::get<protocol::identity>(resolved);
+  auto invalid = std::get_if<protocol::request_error>(&parsed);
+  if (invalid && invalid->code == errc::validation_failed)
+    return ex->respond(json_response(protocol::http_status(invalid->code), invalid->body));
+  if (auto err = protocol::check_user_allowed(config.auth, id.user_key))
+    return ex->respond(refusal(*err));
+  auto go = [proceed, parsed = std::move(parsed), id, req_copy = req](std::shared_ptr<http_exchange> ex) mutable {
+    if (auto err = std::get_if<protocol::request_error>(&parsed))
+      return ex->respond(json_response(protocol::http_status(err->code), err->body));
+    proceed(spec_of(req_copy, std::move(std::get<protocol::chat_request>(parsed)), id), std::move(ex));
+  };
+  auto limit = config.auth.rate_limit_per_hour;
+  if (limit <= 0 || !store)
+    return go(std::move(ex));
+  // AS-8, AS-92: the window is counted in the store, so a restart does not reset it.
+  sys.spawn(
+    [](caf::event_based_actor* self, std::shared_ptr<http_exchange> ex, store_actor store, std::string user,
+       int64_t limit, decltype(go) go) {
+      self->request(store, ask_timeout, rate_atom::value, user, limit, epoch_seconds())
+        .then(
+          [=](protocol::rate_limit_decision& d) mutable {
+            if (d.allowed)
+              return go(ex);
+            auto r = refusal(protocol::rate_limit_error(user, limit));
+            r.headers.emplace_back("Retry-After", std::to_string(d.retry_after_seconds));
+            ex->respond(std::move(r));
+          },
+          [=](caf::error& err) { ex->respond(error_response(err)); });
+    },
+    std::move(ex), std::move(store), id.user_key, limit, std::move(go));
 }
 
 } // namespace troupe::io

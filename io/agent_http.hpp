@@ -1,12 +1,17 @@
-// What every agent-service route shares: its error responses, the service-token check (AS-3) and
-// the run a request asks for (AS-4).
+// What every agent-service route shares: its error responses, who may call it (AS-1, AS-3..AS-8)
+// and the run a caller's request asks for.
 #pragma once
 
 #include "actors/messages.hpp"
+#include "actors/store.hpp"
 #include "io/http_types.hpp"
 #include "protocol/config.hpp"
 #include "protocol/errors.hpp"
 
+#include <caf/actor_system.hpp>
+
+#include <functional>
+#include <memory>
 #include <string_view>
 
 namespace troupe::io {
@@ -14,13 +19,18 @@ namespace troupe::io {
 // {"detail": ...} with the status of `code`.
 http_response agent_error(errc code, std::string_view detail);
 
-// With service tokens configured, a request must present one of them.
-bool service_authorized(const protocol::config& config, const http_request& req);
+// Operator and control endpoints: the service token (AS-3); with none configured, open only in
+// service_token mode.
+bool operator_allowed(const protocol::config& config, const http_request& req);
 
 http_response unauthorized();
 
-// The run of a validated chat-shaped body: its id (metadata.run_id, else a fresh UUID), the caller's
-// user and tenant keys (body, then header, then "anonymous" / the user key's prefix).
-run_spec run_spec_of(const http_request& req, protocol::chat_request chat);
+// A caller endpoint's request (POST /v1/chat/completions, POST /v1/runs), admitted in the order of
+// AS-2: identity (401/500), body validation (422), allow/block lists (403), the rate limit (429,
+// counted in `store`), then the body's other errors (400). `proceed` gets the run to start: its id
+// (metadata.run_id, else a fresh UUID), the caller's identity and the AS-7 metadata.
+void admit_caller(caf::actor_system& sys, store_actor store, const protocol::config& config, http_request& req,
+                  std::shared_ptr<http_exchange> ex,
+                  std::function<void(run_spec spec, std::shared_ptr<http_exchange> ex)> proceed);
 
 } // namespace troupe::io

@@ -26,7 +26,7 @@ struct shared_context {
   run_registry_actor registry;
   agent_service_info info;
 
-  bool authorized(const http_request& req) const { return service_authorized(info.config, req); }
+  bool authorized(const http_request& req) const { return operator_allowed(info.config, req); }
 };
 
 // One chat completion in flight: receives the run's events and turns them into SSE frames, or
@@ -193,15 +193,12 @@ caf::behavior chat_relay(caf::stateful_actor<chat_relay_state>* self, run_regist
 
 void handle_chat(const std::shared_ptr<shared_context>& ctx, http_request& req,
                  std::shared_ptr<http_exchange> ex) {
-  if (!ctx->authorized(req))
-    return ex->respond(unauthorized());
-  auto parsed = protocol::parse_chat_request(req.body);
-  if (auto err = std::get_if<protocol::request_error>(&parsed))
-    return ex->respond(json_response(protocol::http_status(err->code), err->body));
-  auto& chat = std::get<protocol::chat_request>(parsed);
-  bool cancel = chat.on_disconnect.value_or(ctx->info.config.service.chat_on_disconnect) != "continue";
-  auto spec = run_spec_of(req, std::move(chat));
-  ctx->sys->spawn(chat_relay, ctx->registry, std::move(ex), std::move(spec), cancel);
+  admit_caller(*ctx->sys, ctx->info.store, ctx->info.config, req, std::move(ex),
+               [ctx](run_spec spec, std::shared_ptr<http_exchange> ex) {
+                 bool cancel = spec.request.on_disconnect.value_or(ctx->info.config.service.chat_on_disconnect)
+                               != "continue";
+                 ctx->sys->spawn(chat_relay, ctx->registry, std::move(ex), std::move(spec), cancel);
+               });
 }
 
 void write_strings(writer& w, const std::vector<std::string>& items) {

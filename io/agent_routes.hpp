@@ -3,6 +3,7 @@
 #pragma once
 
 #include "actors/run_registry.hpp"
+#include "actors/store.hpp"
 #include "actors/tool_router.hpp"
 #include "io/router.hpp"
 #include "protocol/config.hpp"
@@ -17,6 +18,7 @@ namespace troupe::io {
 struct agent_service_info {
   protocol::config config;
   std::shared_ptr<const tool_router> tools; // built-ins, then MCP
+  store_actor store;                        // counts rate-limit windows (AS-92); may be invalid
   std::string version;
 };
 

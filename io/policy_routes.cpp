@@ -43,7 +43,7 @@ void add_policy_routes(router& routes, caf::actor_system& sys, approval_registry
   // Operator and control endpoints: the service token applies (AS-1, AS-3).
   auto guarded = [ctx](auto handler) {
     return [ctx, handler](http_request& req, std::shared_ptr<http_exchange> ex) {
-      if (!service_authorized(ctx->config, req))
+      if (!operator_allowed(ctx->config, req))
         return ex->respond(unauthorized());
       handler(req, std::move(ex));
     };

@@ -234,21 +234,24 @@ void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor r
   // Every route here is a control endpoint: the service token applies (AS-3), and the store must exist.
   auto guarded = [ctx](auto handler) {
     return [ctx, handler](http_request& req, std::shared_ptr<http_exchange> ex) {
-      if (!service_authorized(ctx->config, req))
+      if (!operator_allowed(ctx->config, req))
         return ex->respond(unauthorized());
       if (!ctx->store)
         return ex->respond(agent_error(errc::unavailable, "Durable run store not available"));
       handler(req, std::move(ex));
     };
   };
-  routes.add("POST", "/v1/runs", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
-    auto parsed = protocol::parse_chat_request(req.body);
-    if (auto err = std::get_if<protocol::request_error>(&parsed))
-      return ex->respond(json_response(protocol::http_status(err->code), err->body));
-    auto spec = run_spec_of(req, std::move(std::get<protocol::chat_request>(parsed)));
-    spec.run_kind = "background";
-    ask<run_record>(*ctx->sys, std::move(ex), ctx->registry, snapshot, submit_atom::value, std::move(spec));
-  }));
+  // A caller endpoint (AS-1): admitted per auth.mode, not by the operator token alone.
+  routes.add("POST", "/v1/runs", [ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
+    if (!ctx->store)
+      return ex->respond(agent_error(errc::unavailable, "Durable run store not available"));
+    admit_caller(*ctx->sys, ctx->store, ctx->config, req, std::move(ex),
+                 [ctx](run_spec spec, std::shared_ptr<http_exchange> ex) {
+                   spec.run_kind = "background";
+                   ask<run_record>(*ctx->sys, std::move(ex), ctx->registry, snapshot, submit_atom::value,
+                                   std::move(spec));
+                 });
+  });
   routes.add("GET", "/v1/runs", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     auto limit = protocol::parse_list_limit(query_value(req, "limit"));
     if (auto err = std::get_if<protocol::request_error>(&limit))

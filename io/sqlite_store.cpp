@@ -127,6 +127,13 @@ constexpr const char* migrations[] = {
   R"sql(
     CREATE INDEX runs_by_status_created ON runs (status, created_at);
   )sql",
+  R"sql(
+    CREATE TABLE rate_limits (
+      user_key     TEXT PRIMARY KEY,
+      window_start INTEGER NOT NULL,
+      count        INTEGER NOT NULL
+    );
+  )sql",
 };
 
 struct db_closer {
@@ -914,6 +921,28 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
     [=](list_approvals_atom, const protocol::approval_query& filter) -> caf::result<approval_list> {
       self->state.flush();
       return list_approvals(*self->state.db, filter);
+    },
+    [=](rate_atom, std::string& user_key, int64_t limit, int64_t now) {
+      using decision = protocol::rate_limit_decision;
+      return write<decision>(self, [=](database& db) -> std::variant<decision, caf::error> {
+        std::optional<int64_t> start;
+        int64_t count = 0;
+        {
+          auto q = db.sql("SELECT window_start, count FROM rate_limits WHERE user_key = ?1");
+          q.bind(1, user_key);
+          if (q.row()) {
+            start = q.integer(0);
+            count = q.integer(1);
+          }
+        }
+        auto d = protocol::decide_rate_limit(limit, start, count, now);
+        if (d.counted) {
+          auto q = db.sql("INSERT OR REPLACE INTO rate_limits (user_key, window_start, count) VALUES (?1, ?2, ?3)");
+          q.bind(1, user_key).bind(2, d.window_start).bind(3, d.count);
+          q.done();
+        }
+        return d;
+      });
     },
     [=](audit_atom, protocol::audit_record& r) {
       auto line = protocol::audit_json(r);

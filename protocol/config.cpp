@@ -106,6 +106,8 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   std::string token, alias;
   service.string("service_token", token);
   service.string("token", alias);
+  auto auth = root.child("auth");
+  read_auth_config(auth, service, c.auth);
 
   auto store = root.child("store");
   store.string("path", c.store_path);

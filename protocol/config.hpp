@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include "protocol/identity.hpp"
 #include "protocol/mcp.hpp"
 #include "protocol/policy.hpp"
 
@@ -76,6 +77,7 @@ struct config {
   mcp_config mcp;
   policy_config policy;
   safety_config safety;
+  auth_config auth; // auth.* and the per-user limits of service.* (AS-4..AS-8)
   std::string data_dir = "./var";
   std::string store_path;       // default <data_dir>/troupe.db
   std::string workspaces_root;  // default <data_dir>/workspaces

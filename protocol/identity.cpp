@@ -464,4 +464,26 @@ auth_error rate_limit_error(const std::string& user_key, int64_t limit) {
           "Rate limit exceeded for user '" + user_key + "': " + std::to_string(limit) + "/hour"};
 }
 
+std::string run_metadata_json(std::string_view metadata, const identity& id, std::string_view tool_policy_json) {
+  auto doc = json::parse(metadata);
+  return json::object([&](json::writer& w) {
+    if (doc && doc->IsObject())
+      for (auto& m : doc->GetObject()) {
+        std::string_view key(m.name.GetString(), m.name.GetStringLength());
+        if (key == "tenant_key" || key == "user_key" || key == "identity" || key == "tool_policy")
+          continue;
+        w.Key(m.name.GetString(), m.name.GetStringLength());
+        m.value.Accept(w);
+      }
+    w.Key("tenant_key");
+    w.String(id.tenant_key);
+    w.Key("user_key");
+    w.String(id.user_key);
+    w.Key("identity");
+    write_identity(w, id);
+    w.Key("tool_policy");
+    json::write_raw(w, tool_policy_json);
+  });
+}
+
 } // namespace troupe::protocol

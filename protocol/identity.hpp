@@ -155,4 +155,8 @@ rate_limit_decision decide_rate_limit(int64_t limit, std::optional<int64_t> wind
 // 429 `Rate limit exceeded for user '<key>': <N>/hour`.
 auth_error rate_limit_error(const std::string& user_key, int64_t limit);
 
+// AS-7: the caller's metadata object with tenant_key, user_key, identity and the normalized
+// top-level tool_policy added; every other caller key is kept verbatim.
+std::string run_metadata_json(std::string_view metadata, const identity& id, std::string_view tool_policy_json);
+
 } // namespace troupe::protocol

@@ -252,7 +252,6 @@ policy_config parse_policy(const json::value* policy, std::vector<std::string>& 
     return p;
   }
   policy_reader read(errors);
-  p.canonical = json::canonical(*policy);
   if (auto m = json::member(*policy, "default_action"); m && !m->IsNull())
     p.default_action = read.action(*m, "policy.default_action");
   for (auto [key, into] : {std::pair{"tool_rules", &p.tool_rules}, {"tenant_rules", &p.tenant_rules},
@@ -265,6 +264,22 @@ policy_config parse_policy(const json::value* policy, std::vector<std::string>& 
     else
       errors.push_back("policy.tool_profiles must be an object");
   }
+  // The policy as GET /v1/policy shows it, every key present, so a client can recompute the hash.
+  auto section = [&](const char* key) {
+    auto m = json::member(*policy, key);
+    return m && m->IsObject() ? json::canonical(*m) : std::string("{}");
+  };
+  p.canonical = json::object([&](writer& w) {
+    w.Key("default_action");
+    if (p.default_action)
+      w.String(*p.default_action);
+    else
+      w.Null();
+    for (auto key : {"tenant_rules", "tool_profiles", "tool_rules", "user_rules"}) {
+      w.Key(key);
+      json::write_raw(w, section(key));
+    }
+  });
   return p;
 }
 
@@ -320,26 +335,11 @@ decision decide(const policy_config& p, const safety_config& safety, const std::
 }
 
 std::string policy_document_json(const policy_config& p) {
-  auto configured = json::parse(p.canonical);
   return json::object([&](writer& w) {
     w.Key("schema");
     w.String("fastreact.policy.v1");
     w.Key("policy");
-    w.StartObject();
-    w.Key("default_action");
-    if (p.default_action)
-      w.String(*p.default_action);
-    else
-      w.Null();
-    for (auto key : {"tool_rules", "user_rules", "tenant_rules", "tool_profiles"}) {
-      w.Key(key);
-      auto v = configured ? json::member(*configured, key) : nullptr;
-      if (v && v->IsObject())
-        json::write_raw(w, json::canonical(*v));
-      else
-        json::write_raw(w, "{}");
-    }
-    w.EndObject();
+    json::write_raw(w, p.canonical);
     auto hash = policy_hash(p);
     w.Key("policy_snapshot_hash");
     w.String(hash);

@@ -33,7 +33,8 @@ struct policy_config {
   std::map<std::string, policy_rule> tenant_rules;
   std::map<std::string, policy_rule> user_rules;
   std::string tool_profiles = "{}"; // validated and exposed, not enforced
-  std::string canonical = "{}";     // the `policy` object with sorted keys, no whitespace (AS-93)
+  // The `policy` object with every key (defaults filled in), sorted, no whitespace (AS-39, AS-93).
+  std::string canonical = R"({"default_action":null,"tenant_rules":{},"tool_profiles":{},"tool_rules":{},"user_rules":{}})";
 };
 
 struct safety_config {

@@ -126,7 +126,9 @@ TEST_CASE("the policy hash is 16 hex digits of the canonical policy, blind to ke
   CHECK(policy_hash(a) == policy_hash(b));
   CHECK(policy_hash(a).size() == 16);
   CHECK(policy_hash(a) != policy_hash(policy_of(R"({"default_action":"allow"})")));
-  CHECK(a.canonical == R"({"default_action":"allow","tool_rules":{"exec":"deny"}})");
+  CHECK(a.canonical == R"({"default_action":"allow","tenant_rules":{},"tool_profiles":{},"tool_rules":{"exec":"deny"},)"
+                       R"("user_rules":{}})");
+  CHECK(policy_hash(policy_config{}) == policy_hash(policy_of("{}"))); // absent keys are their defaults
 }
 
 TEST_CASE("tool_policy modes normalize their aliases and deny with the spec's reasons", "[policy]") { // AS-30, AS-32
