@@ -424,6 +424,8 @@ private:
 };
 
 // The durable counts of GET /v1/metrics; bytes are the pages each table and its indexes use.
+approval_list list_approvals(database& db, const protocol::approval_query& filter);
+
 protocol::store_stats stats_of(database& db) {
   protocol::store_stats s;
   auto now = protocol::iso_now();
@@ -479,6 +481,10 @@ protocol::store_stats stats_of(database& db) {
     while (q.row())
       s.recent_errors.push_back(q.text(0));
   }
+  s.audit_count = scalar("SELECT COUNT(*) FROM audit");
+  protocol::approval_query every;
+  every.limit = 1; // only the summary is wanted
+  s.approvals = list_approvals(db, every).summary;
   std::map<std::string, int64_t> bytes;
   grouped(R"sql(
     SELECT m.tbl_name, SUM(d.pgsize) FROM dbstat d JOIN sqlite_master m ON d.name = m.name
@@ -493,7 +499,10 @@ protocol::store_stats stats_of(database& db) {
        {stream_query{"runs", "SELECT COUNT(*) FROM runs", "SELECT MAX(created_at) FROM runs"},
         stream_query{"run_events", "SELECT COUNT(*) FROM run_events", nullptr},
         stream_query{"traces", "SELECT COUNT(*) FROM traces", "SELECT MAX(completed_at) FROM traces"},
-        stream_query{"sessions", "SELECT COUNT(*) FROM sessions", "SELECT MAX(updated_at) FROM sessions"}}) {
+        stream_query{"sessions", "SELECT COUNT(*) FROM sessions", "SELECT MAX(updated_at) FROM sessions"},
+        stream_query{"approvals", "SELECT COUNT(*) FROM approvals", "SELECT MAX(created_at) FROM approvals"},
+        stream_query{"audit", "SELECT COUNT(*) FROM audit", "SELECT MAX(created_at) FROM audit"},
+        stream_query{"rate_limits", "SELECT COUNT(*) FROM rate_limits", nullptr}}) {
     protocol::stream_stats st{name, scalar(count), bytes[name], {}};
     if (last) {
       auto q = db.sql(last);

@@ -77,7 +77,7 @@ std::string metrics_json(const store_stats& s, uint64_t live_count, bool with_pa
     w.EndObject();
     w.Key("tools");
     w.StartObject();
-    integer(w, "audit_count", 0);
+    integer(w, "audit_count", s.audit_count);
     optional_number(w, "avg_duration_ms", s.avg_tool_duration_ms);
     w.EndObject();
     w.Key("llm");
@@ -102,11 +102,11 @@ std::string metrics_json(const store_stats& s, uint64_t live_count, bool with_pa
     w.EndObject();
     w.Key("approvals");
     w.StartObject();
-    integer(w, "count", 0);
-    integer(w, "pending_count", 0);
-    integer(w, "expired_count", 0);
-    counts(w, "status_counts", {});
-    optional_number(w, "avg_resolution_ms", std::nullopt);
+    integer(w, "count", s.approvals.count);
+    integer(w, "pending_count", s.approvals.pending_count);
+    integer(w, "expired_count", s.approvals.expired_count);
+    counts(w, "status_counts", s.approvals.status_counts);
+    optional_number(w, "avg_resolution_ms", s.approvals.avg_resolution_ms);
     w.EndObject();
     w.Key("tasks");
     w.StartObject();

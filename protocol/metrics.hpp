@@ -1,6 +1,7 @@
 // GET /v1/metrics (AS-59): what the store counts, and the `fastreact.metrics.v1` document.
 #pragma once
 
+#include "protocol/approvals.hpp"
 #include "protocol/chat_types.hpp"
 
 #include <cstdint>
@@ -34,6 +35,8 @@ struct store_stats {
   std::optional<double> avg_tool_duration_ms;
   token_usage usage_total;
   std::vector<std::string> recent_errors; // the latest error events, newest first, at most 5
+  int64_t audit_count = 0;
+  approval_summary approvals;
   std::vector<stream_stats> streams;
   std::string root; // where the store lives
 };
