@@ -14,6 +14,8 @@
 //
 //   troupe_bench_chat_load --port P [--host H] [--concurrency N] [--requests M] [--model NAME]
 //                          [--users distinct|shared] [--query TEXT] [--timeout-s T] [--split-write 0|1]
+#include "bench_stats.hpp"
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -40,6 +42,9 @@ using tcp = net::ip::tcp;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
+
+using troupe::bench::median;
+using troupe::bench::percentile;
 
 struct options {
   std::string host = "127.0.0.1";
@@ -322,14 +327,6 @@ std::string request_wire(const options& o, int index) {
          + "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nConnection: close\r\n"
            "Content-Length: "
          + std::to_string(body.size()) + "\r\n\r\n" + body;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty())
-    return -1;
-  std::sort(v.begin(), v.end());
-  auto rank = static_cast<std::size_t>(std::max(1.0, std::ceil(p / 100.0 * static_cast<double>(v.size()))));
-  return v[std::min(rank, v.size()) - 1];
 }
 
 std::string stats_json(const std::vector<double>& v) {

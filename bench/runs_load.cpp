@@ -22,6 +22,8 @@
 //
 //   troupe_bench_runs --port P [--host H] [--runs N] [--connections C] [--timeout-s T]
 //                     [--poll-ms MS] [--query TEXT] [--server-pid PID]
+#include "bench_stats.hpp"
+
 #include <CLI/CLI.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -59,6 +61,9 @@ using steady = std::chrono::steady_clock;
 using wall_clock = std::chrono::system_clock;
 
 namespace {
+
+using troupe::bench::median;
+using troupe::bench::percentile;
 
 struct options {
   std::string host = "127.0.0.1";
@@ -234,14 +239,6 @@ private:
   std::function<void()> drained_;
   int busy_ = 0;
 };
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty())
-    return -1;
-  std::sort(v.begin(), v.end());
-  auto rank = static_cast<std::size_t>(std::max(1.0, std::ceil(p / 100.0 * static_cast<double>(v.size()))));
-  return v[std::min(rank, v.size()) - 1];
-}
 
 std::string stats_json(const std::vector<double>& v) {
   char buf[200];

@@ -22,6 +22,8 @@
 #include "protocol/agent_event.hpp"
 #include "protocol/timestamp.hpp"
 
+#include "bench_stats.hpp"
+
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
 #include <sqlite3.h>
@@ -43,6 +45,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using troupe::bench::json_list;
+using troupe::bench::median;
+using troupe::bench::percentile;
+
 using go_atom = caf::atom_constant<caf::atom("bench_go")>;
 using report_atom = caf::atom_constant<caf::atom("bench_rep")>;
 
@@ -57,32 +63,6 @@ struct options {
 
 double seconds_since(steady::time_point t) {
   return std::chrono::duration<double>(steady::now() - t).count();
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty())
-    return -1;
-  std::sort(v.begin(), v.end());
-  auto rank = static_cast<std::size_t>(std::max(1.0, std::ceil(p / 100.0 * static_cast<double>(v.size()))));
-  return v[std::min(rank, v.size()) - 1];
-}
-
-double median(std::vector<double> v) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  auto n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string list(const std::vector<double>& v, const char* fmt = "%.1f") {
-  std::string out = "[";
-  char buf[64];
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    std::snprintf(buf, sizeof buf, fmt, v[i]);
-    out += (i ? "," : "") + std::string(buf);
-  }
-  return out + "]";
 }
 
 std::string run_id_of(int i) {
@@ -406,9 +386,9 @@ int main(int argc, char** argv) {
               "\"actor_per_s_median\":%.1f,\"ratio_actor_over_raw_insert\":%.3f,\"per_round_ratio\":%s,"
               "\"ratio_actor_over_raw_append\":%.3f,\"ratio_actor_over_raw_batched\":%.3f,"
               "\"actor_latency_ms\":{\"p50\":%.3f,\"p99\":%.3f,\"max\":%.3f},\"errors\":%d,\"wrong_event_counts\":%d}\n",
-              o.runs, o.events, o.runs * o.events, o.raw_appends, payload, o.batch, o.rounds, list(raw_insert).c_str(),
-              list(raw_append).c_str(), list(raw_batched).c_str(), list(actor).c_str(), m_insert, m_append, m_batched,
-              m_actor, m_actor / m_insert, list(per_round, "%.3f").c_str(), m_actor / m_append, m_actor / m_batched,
+              o.runs, o.events, o.runs * o.events, o.raw_appends, payload, o.batch, o.rounds, json_list(raw_insert).c_str(),
+              json_list(raw_append).c_str(), json_list(raw_batched).c_str(), json_list(actor).c_str(), m_insert, m_append, m_batched,
+              m_actor, m_actor / m_insert, json_list(per_round, "%.3f").c_str(), m_actor / m_append, m_actor / m_batched,
               percentile(actor_latency, 50), percentile(actor_latency, 99),
               actor_latency.empty() ? -1.0 : *std::max_element(actor_latency.begin(), actor_latency.end()), errors,
               wrong_counts);
