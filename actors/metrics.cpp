@@ -46,6 +46,10 @@ struct node_metrics::impl {
                                                     .Name("troupe_store_records")
                                                     .Help("Records in the store, by stream")
                                                     .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& approvals = prometheus::BuildGauge()
+                                                       .Name("troupe_approvals")
+                                                       .Help("Approval requests in the store, by status")
+                                                       .Register(*registry);
   prometheus::Histogram& tool = latency.Add({{"of", "tool_call"}}, latency_buckets);
   prometheus::Histogram& model = latency.Add({{"of", "model_call"}}, latency_buckets);
   prometheus::Histogram& attempt = latency.Add({{"of", "attempt"}}, latency_buckets);
@@ -101,6 +105,11 @@ std::string node_metrics::prometheus_text(const protocol::store_stats& stats, ui
   impl_->live.Add({}).Set(static_cast<double>(live_count));
   for (auto& s : stats.streams)
     impl_->stored.Add({{"stream", s.name}}).Set(static_cast<double>(s.records));
+  for (auto status : {"pending", "approved", "denied", "expired"}) {
+    auto& counts = stats.approvals.status_counts;
+    auto it = counts.find(status);
+    impl_->approvals.Add({{"status", status}}).Set(it == counts.end() ? 0.0 : static_cast<double>(it->second));
+  }
   return prometheus::TextSerializer().Serialize(impl_->registry->Collect());
 }
 

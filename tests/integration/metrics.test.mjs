@@ -59,6 +59,7 @@ scenario('durable metrics survive a restart while the Prometheus counters start 
   assert.match(text, /^troupe_run_events_total\{type="session_end"\} 1$/m);
   assert.match(text, /^troupe_runs\{status="completed"\} 1$/m);
   assert.match(text, /^troupe_latency_seconds_count\{of="queued_to_running"\} 1$/m);
+  assert.match(text, /^troupe_approvals\{status="pending"\} 0$/m);
   await first.stop('SIGTERM');
 
   const second = await s.troupe({ config: fails_once, data_dir: first.data_dir });
@@ -77,4 +78,21 @@ scenario('the metrics endpoints require the service token when one is configured
     const ok = await troupe.request('GET', route, { headers: { authorization: 'Bearer secret-token' } });
     assert.equal(ok.status, 200, `${route}: ${ok.text}`);
   }
+});
+
+scenario('a pending approval is counted by both metrics endpoints (AS-59)', async (s) => {
+  const troupe = await s.troupe({
+    config: { model: { script: [{ tool_calls: [{ name: 'exec', arguments: { command: 'rm nothing.txt' } }] }, { content: 'done' }] } },
+  });
+  const res = await troupe.request('POST', '/v1/runs', { body: { messages: [user('remove it')] } });
+  assert.equal(res.status, 200, res.text);
+  await until(async () => (await troupe.request('GET', '/v1/approvals?status=pending')).json?.total_count === 1,
+    { timeout_ms: 10_000, message: 'the approval to be pending' });
+  const m = (await troupe.request('GET', '/v1/metrics')).json;
+  assert.equal(m.approvals.count, 1);
+  assert.equal(m.approvals.pending_count, 1);
+  assert.deepEqual(m.approvals.status_counts, { pending: 1 });
+  assert.equal(m.tools.audit_count, 1, 'the approval request is audited');
+  const text = (await troupe.request('GET', '/metrics')).text;
+  assert.match(text, /^troupe_approvals\{status="pending"\} 1$/m);
 });
