@@ -32,13 +32,6 @@ void write_usage(writer& w, const protocol::token_usage& u) {
   w.EndObject();
 }
 
-void nullable(writer& w, const std::string& v) {
-  if (v.empty())
-    w.Null();
-  else
-    w.String(v);
-}
-
 struct run_state {
   static inline const char* name = "run";
 
@@ -392,16 +385,13 @@ struct run_state {
       w.String(r.request_id);
       w.Key("decision_level");
       w.String("danger");
-      w.Key("pattern_matched");
-      nullable(w, r.pattern_matched);
+      protocol::json::write_nullable(w, "pattern_matched", r.pattern_matched);
       w.Key("timeout_seconds");
       w.Double(r.timeout_seconds);
       w.Key("expires_at");
       w.String(r.expires_at);
-      w.Key("policy_scope");
-      nullable(w, r.policy_scope);
-      w.Key("policy_action");
-      nullable(w, r.policy_action);
+      protocol::json::write_nullable(w, "policy_scope", r.policy_scope);
+      protocol::json::write_nullable(w, "policy_action", r.policy_action);
       w.Key("policy_matched");
       w.Bool(r.policy_matched);
     });
@@ -476,8 +466,7 @@ struct run_state {
       else
         w.Null();
       // AS-13: a policy-denied result names its call, which reference consumers rely on.
-      w.Key("request_id");
-      nullable(w, g.policy_denial ? c.id : g.request_id);
+      protocol::json::write_nullable(w, "request_id", g.policy_denial ? c.id : g.request_id);
       if (g.policy_denial) {
         w.Key("tool_policy_denied");
         w.Bool(true);

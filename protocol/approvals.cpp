@@ -3,11 +3,11 @@
 #include "protocol/errors.hpp"
 #include "protocol/json.hpp"
 #include "protocol/redaction.hpp"
+#include "protocol/runs.hpp"
 #include "protocol/utf8.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 namespace troupe::protocol {
 
@@ -15,16 +15,7 @@ namespace {
 
 using json::writer;
 
-constexpr int64_t max_page = 1000;
 constexpr std::size_t summary_chars = 500;
-
-void nullable(writer& w, const char* key, const std::string& v) {
-  w.Key(key);
-  if (v.empty())
-    w.Null();
-  else
-    w.String(v);
-}
 
 void optional_bool(writer& w, const char* key, const std::optional<bool>& v) {
   w.Key(key);
@@ -32,16 +23,6 @@ void optional_bool(writer& w, const char* key, const std::optional<bool>& v) {
     w.Bool(*v);
   else
     w.Null();
-}
-
-void counts(writer& w, const char* key, const std::map<std::string, int64_t>& m) {
-  w.Key(key);
-  w.StartObject();
-  for (auto& [k, v] : m) {
-    w.Key(k.c_str(), static_cast<rapidjson::SizeType>(k.size()));
-    w.Int64(v);
-  }
-  w.EndObject();
 }
 
 void write_record(writer& w, const approval_record& r) {
@@ -58,8 +39,8 @@ void write_record(writer& w, const approval_record& r) {
   w.String(r.tenant_key);
   w.Key("user_key");
   w.String(r.user_key);
-  nullable(w, "task_id", r.task_id);
-  nullable(w, "tool_call_id", r.tool_call_id);
+  json::write_nullable(w, "task_id", r.task_id);
+  json::write_nullable(w, "tool_call_id", r.tool_call_id);
   w.Key("tool_name");
   w.String(r.tool_name);
   w.Key("tool_args");
@@ -68,9 +49,9 @@ void write_record(writer& w, const approval_record& r) {
   w.String(r.reason);
   w.Key("decision_level");
   w.String(r.decision_level);
-  nullable(w, "pattern_matched", r.pattern_matched);
-  nullable(w, "policy_scope", r.policy_scope);
-  nullable(w, "policy_action", r.policy_action);
+  json::write_nullable(w, "pattern_matched", r.pattern_matched);
+  json::write_nullable(w, "policy_scope", r.policy_scope);
+  json::write_nullable(w, "policy_action", r.policy_action);
   w.Key("policy_matched");
   w.Bool(r.policy_matched);
   w.Key("status");
@@ -84,29 +65,9 @@ void write_record(writer& w, const approval_record& r) {
   w.String(r.created_at);
   w.Key("expires_at");
   w.String(r.expires_at);
-  nullable(w, "resolved_at", r.resolved_at);
-  nullable(w, "resolution_reason", r.resolution_reason);
+  json::write_nullable(w, "resolved_at", r.resolved_at);
+  json::write_nullable(w, "resolution_reason", r.resolution_reason);
   w.EndObject();
-}
-
-std::optional<int64_t> to_int(const std::string& text) {
-  if (text.empty())
-    return std::nullopt;
-  char* end = nullptr;
-  auto v = std::strtoll(text.c_str(), &end, 10);
-  if (end != text.c_str() + text.size())
-    return std::nullopt;
-  return v;
-}
-
-request_error not_integer(const char* key) {
-  return {errc::validation_failed,
-          validation_body({{{"query", key}, "Input should be a valid integer, unable to parse string as an integer",
-                            "int_parsing"}})};
-}
-
-request_error bad(const char* detail) {
-  return {errc::bad_request, error_body(dialect::agent, errc::bad_request, detail)};
 }
 
 } // namespace
@@ -124,25 +85,22 @@ std::variant<approval_query, request_error> parse_approval_query(const std::map<
     auto it = query.find(key);
     return it == query.end() ? std::string() : it->second;
   };
-  if (auto limit = get("limit"); !limit.empty()) {
-    auto v = to_int(limit);
-    if (!v)
-      return not_integer("limit");
-    if (*v < 0)
-      return bad("limit must be >= 0");
-    q.limit = std::min(*v, max_page);
-  }
+  // The limit follows the events page's rule (AS-47 = AS-51): 200, at most 1000, 0 = all.
+  auto page = parse_page_query(get("limit"), "");
+  if (auto err = std::get_if<request_error>(&page))
+    return std::move(*err);
+  q.limit = std::get<page_query>(page).limit;
   if (auto offset = get("offset"); !offset.empty()) {
-    auto v = to_int(offset);
-    if (!v)
-      return not_integer("offset");
-    if (*v < 0)
-      return bad("offset must be >= 0");
-    q.offset = *v;
+    auto v = parse_query_integer("offset", offset);
+    if (auto err = std::get_if<request_error>(&v))
+      return std::move(*err);
+    if (std::get<int64_t>(v) < 0)
+      return bad_request("offset must be >= 0");
+    q.offset = std::get<int64_t>(v);
   }
   if (auto order = get("order"); !order.empty()) {
     if (order != "asc" && order != "desc")
-      return bad("order must be 'asc' or 'desc'");
+      return bad_request("order must be 'asc' or 'desc'");
     q.ascending = order == "asc";
   }
   for (auto key : {"status", "session_id", "tool_name", "policy_action", "policy_scope", "run_id", "task_id"})
@@ -190,8 +148,8 @@ std::string approvals_page_json(const std::vector<approval_record>& page, const 
     w.Int64(summary.pending_count);
     w.Key("expired_count");
     w.Int64(summary.expired_count);
-    counts(w, "status_counts", summary.status_counts);
-    counts(w, "policy_action_counts", summary.policy_action_counts);
+    json::write_counts(w, "status_counts", summary.status_counts);
+    json::write_counts(w, "policy_action_counts", summary.policy_action_counts);
     w.Key("avg_resolution_ms");
     if (summary.avg_resolution_ms)
       w.Double(std::round(*summary.avg_resolution_ms * 100.0) / 100.0);
@@ -217,7 +175,7 @@ std::string resolution_json(const approval_record& r) {
     w.Key("status");
     w.String(r.status);
     optional_bool(w, "approved", r.approved);
-    nullable(w, "resolved_at", r.resolved_at);
+    json::write_nullable(w, "resolved_at", r.resolved_at);
   });
 }
 
@@ -230,8 +188,8 @@ std::string audit_json(const audit_record& r) {
       w.Key(key);
       w.String(*v);
     }
-    nullable(w, "request_id", r.request_id);
-    nullable(w, "tool_call_id", r.tool_call_id);
+    json::write_nullable(w, "request_id", r.request_id);
+    json::write_nullable(w, "tool_call_id", r.tool_call_id);
     w.Key("tool_name");
     w.String(r.tool_name);
     w.Key("tool_args");
@@ -240,9 +198,9 @@ std::string audit_json(const audit_record& r) {
     w.String(r.decision_level);
     w.Key("decision_reason");
     w.String(r.decision_reason);
-    nullable(w, "pattern_matched", r.pattern_matched);
-    nullable(w, "policy_scope", r.policy_scope);
-    nullable(w, "policy_action", r.policy_action);
+    json::write_nullable(w, "pattern_matched", r.pattern_matched);
+    json::write_nullable(w, "policy_scope", r.policy_scope);
+    json::write_nullable(w, "policy_action", r.policy_action);
     w.Key("policy_matched");
     w.Bool(r.policy_matched);
     optional_bool(w, "approved", r.approved);

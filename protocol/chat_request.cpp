@@ -3,6 +3,9 @@
 #include "protocol/ids.hpp"
 #include "protocol/json.hpp"
 
+#include <cerrno>
+#include <cstdlib>
+
 namespace troupe::protocol {
 
 namespace {
@@ -226,6 +229,22 @@ std::variant<chat_request, request_error> parse_chat_request(std::string_view bo
   if (auto tp = json::member(*doc, "tool_policy"); tp && !tp->IsNull())
     req.tool_policy = json::serialize(*tp);
   return req;
+}
+
+std::variant<int64_t, request_error> parse_query_integer(const char* key, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  auto v = std::strtoll(text.c_str(), &end, 10);
+  if (!text.empty() && errno == 0 && end == text.c_str() + text.size())
+    return static_cast<int64_t>(v);
+  return request_error{errc::validation_failed,
+                       validation_body({{{"query", key},
+                                         "Input should be a valid integer, unable to parse string as an integer",
+                                         "int_parsing"}})};
+}
+
+request_error bad_request(std::string_view detail) {
+  return {errc::bad_request, error_body(dialect::agent, errc::bad_request, detail)};
 }
 
 } // namespace troupe::protocol

@@ -37,4 +37,10 @@ struct request_error {
 
 std::variant<chat_request, request_error> parse_chat_request(std::string_view body);
 
+// A query parameter that must be an integer: its value, or AS-2's 422 naming it.
+std::variant<int64_t, request_error> parse_query_integer(const char* key, const std::string& text);
+
+// A 400 with `detail`, in the agent service's dialect.
+request_error bad_request(std::string_view detail);
+
 } // namespace troupe::protocol

@@ -95,6 +95,24 @@ std::string canonical(const value& v) {
   return std::string(buf.GetString(), buf.GetSize());
 }
 
+void write_nullable(writer& w, const char* key, std::string_view v) {
+  w.Key(key);
+  if (v.empty())
+    w.Null();
+  else
+    w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
+}
+
+void write_counts(writer& w, const char* key, const std::map<std::string, int64_t>& counts) {
+  w.Key(key);
+  w.StartObject();
+  for (auto& [name, n] : counts) {
+    w.Key(name.c_str(), static_cast<rapidjson::SizeType>(name.size()));
+    w.Int64(n);
+  }
+  w.EndObject();
+}
+
 std::string quote(std::string_view s) {
   rapidjson::StringBuffer buf;
   writer w(buf);

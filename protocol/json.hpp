@@ -6,6 +6,7 @@
 #include <rapidjson/writer.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,6 +36,12 @@ void write_raw(writer& w, std::string_view json_text);
 
 // Compact JSON text of `v` with every object's keys sorted (AS-93's canonical form).
 std::string canonical(const value& v);
+
+// `key` with the string, or null when it is empty (the records' "" for null).
+void write_nullable(writer& w, const char* key, std::string_view v);
+
+// `key` with an object of counts by name.
+void write_counts(writer& w, const char* key, const std::map<std::string, int64_t>& counts);
 
 // Quotes `s` as a JSON string literal.
 std::string quote(std::string_view s);

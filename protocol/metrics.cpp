@@ -12,16 +12,6 @@ namespace {
 
 using json::writer;
 
-void counts(writer& w, const char* key, const std::map<std::string, int64_t>& m) {
-  w.Key(key);
-  w.StartObject();
-  for (auto& [k, v] : m) {
-    w.Key(k.c_str(), static_cast<rapidjson::SizeType>(k.size()));
-    w.Int64(v);
-  }
-  w.EndObject();
-}
-
 // Averages are shown to 2 decimals, like every `*_ms` of the service.
 void optional_number(writer& w, const char* key, const std::optional<double>& v) {
   w.Key(key);
@@ -55,12 +45,12 @@ std::string metrics_json(const store_stats& s, uint64_t live_count, bool with_pa
     w.StartObject();
     integer(w, "live_count", static_cast<int64_t>(live_count));
     integer(w, "trace_count", s.trace_count);
-    counts(w, "status_counts", s.trace_status_counts);
+    json::write_counts(w, "status_counts", s.trace_status_counts);
     optional_number(w, "avg_duration_ms", s.avg_duration_ms);
     w.Key("durable");
     w.StartObject();
     integer(w, "total_count", s.run_count);
-    counts(w, "status_counts", s.run_status_counts);
+    json::write_counts(w, "status_counts", s.run_status_counts);
     integer(w, "queued_count", count_of(s.run_status_counts, "queued"));
     integer(w, "ready_queued_count", s.ready_queued_count);
     integer(w, "delayed_queued_count", s.delayed_queued_count);
@@ -105,7 +95,7 @@ std::string metrics_json(const store_stats& s, uint64_t live_count, bool with_pa
     integer(w, "count", s.approvals.count);
     integer(w, "pending_count", s.approvals.pending_count);
     integer(w, "expired_count", s.approvals.expired_count);
-    counts(w, "status_counts", s.approvals.status_counts);
+    json::write_counts(w, "status_counts", s.approvals.status_counts);
     optional_number(w, "avg_resolution_ms", s.approvals.avg_resolution_ms);
     w.EndObject();
     w.Key("tasks");

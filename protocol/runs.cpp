@@ -3,9 +3,7 @@
 #include "protocol/json.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 
 namespace troupe::protocol {
 
@@ -15,14 +13,6 @@ using json::writer;
 
 constexpr int64_t max_page = 1000;
 constexpr std::size_t preview_chars = 500;
-
-void nullable(writer& w, const char* key, const std::string& v) {
-  w.Key(key);
-  if (v.empty())
-    w.Null();
-  else
-    w.String(v);
-}
 
 void raw_or_null(writer& w, const char* key, const std::string& v) {
   w.Key(key);
@@ -41,9 +31,9 @@ void write_snapshot(writer& w, const run_record& r) {
   w.String(r.status);
   w.Key("created_at");
   w.String(r.created_at);
-  nullable(w, "started_at", r.started_at);
-  nullable(w, "completed_at", r.completed_at);
-  nullable(w, "cancelled_at", r.cancelled_at);
+  json::write_nullable(w, "started_at", r.started_at);
+  json::write_nullable(w, "completed_at", r.completed_at);
+  json::write_nullable(w, "cancelled_at", r.cancelled_at);
   w.Key("duration_ms");
   if (r.duration_ms)
     w.Double(*r.duration_ms);
@@ -51,17 +41,17 @@ void write_snapshot(writer& w, const run_record& r) {
     w.Null();
   w.Key("event_count");
   w.Int64(r.event_count);
-  nullable(w, "error", r.error);
+  json::write_nullable(w, "error", r.error);
   raw_or_null(w, "metadata", r.metadata);
   raw_or_null(w, "generation_options", r.generation_options);
   w.Key("attempts");
   w.Int(r.attempts);
   w.Key("max_attempts");
   w.Int(r.max_attempts);
-  nullable(w, "lease_expires_at", r.lease_expires_at);
-  nullable(w, "retry_after", r.retry_after);
-  nullable(w, "worker_id", r.worker_id);
-  nullable(w, "last_error", r.last_error);
+  json::write_nullable(w, "lease_expires_at", r.lease_expires_at);
+  json::write_nullable(w, "retry_after", r.retry_after);
+  json::write_nullable(w, "worker_id", r.worker_id);
+  json::write_nullable(w, "last_error", r.last_error);
   w.Key("lease_epoch");
   w.Int64(r.lease_epoch);
   w.Key("run_kind");
@@ -72,31 +62,6 @@ void write_snapshot(writer& w, const run_record& r) {
   w.String(r.user_key);
   w.Key("updated_at");
   w.String(r.updated_at);
-}
-
-// A decimal integer filling the whole text.
-std::optional<int64_t> to_int(const std::string& text) {
-  if (text.empty())
-    return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  auto v = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || end != text.c_str() + text.size())
-    return std::nullopt;
-  return v;
-}
-
-// AS-2: a query parameter that must be an integer and is not.
-std::variant<int64_t, request_error> query_integer(const char* key, const std::string& text) {
-  if (auto v = to_int(text))
-    return *v;
-  return request_error{errc::validation_failed,
-                       validation_body({{{"query", key}, "Input should be a valid integer, unable to parse string as an integer",
-                                         "int_parsing"}})};
-}
-
-request_error negative_limit() {
-  return {errc::bad_request, error_body(dialect::agent, errc::bad_request, "limit must be >= 0")};
 }
 
 void list_tail(writer& w, std::size_t count, int64_t total_count, int64_t limit) {
@@ -127,16 +92,16 @@ std::string run_snapshot_json(const run_record& r) {
 std::variant<page_query, request_error> parse_page_query(const std::string& limit, const std::string& after_sequence) {
   page_query q;
   if (!limit.empty()) {
-    auto v = query_integer("limit", limit);
+    auto v = parse_query_integer("limit", limit);
     if (auto err = std::get_if<request_error>(&v))
       return std::move(*err);
     auto n = std::get<int64_t>(v);
     if (n < 0)
-      return negative_limit();
+      return bad_request("limit must be >= 0");
     q.limit = std::min(n, max_page);
   }
   if (!after_sequence.empty()) {
-    auto v = query_integer("after_sequence", after_sequence);
+    auto v = parse_query_integer("after_sequence", after_sequence);
     if (auto err = std::get_if<request_error>(&v))
       return std::move(*err);
     q.after_sequence = std::max<int64_t>(std::get<int64_t>(v), -1);
@@ -147,11 +112,11 @@ std::variant<page_query, request_error> parse_page_query(const std::string& limi
 std::variant<int64_t, request_error> parse_list_limit(const std::string& limit) {
   if (limit.empty())
     return int64_t{50};
-  auto v = query_integer("limit", limit);
+  auto v = parse_query_integer("limit", limit);
   if (auto err = std::get_if<request_error>(&v))
     return std::move(*err);
   if (std::get<int64_t>(v) < 0)
-    return negative_limit();
+    return bad_request("limit must be >= 0");
   return std::clamp<int64_t>(std::get<int64_t>(v), 1, max_page);
 }
 
@@ -219,7 +184,7 @@ std::string trace_json(const run_record& run, const trace_facts& facts) {
     w.String(run.status);
     w.Key("created_at");
     w.String(run.created_at);
-    nullable(w, "completed_at", run.completed_at);
+    json::write_nullable(w, "completed_at", run.completed_at);
     w.Key("duration_ms");
     if (run.duration_ms)
       w.Double(*run.duration_ms);
@@ -260,7 +225,7 @@ std::string trace_json(const run_record& run, const trace_facts& facts) {
     w.Bool(truncated);
     w.Key("final_content_length");
     w.Uint64(facts.final_content.size());
-    nullable(w, "error", run.error);
+    json::write_nullable(w, "error", run.error);
     raw_or_null(w, "metadata", run.metadata);
     raw_or_null(w, "generation_options", run.generation_options);
     w.Key("policy_snapshot_hash");
