@@ -54,8 +54,8 @@ using store_actor = caf::typed_actor<
   caf::replies_to<rate_atom, std::string, int64_t, int64_t>::with<protocol::rate_limit_decision>,
   // One audit record (AS-45).
   caf::reacts_to<audit_atom, protocol::audit_record>,
-  // The durable counts of GET /v1/metrics (AS-59).
-  caf::replies_to<stats_atom>::with<protocol::store_stats>,
+  // The durable counts of the metrics endpoints (AS-59); `detailed` adds what reads whole tables.
+  caf::replies_to<stats_atom, bool>::with<protocol::store_stats>,
   // Commits the writes received so far in one transaction (sent by the store to itself).
   caf::reacts_to<flush_atom>>;
 

@@ -207,19 +207,21 @@ void events_page(const std::shared_ptr<context>& ctx, http_request& req, std::sh
 
 // The node's live attempts and the store's counts, rendered by `render`.
 template <class Render>
-void metrics_page(const std::shared_ptr<context>& ctx, std::shared_ptr<http_exchange> ex, Render render) {
+void metrics_page(const std::shared_ptr<context>& ctx, std::shared_ptr<http_exchange> ex, bool detailed,
+                  Render render) {
   ctx->sys->spawn(
-    [](caf::event_based_actor* self, std::shared_ptr<http_exchange> ex, std::shared_ptr<context> ctx, Render render) {
+    [](caf::event_based_actor* self, std::shared_ptr<http_exchange> ex, std::shared_ptr<context> ctx, bool detailed,
+       Render render) {
       self->request(ctx->registry, ask_timeout, count_atom::value)
         .then(
           [=](uint64_t live) {
-            self->request(ctx->store, ask_timeout, stats_atom::value)
+            self->request(ctx->store, ask_timeout, stats_atom::value, detailed)
               .then([=](protocol::store_stats& stats) { ex->respond(render(stats, live)); },
                     [=](caf::error& err) { ex->respond(error_response(err)); });
           },
           [=](caf::error& err) { ex->respond(error_response(err)); });
     },
-    std::move(ex), ctx, std::move(render));
+    std::move(ex), ctx, detailed, std::move(render));
 }
 
 bool valid_status(const std::string& s) {
@@ -314,12 +316,13 @@ void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor r
   }));
   routes.add("GET", "/v1/metrics", guarded([ctx](http_request&, std::shared_ptr<http_exchange> ex) {
     // Only a service-token caller gets here (identity modes would leave the paths out, AS-84).
-    metrics_page(ctx, std::move(ex), [](const protocol::store_stats& stats, uint64_t live) {
+    metrics_page(ctx, std::move(ex), true, [](const protocol::store_stats& stats, uint64_t live) {
       return json_response(200, protocol::metrics_json(stats, live, true));
     });
   }));
   routes.add("GET", "/metrics", guarded([ctx](http_request&, std::shared_ptr<http_exchange> ex) {
-    metrics_page(ctx, std::move(ex), [metrics = ctx->metrics](const protocol::store_stats& stats, uint64_t live) {
+    // A scrape skips the counts that parse stored JSON or read every page: it runs on the store's thread.
+    metrics_page(ctx, std::move(ex), false, [metrics = ctx->metrics](const protocol::store_stats& stats, uint64_t live) {
       http_response r;
       r.content_type = "text/plain; version=0.0.4";
       r.body = metrics->prometheus_text(stats, live);

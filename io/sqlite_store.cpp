@@ -426,29 +426,8 @@ private:
 // The durable counts of GET /v1/metrics; bytes are the pages each table and its indexes use.
 approval_list list_approvals(database& db, const protocol::approval_query& filter);
 
-protocol::store_stats stats_of(database& db) {
-  protocol::store_stats s;
-  auto now = protocol::iso_now();
-  auto scalar = [&](const char* text, const std::string& arg = {}) {
-    auto q = db.sql(text);
-    if (!arg.empty())
-      q.bind(1, arg);
-    return q.row() ? q.integer(0) : 0;
-  };
-  auto grouped = [&](const char* text, std::map<std::string, int64_t>& into) {
-    auto q = db.sql(text);
-    while (q.row())
-      into[q.text(0)] = q.integer(1);
-  };
-  grouped("SELECT status, COUNT(*) FROM runs GROUP BY status", s.run_status_counts);
-  for (auto& [status, n] : s.run_status_counts)
-    s.run_count += n;
-  s.ready_queued_count = scalar("SELECT COUNT(*) FROM runs WHERE status = 'queued' AND retry_after <= ?1", now);
-  s.delayed_queued_count = scalar("SELECT COUNT(*) FROM runs WHERE status = 'queued' AND retry_after > ?1", now);
-  s.stale_lease_count = scalar("SELECT COUNT(*) FROM runs WHERE status = 'running' AND lease_expires_at < ?1", now);
-  grouped("SELECT status, COUNT(*) FROM traces GROUP BY status", s.trace_status_counts);
-  for (auto& [status, n] : s.trace_status_counts)
-    s.trace_count += n;
+// The parts of the counts that read whole tables.
+void add_details(database& db, protocol::store_stats& s) {
   {
     auto q = db.sql("SELECT AVG(duration_ms) FROM runs WHERE duration_ms IS NOT NULL");
     if (q.row())
@@ -481,15 +460,45 @@ protocol::store_stats stats_of(database& db) {
     while (q.row())
       s.recent_errors.push_back(q.text(0));
   }
+}
+
+// The durable counts; `detailed` adds what reads every event, trace and page (averages, token totals,
+// recent errors, bytes per stream), which only GET /v1/metrics shows.
+protocol::store_stats stats_of(database& db, bool detailed) {
+  protocol::store_stats s;
+  auto now = protocol::iso_now();
+  auto scalar = [&](const char* text, const std::string& arg = {}) {
+    auto q = db.sql(text);
+    if (!arg.empty())
+      q.bind(1, arg);
+    return q.row() ? q.integer(0) : 0;
+  };
+  auto grouped = [&](const char* text, std::map<std::string, int64_t>& into) {
+    auto q = db.sql(text);
+    while (q.row())
+      into[q.text(0)] = q.integer(1);
+  };
+  grouped("SELECT status, COUNT(*) FROM runs GROUP BY status", s.run_status_counts);
+  for (auto& [status, n] : s.run_status_counts)
+    s.run_count += n;
+  s.ready_queued_count = scalar("SELECT COUNT(*) FROM runs WHERE status = 'queued' AND retry_after <= ?1", now);
+  s.delayed_queued_count = scalar("SELECT COUNT(*) FROM runs WHERE status = 'queued' AND retry_after > ?1", now);
+  s.stale_lease_count = scalar("SELECT COUNT(*) FROM runs WHERE status = 'running' AND lease_expires_at < ?1", now);
+  grouped("SELECT status, COUNT(*) FROM traces GROUP BY status", s.trace_status_counts);
+  for (auto& [status, n] : s.trace_status_counts)
+    s.trace_count += n;
   s.audit_count = scalar("SELECT COUNT(*) FROM audit");
   protocol::approval_query every;
   every.limit = 1; // only the summary is wanted
   s.approvals = list_approvals(db, every).summary;
   std::map<std::string, int64_t> bytes;
-  grouped(R"sql(
-    SELECT m.tbl_name, SUM(d.pgsize) FROM dbstat d JOIN sqlite_master m ON d.name = m.name
-    GROUP BY m.tbl_name)sql",
-          bytes);
+  if (detailed) {
+    add_details(db, s);
+    grouped(R"sql(
+      SELECT m.tbl_name, SUM(d.pgsize) FROM dbstat d JOIN sqlite_master m ON d.name = m.name
+      GROUP BY m.tbl_name)sql",
+            bytes);
+  }
   struct stream_query {
     const char* name;
     const char* count;
@@ -971,9 +980,9 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
           std::fflush(f);
         });
     },
-    [=](stats_atom) -> caf::result<protocol::store_stats> {
+    [=](stats_atom, bool detailed) -> caf::result<protocol::store_stats> {
       self->state.flush();
-      auto s = stats_of(*self->state.db);
+      auto s = stats_of(*self->state.db, detailed);
       s.root = self->state.path;
       return s;
     },
