@@ -34,6 +34,7 @@
 
 #include <rapidjson/document.h>
 
+#include "protocol/json.hpp"
 #include "protocol/timestamp.hpp"
 
 #include <algorithm>
@@ -76,26 +77,10 @@ struct options {
   std::string query = "Run in the background, please.";
 };
 
+// The JSON escaping of `s`, without the quotes: the formats below put them around it.
 std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-    case '"': out += "\\\""; break;
-    case '\\': out += "\\\\"; break;
-    case '\n': out += "\\n"; break;
-    case '\r': out += "\\r"; break;
-    case '\t': out += "\\t"; break;
-    default:
-      if (static_cast<unsigned char>(c) < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-      } else {
-        out += c;
-      }
-    }
-  }
-  return out;
+  auto quoted = troupe::protocol::json::quote(s);
+  return quoted.substr(1, quoted.size() - 2);
 }
 
 // GETs retried on a fresh connection because the server had closed the idle one they were sent on.
