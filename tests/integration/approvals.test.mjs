@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  scenario, check_event_stream, check_attempt_order, event_keys, timestamp_re, until, user,
+  scenario, check_event_stream, check_attempt_order, event_keys, get_run, timestamp_re, until, user, wait_run,
 } from './harness.mjs';
 
 const approval_id_re = /^approval-[0-9a-f]{10}$/;
@@ -61,25 +61,6 @@ async function post_run(troupe, body) {
   assert.equal(res.status, 200, `POST /v1/runs: ${res.text}`);
   assert.equal(res.json.status, 'queued', res.text);
   return res.json;
-}
-
-async function get_run(troupe, run_id) {
-  const res = await troupe.request('GET', `/v1/runs/${encodeURIComponent(run_id)}`);
-  assert.equal(res.status, 200, `GET /v1/runs/${run_id}: ${res.text}`);
-  return res.json;
-}
-
-async function wait_run(troupe, run_id, pred, message, timeout_ms = 30_000) {
-  let last;
-  try {
-    return await until(async () => {
-      last = await get_run(troupe, run_id);
-      return pred(last) && last;
-    }, { timeout_ms, interval_ms: 20, message: `${message} (${run_id})` });
-  } catch (err) {
-    err.message += `\nlast snapshot: ${JSON.stringify(last)}`;
-    throw err;
-  }
 }
 
 async function all_events(troupe, run_id) {
@@ -351,7 +332,7 @@ scenario('cancelling a background run that waits on an approval denies the appro
   const [pending] = await pending_of(troupe, 'appr-cancel');
   const cancel = await troupe.request('POST', '/v1/runs/appr-cancel/cancel');
   assert.equal(cancel.status, 200, cancel.text);
-  const run = await wait_run(troupe, 'appr-cancel', (r) => terminal.has(r.status), 'the run to end');
+  const run = await wait_run(troupe, 'appr-cancel', (r) => terminal.has(r.status), { message: 'the run to end' });
   assert.equal(run.status, 'cancelled');
   const r = await until(async () => {
     const a = await get_approval(troupe, pending.request_id);
@@ -403,8 +384,8 @@ scenario('GET /v1/approvals filters, orders and pages the records and summarizes
   assert.equal(ra.status, 200, ra.text);
   const rb = await resolve(troupe, ids['list-b'], 'deny', { reason: 'not today' });
   assert.equal(rb.status, 200, rb.text);
-  await wait_run(troupe, 'list-a', (r) => r.status === 'completed', 'list-a to complete');
-  await wait_run(troupe, 'list-b', (r) => r.status === 'completed', 'list-b to complete');
+  await wait_run(troupe, 'list-a', (r) => r.status === 'completed', { message: 'list-a to complete' });
+  await wait_run(troupe, 'list-b', (r) => r.status === 'completed', { message: 'list-b to complete' });
 
   const all = await list_approvals(troupe);
   assert.equal(all.count, 3);
@@ -563,7 +544,7 @@ scenario('a pending approval survives kill -9: the recovered run re-asks with th
 
   const approved = await resolve(second, id, 'approve');
   assert.equal(approved.status, 200, approved.text);
-  const run = await wait_run(second, 'appr-restart', (r) => terminal.has(r.status), 'the run to end');
+  const run = await wait_run(second, 'appr-restart', (r) => terminal.has(r.status), { message: 'the run to end' });
   assert.equal(run.status, 'completed', JSON.stringify(run));
   assert.equal(run.attempts, 2);
   assert.ok(!fs.existsSync(file), 'the approved command ran after the restart');
@@ -593,7 +574,7 @@ scenario('a pending approval whose deadline passed while troupe was down is expi
   assert.equal(r.status, 'expired');
   assert.equal(r.approved, false);
   assert.equal(r.resolution_reason, 'approval_timeout');
-  const run = await wait_run(second, 'appr-lapsed', (x) => terminal.has(x.status), 'the run to end');
+  const run = await wait_run(second, 'appr-lapsed', (x) => terminal.has(x.status), { message: 'the run to end' });
   assert.equal(run.status, 'completed', JSON.stringify(run));
   const log = await all_events(second, 'appr-lapsed');
   const exec_results = log.filter((e) => e.type === 'tool_result' && e.tool_name === 'exec');
@@ -631,7 +612,7 @@ scenario('audit.jsonl gets one approval_request and one execution record per gat
   assert.deepEqual(pending.tool_args, masked, 'the approval record is redacted');
   const id = pending.request_id;
   assert.equal((await resolve(troupe, id, 'approve')).status, 200);
-  const run = await wait_run(troupe, 'appr-audit', (r) => terminal.has(r.status), 'the run to end');
+  const run = await wait_run(troupe, 'appr-audit', (r) => terminal.has(r.status), { message: 'the run to end' });
   assert.equal(run.status, 'completed');
   assert.ok(!fs.existsSync(path.join(troupe.workspace('pska', 'pska_aud'), 'secret.txt')), 'the approved rm ran');
 

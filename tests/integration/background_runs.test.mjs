@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import {
-  scenario, check_attempt_order, event_keys, timestamp_re, until, upstream_config, user,
+  scenario, check_attempt_order, event_keys, timestamp_re, until, upstream_config, user, wait_run as poll_run,
 } from './harness.mjs';
 
 // AS-50: every snapshot carries all of these keys.
@@ -74,18 +74,9 @@ async function get_run(troupe, run_id) {
   return check_snapshot(res.json, `GET /v1/runs/${run_id}`);
 }
 
-// Polls the snapshot until pred holds; returns it.
-async function wait_run(troupe, run_id, pred, { timeout_ms = 30_000, message = 'the run' } = {}) {
-  let last;
-  try {
-    return await until(async () => {
-      last = await get_run(troupe, run_id);
-      return pred(last) && last;
-    }, { timeout_ms, interval_ms: 20, message: `${message} (${run_id})` });
-  } catch (err) {
-    err.message += `\nlast snapshot: ${JSON.stringify(last)}`;
-    throw err;
-  }
+// Polls the checked snapshot until pred holds; returns it.
+function wait_run(troupe, run_id, pred, options = {}) {
+  return poll_run(troupe, run_id, pred, { ...options, read: get_run });
 }
 
 const wait_terminal = (troupe, run_id, timeout_ms = 30_000) =>

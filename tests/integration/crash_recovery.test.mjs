@@ -2,7 +2,7 @@
 // are recovered at once by the next `troupe serve` on the same data dir; the retried attempt continues
 // the same event log. (Two live processes on one data dir are refused: lifecycle.test.mjs.)
 import assert from 'node:assert/strict';
-import { scenario, timestamp_re, until, user } from './harness.mjs';
+import { get_run, scenario, timestamp_re, until, user } from './harness.mjs';
 
 const terminal = new Set(['completed', 'failed', 'cancelled']);
 const recovered_error = 'Recovered stale running lease';
@@ -13,12 +13,6 @@ async function post_run(troupe, body) {
   const res = await troupe.request('POST', '/v1/runs', { body });
   assert.equal(res.status, 200, `POST /v1/runs: ${res.text}`);
   assert.equal(res.json.status, 'queued', res.text);
-  return res.json;
-}
-
-async function get_run(troupe, run_id) {
-  const res = await troupe.request('GET', `/v1/runs/${encodeURIComponent(run_id)}`);
-  assert.equal(res.status, 200, `GET /v1/runs/${run_id}: ${res.text}`);
   return res.json;
 }
 

@@ -636,3 +636,25 @@ export async function wait_mcp_ready(troupe, names, timeout_ms) {
     throw err;
   }
 }
+
+// GET /v1/runs/{run_id}, which must answer 200; returns the snapshot.
+export async function get_run(troupe, run_id) {
+  const res = await troupe.request('GET', `/v1/runs/${encodeURIComponent(run_id)}`);
+  assert.equal(res.status, 200, `GET /v1/runs/${run_id}: ${res.text}`);
+  return res.json;
+}
+
+// Polls a run's snapshot (read with `read`) until `pred` holds; returns it. A timeout names the last
+// snapshot seen.
+export async function wait_run(troupe, run_id, pred, { timeout_ms = 30_000, message = 'the run', read = get_run } = {}) {
+  let last;
+  try {
+    return await until(async () => {
+      last = await read(troupe, run_id);
+      return pred(last) && last;
+    }, { timeout_ms, interval_ms: 20, message: `${message} (${run_id})` });
+  } catch (err) {
+    err.message += `\nlast snapshot: ${JSON.stringify(last)}`;
+    throw err;
+  }
+}

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import {
-  scenario, check_event_stream, event_keys, open_sse, timestamp_re, until, user,
+  scenario, check_event_stream, event_keys, get_run, open_sse, timestamp_re, until, user, wait_run,
 } from './harness.mjs';
 
 const terminal = new Set(['completed', 'failed', 'cancelled']);
@@ -52,25 +52,6 @@ async function post_run(troupe, body) {
   const res = await troupe.request('POST', '/v1/runs', { body });
   assert.equal(res.status, 200, `POST /v1/runs: ${res.text}`);
   return res.json;
-}
-
-async function get_run(troupe, run_id) {
-  const res = await troupe.request('GET', `/v1/runs/${encodeURIComponent(run_id)}`);
-  assert.equal(res.status, 200, `GET /v1/runs/${run_id}: ${res.text}`);
-  return res.json;
-}
-
-async function wait_run(troupe, run_id, pred, { timeout_ms = 30_000, message = 'the run' } = {}) {
-  let last;
-  try {
-    return await until(async () => {
-      last = await get_run(troupe, run_id);
-      return pred(last) && last;
-    }, { timeout_ms, interval_ms: 20, message: `${message} (${run_id})` });
-  } catch (err) {
-    err.message += `\nlast snapshot: ${JSON.stringify(last)}`;
-    throw err;
-  }
 }
 
 const wait_terminal = (troupe, run_id) => wait_run(troupe, run_id, (r) => terminal.has(r.status), { message: 'a terminal status' });
