@@ -1,6 +1,7 @@
 #include "io/sqlite_store.hpp"
 
 #include "actors/errors.hpp"
+#include "io/sqlite_support.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -134,97 +135,60 @@ constexpr const char* migrations[] = {
       count        INTEGER NOT NULL
     );
   )sql",
+  // The Responses gateway (responses.md RS-53); written through io/sqlite_response_store.cpp.
+  R"sql(
+    CREATE TABLE responses (
+      id                   TEXT PRIMARY KEY,
+      created_at           INTEGER NOT NULL,
+      status               TEXT NOT NULL,
+      background           INTEGER NOT NULL,
+      model                TEXT NOT NULL,
+      snapshot             TEXT NOT NULL,
+      request              TEXT NOT NULL,
+      input_count          INTEGER NOT NULL,
+      previous_response_id TEXT NOT NULL,
+      conversation_id      TEXT NOT NULL
+    );
+    CREATE INDEX responses_by_status ON responses (status);
+    CREATE TABLE response_history (
+      response_id TEXT NOT NULL,
+      position    INTEGER NOT NULL,
+      item_id     TEXT NOT NULL,
+      PRIMARY KEY (response_id, position)
+    );
+    CREATE INDEX response_history_by_item ON response_history (item_id);
+    CREATE TABLE items (
+      id         TEXT PRIMARY KEY,
+      json       TEXT NOT NULL,
+      created_at INTEGER NOT NULL
+    );
+    CREATE TABLE conversations (
+      id         TEXT PRIMARY KEY,
+      created_at INTEGER NOT NULL,
+      metadata   TEXT NOT NULL,
+      revision   INTEGER NOT NULL
+    );
+    CREATE TABLE conversation_items (
+      conversation_id TEXT NOT NULL,
+      position        INTEGER NOT NULL,
+      item_id         TEXT NOT NULL,
+      PRIMARY KEY (conversation_id, position)
+    );
+    CREATE UNIQUE INDEX conversation_items_by_member ON conversation_items (conversation_id, item_id);
+    CREATE INDEX conversation_items_by_item ON conversation_items (item_id);
+    CREATE TABLE response_events (
+      response_id TEXT NOT NULL,
+      sequence    INTEGER NOT NULL,
+      json        TEXT NOT NULL,
+      PRIMARY KEY (response_id, sequence)
+    );
+  )sql",
 };
 
-struct db_closer {
-  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
-};
-using db_ptr = std::shared_ptr<sqlite3>;
-
-struct stmt_closer {
-  void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
-};
-using stmt_ptr = std::unique_ptr<sqlite3_stmt, stmt_closer>;
-
-std::string exec(sqlite3* db, const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) == SQLITE_OK)
-    return {};
-  std::string msg = err ? err : "unknown error";
-  sqlite3_free(err);
-  return msg;
-}
-
-stmt_ptr prepare(sqlite3* db, const char* sql) {
-  sqlite3_stmt* s = nullptr;
-  sqlite3_prepare_v2(db, sql, -1, &s, nullptr);
-  return stmt_ptr(s);
-}
-
-std::string migrate(sqlite3* db) {
-  if (auto err = exec(db, "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)"); !err.empty())
-    return err;
-  auto q = prepare(db, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
-  if (!q || sqlite3_step(q.get()) != SQLITE_ROW)
-    return sqlite3_errmsg(db);
-  auto current = sqlite3_column_int(q.get(), 0);
-  int version = 0;
-  for (auto sql : migrations) {
-    ++version;
-    if (version <= current)
-      continue;
-    std::string tx = std::string("BEGIN;") + sql + "INSERT INTO schema_migrations(version) VALUES ("
-                     + std::to_string(version) + ");COMMIT;";
-    if (auto err = exec(db, tx.c_str()); !err.empty()) {
-      exec(db, "ROLLBACK");
-      return "migration " + std::to_string(version) + ": " + err;
-    }
-  }
-  return {};
-}
-
-// A prepared statement in use: bind by position, step, read columns; reset when it goes out of scope.
-class query {
-public:
-  explicit query(sqlite3_stmt* s) : s_(s) {}
-  query(const query&) = delete;
-  ~query() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-  }
-
-  query& bind(int i, const std::string& v) {
-    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  query& bind(int i, int64_t v) {
-    sqlite3_bind_int64(s_, i, v);
-    return *this;
-  }
-  query& bind(int i, const std::optional<double>& v) {
-    if (v)
-      sqlite3_bind_double(s_, i, *v);
-    else
-      sqlite3_bind_null(s_, i);
-    return *this;
-  }
-  bool row() { return sqlite3_step(s_) == SQLITE_ROW; }
-  bool done() { return sqlite3_step(s_) == SQLITE_DONE; }
-
-  std::string text(int i) const {
-    auto p = reinterpret_cast<const char*>(sqlite3_column_text(s_, i));
-    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(s_, i))) : std::string();
-  }
-  int64_t integer(int i) const { return sqlite3_column_int64(s_, i); }
-  std::optional<double> real(int i) const {
-    if (sqlite3_column_type(s_, i) == SQLITE_NULL)
-      return std::nullopt;
-    return sqlite3_column_double(s_, i);
-  }
-
-private:
-  sqlite3_stmt* s_;
-};
+using sqlite::db_ptr;
+using sqlite::exec;
+using sqlite::prepare;
+using sqlite::query;
 
 constexpr const char* run_columns =
   "run_id, run_kind, session_id, tenant_key, user_key, status, created_at, updated_at, started_at, completed_at, "
@@ -267,20 +231,9 @@ std::optional<double> ms_since(const std::string& iso) {
 
 // The database, its cached statements, and the SQL of every operation. Each method runs on the
 // store actor's thread; the write methods run inside the group's transaction.
-class database {
+class database : public sqlite::connection {
 public:
-  explicit database(db_ptr db) : db_(std::move(db)) {}
-
-  sqlite3* raw() const { return db_.get(); }
-
-  query sql(const char* text) {
-    auto& s = statements_[text];
-    if (!s)
-      s = prepare(db_.get(), text);
-    return query(s.get());
-  }
-
-  std::string error() const { return sqlite3_errmsg(db_.get()); }
+  using connection::connection;
 
   void save_session(const session_record& r) {
     auto q = sql(R"sql(
@@ -408,19 +361,6 @@ public:
     q.bind(5, protocol::iso_now());
     q.done();
   }
-
-  std::vector<std::string> ids(const char* text, const std::string& arg) {
-    std::vector<std::string> out;
-    auto q = sql(text);
-    q.bind(1, arg);
-    while (q.row())
-      out.push_back(q.text(0));
-    return out;
-  }
-
-private:
-  db_ptr db_;
-  std::unordered_map<const char*, stmt_ptr> statements_; // by the address of their SQL text
 };
 
 // The durable counts of GET /v1/metrics; bytes are the pages each table and its indexes use.
@@ -635,68 +575,19 @@ protocol::trace_facts facts_of(const run_record& r) {
   return f;
 }
 
-// Writes are grouped: each one joins a batch and the first one of a batch queues a flush behind
-// whatever else is already in the mailbox, so one transaction (one fsync) covers all of them. A
-// write is answered only after its batch committed. Reads flush first, so they see every write sent
-// before them.
 struct store_state {
   static inline const char* name = "sqlite_store";
   std::unique_ptr<database> db;
   std::string path;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> audit_file{nullptr, &std::fclose}; // JSONL copy of `audit`
-  std::vector<std::function<void(database&)>> writes;
-  std::vector<std::function<void(bool committed)>> replies;
+  sqlite::write_batch<database> batch;
 
-  void flush() {
-    if (writes.empty())
-      return;
-    auto raw = db->raw();
-    bool committed = exec(raw, "BEGIN IMMEDIATE").empty();
-    if (committed) {
-      for (auto& write : writes)
-        write(*db);
-      if (auto err = exec(raw, "COMMIT"); !err.empty()) {
-        spdlog::error("store: commit of {} writes failed: {}", writes.size(), err);
-        exec(raw, "ROLLBACK");
-        committed = false;
-      }
-    }
-    writes.clear();
-    auto done = std::move(replies);
-    replies.clear();
-    for (auto& reply : done)
-      reply(committed);
-  }
+  void flush() { batch.flush(*db, "store"); }
 };
 
 using store_pointer = store_actor::stateful_pointer<store_state>;
-
-void enqueue(store_pointer self, std::function<void(database&)> write, std::function<void(bool)> reply = {}) {
-  auto& st = self->state;
-  if (st.writes.empty())
-    self->send(self, flush_atom::value);
-  st.writes.push_back(std::move(write));
-  if (reply)
-    st.replies.push_back(std::move(reply));
-}
-
-// A write answered with its outcome once its batch committed.
-template <class T, class F>
-caf::result<T> write(store_pointer self, F fn) {
-  auto rp = self->make_response_promise<T>();
-  auto out = std::make_shared<std::variant<T, caf::error>>(caf::error{});
-  enqueue(
-    self, [fn = std::move(fn), out](database& db) mutable { *out = fn(db); },
-    [rp, out](bool committed) mutable {
-      if (!committed)
-        rp.deliver(make_error(errc::unavailable, "store: the write could not be committed"));
-      else if (auto v = std::get_if<T>(out.get()))
-        rp.deliver(std::move(*v));
-      else
-        rp.deliver(std::get<caf::error>(*out));
-    });
-  return rp;
-}
+using sqlite::enqueue;
+using sqlite::write;
 
 caf::error run_not_found() {
   return make_error(errc::not_found, "Run not found");
@@ -715,11 +606,7 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
     if (!self->state.audit_file)
       spdlog::error("store: cannot append to {}; audit records are kept in the store only", audit_path);
   }
-  // Nothing sent to the store may be lost when it is told to stop.
-  self->set_exit_handler([self](caf::exit_msg& msg) {
-    self->state.flush();
-    self->quit(msg.reason);
-  });
+  sqlite::flush_on_exit(self);
   using result_t = std::variant<run_record, caf::error>;
   return {
     [=](save_session_atom, session_record& r) {
@@ -999,21 +886,34 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
 
 } // namespace
 
+std::string sqlite::migrate(sqlite3* db) {
+  if (auto err = exec(db, "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)"); !err.empty())
+    return err;
+  auto q = prepare(db, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
+  if (!q || sqlite3_step(q.get()) != SQLITE_ROW)
+    return sqlite3_errmsg(db);
+  auto current = sqlite3_column_int(q.get(), 0);
+  int version = 0;
+  for (auto sql : migrations) {
+    ++version;
+    if (version <= current)
+      continue;
+    std::string tx = std::string("BEGIN;") + sql + "INSERT INTO schema_migrations(version) VALUES ("
+                     + std::to_string(version) + ");COMMIT;";
+    if (auto err = exec(db, tx.c_str()); !err.empty()) {
+      exec(db, "ROLLBACK");
+      return "migration " + std::to_string(version) + ": " + err;
+    }
+  }
+  return {};
+}
+
 std::variant<store_actor, std::string> spawn_sqlite_store(caf::actor_system& sys, const std::string& path,
                                                          const std::string& audit_path) {
-  sqlite3* raw = nullptr;
-  auto rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                            nullptr);
-  db_ptr db(raw, db_closer{});
-  if (rc != SQLITE_OK)
-    return "store.path " + path + ": cannot open: " + (raw ? sqlite3_errmsg(raw) : "out of memory");
-  sqlite3_busy_timeout(raw, 5000);
-  for (auto pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"})
-    if (auto err = exec(raw, pragma); !err.empty())
-      return "store.path " + path + ": " + err;
-  if (auto err = migrate(raw); !err.empty())
-    return "store.path " + path + ": " + err;
-  return sys.spawn<caf::detached>(sqlite_store_behavior, std::move(db), path, audit_path);
+  auto db = sqlite::open(path);
+  if (auto err = std::get_if<std::string>(&db))
+    return std::move(*err);
+  return sys.spawn<caf::detached>(sqlite_store_behavior, std::get<db_ptr>(std::move(db)), path, audit_path);
 }
 
 } // namespace troupe::io
