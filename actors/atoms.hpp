@@ -57,4 +57,20 @@ using expire_atom = caf::atom_constant<caf::atom("expire")>;
 using rate_atom = caf::atom_constant<caf::atom("rate")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
+using save_response_atom = caf::atom_constant<caf::atom("save_resp")>;
+using get_response_atom = caf::atom_constant<caf::atom("get_resp")>;
+using get_items_atom = caf::atom_constant<caf::atom("get_items")>;
+using input_items_atom = caf::atom_constant<caf::atom("in_items")>;
+using delete_response_atom = caf::atom_constant<caf::atom("del_resp")>;
+using response_events_atom = caf::atom_constant<caf::atom("resp_evts")>;
+using unfinished_atom = caf::atom_constant<caf::atom("unfinished")>;
+using create_conversation_atom = caf::atom_constant<caf::atom("new_conv")>;
+using get_conversation_atom = caf::atom_constant<caf::atom("get_conv")>;
+using update_conversation_atom = caf::atom_constant<caf::atom("set_conv")>;
+using delete_conversation_atom = caf::atom_constant<caf::atom("del_conv")>;
+using add_conversation_items_atom = caf::atom_constant<caf::atom("add_citems")>;
+using conversation_items_atom = caf::atom_constant<caf::atom("conv_items")>;
+using list_conversation_items_atom = caf::atom_constant<caf::atom("list_citem")>;
+using remove_conversation_item_atom = caf::atom_constant<caf::atom("rm_citem")>;
+
 } // namespace troupe

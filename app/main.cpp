@@ -95,6 +95,7 @@ std::shared_ptr<model_port> make_model_port(const protocol::config& c) {
     o.timeout_seconds = static_cast<int>(std::max(1.0, c.model.timeout_seconds));
     o.max_retries = c.model.max_retries;
     o.stream = c.model.stream;
+    o.protocol = c.model.protocol;
     return std::make_shared<io::openai_chat_client>(o);
   }
   auto book = protocol::script_book::parse(c.model.script, c.model.scripts);

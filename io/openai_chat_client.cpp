@@ -2,6 +2,7 @@
 
 #include "io/http_client.hpp"
 #include "protocol/openai_chat_codec.hpp"
+#include "protocol/responses_request.hpp"
 #include "protocol/sse_parser.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -49,7 +50,6 @@ parsed_url parse_base_url(const std::string& url) {
   }
   while (!out.target.empty() && out.target.back() == '/')
     out.target.pop_back();
-  out.target += "/chat/completions";
   return out;
 }
 
@@ -73,14 +73,19 @@ public:
   ~impl();
 
   std::shared_ptr<cancel_handle> infer(protocol::model_request request, completion done);
+  std::shared_ptr<upstream_round> open(const protocol::responses::round_request& round,
+                                       upstream_port::events_handler events);
 
   void forget(uint64_t id);
 
   class call;
 
+  template <class... Ts>
+  std::shared_ptr<call> launch(Ts&&... xs);
+
   const openai_chat_options options_;
   const parsed_url url_;
-  const std::string url_text_; // the full request URL, for error messages
+  const std::string origin_; // scheme and authority, for error messages
   ssl::context ssl_ctx_{ssl::context::tls_client};
   net::io_context ioc_;
 
@@ -105,6 +110,20 @@ public:
     build_request(protocol::encode_chat_request(request));
   }
 
+  // One Responses round (RS-45, RS-47): its events go to `events`, reading pauses after each batch.
+  call(impl& owner, uint64_t id, const protocol::responses::round_request& round,
+       upstream_port::events_handler events)
+    : owner_(owner), id_(id), strand_(net::make_strand(owner.ioc_)), deadline_(strand_), backoff_(strand_),
+      events_(std::move(events)) {
+    streamed_ = owner.options_.stream;
+    auto r = round;
+    r.stream = streamed_;
+    responses_ = owner.options_.protocol == "responses";
+    build_request(responses_ ? protocol::responses::render_responses_request(r)
+                             : protocol::responses::render_chat_request(r, owner.options_.chat));
+    req_.target = owner_.url_.target + (responses_ ? "/responses" : "/chat/completions");
+  }
+
   void start() {
     net::post(strand_, [self = shared_from_this()] {
       if (self->finished_)
@@ -112,6 +131,18 @@ public:
       if (!self->owner_.url_.error.empty())
         return self->finish(failure(self->owner_.url_.error, 0, false));
       self->start_attempt();
+    });
+  }
+
+  // Reading goes on after a batch of round events was taken (thread-safe).
+  void resume() {
+    net::post(strand_, [self = shared_from_this()] {
+      if (self->finished_ || !self->paused_)
+        return;
+      self->paused_ = false;
+      if (self->body_done_)
+        return self->end_round();
+      self->read_body();
     });
   }
 
@@ -129,7 +160,7 @@ private:
   void build_request(std::string body) {
     const auto& opts = owner_.options_;
     req_.method = "POST";
-    req_.target = owner_.url_.target;
+    req_.target = owner_.url_.target + "/chat/completions";
     req_.fields = {{"Content-Type", "application/json"},
                    {"Accept", streamed_ ? "text/event-stream" : "application/json"}};
     if (!opts.api_key.empty())
@@ -145,8 +176,10 @@ private:
     conn_.emplace(strand_, &owner_.ssl_ctx_, owner_.url_, header_limit_bytes, owner_.options_.max_body_bytes);
     sse_.emplace(owner_.options_.max_line_bytes);
     assembler_.emplace();
+    chat_reader_.emplace();
+    responses_reader_.emplace();
     plain_body_.clear();
-    events_.clear();
+    sse_events_.clear();
 
     deadline_.expires_after(std::chrono::seconds(owner_.options_.timeout_seconds));
     deadline_.async_wait([self = shared_from_this(), gen = attempt_](beast::error_code ec) {
@@ -208,12 +241,14 @@ private:
     if (!sse_body_) {
       plain_body_.append(bytes); // bounded by the parser's body_limit
       if (done)
-        return decode_plain();
+        return events_ ? end_round() : decode_plain();
       return read_body();
     }
-    if (!sse_->feed(bytes, events_))
+    if (!sse_->feed(bytes, sse_events_))
       return finish(failure(url_text() + ": " + sse_->error(), status_, false));
-    for (auto& event : events_) {
+    if (events_)
+      return on_round_events(done);
+    for (auto& event : sse_events_) {
       if (event.event == "error")
         return finish(failure("upstream error: " + event.data, status_, false));
       if (!assembler_->feed(event.data))
@@ -221,12 +256,56 @@ private:
       if (assembler_->done())
         return succeed(assembler_->finish()); // nothing useful follows [DONE]
     }
-    events_.clear();
+    sse_events_.clear();
     if (!done)
       return read_body();
     if (!assembler_->started())
       return finish(failure(url_text() + ": stream ended without a chunk", status_, false));
     succeed(assembler_->finish()); // a stream that ends without [DONE] still ends
+  }
+
+  // A round's SSE events through its protocol's reader; the batch goes out and reading pauses.
+  void on_round_events(bool done) {
+    std::vector<protocol::responses::upstream_event> batch;
+    for (auto& event : sse_events_) {
+      bool ok = responses_ ? responses_reader_->feed(event.data, batch) : chat_reader_->feed(event.data, batch);
+      if (!ok)
+        break;
+    }
+    sse_events_.clear();
+    bool failed = !batch.empty() && batch.back().what == protocol::responses::upstream_event::kind::failure;
+    body_done_ = done || failed;
+    if (failed)
+      return deliver(std::move(batch), true);
+    if (batch.empty())
+      return done ? end_round() : read_body();
+    delivered_ = true;
+    paused_ = true;
+    deliver(std::move(batch), false);
+  }
+
+  // The end of a round's body: the reader's last word, or the events of a non-streamed answer.
+  void end_round() {
+    std::vector<protocol::responses::upstream_event> batch;
+    if (!sse_body_)
+      batch = responses_ ? protocol::responses::responses_object_events(plain_body_)
+                         : protocol::responses::chat_completion_events(plain_body_);
+    else if (responses_)
+      responses_reader_->end(batch);
+    else
+      chat_reader_->end(batch);
+    deliver(std::move(batch), true);
+  }
+
+  void deliver(std::vector<protocol::responses::upstream_event> batch, bool last) {
+    if (last) {
+      finished_ = true;
+      end_attempt();
+      backoff_.cancel();
+    }
+    events_(std::move(batch));
+    if (last)
+      owner_.forget(id_);
   }
 
   void decode_plain() {
@@ -263,7 +342,7 @@ private:
   // AS-17: transient failures are retried max_retries times, after base, 2·base, 4·base...
   void retry_or_finish(model_outcome out) {
     end_attempt();
-    if (!out.retryable || attempt_ > static_cast<uint64_t>(std::max(0, owner_.options_.max_retries))) {
+    if (!out.retryable || delivered_ || attempt_ > static_cast<uint64_t>(std::max(0, owner_.options_.max_retries))) {
       if (attempt_ > 1)
         out.error += " (after " + std::to_string(attempt_) + " attempts)";
       return finish(std::move(out));
@@ -289,6 +368,20 @@ private:
   void finish(model_outcome out) {
     if (finished_)
       return;
+    if (events_) {
+      if (out.cancelled) { // nothing is delivered after cancel()
+        finished_ = true;
+        end_attempt();
+        backoff_.cancel();
+        owner_.forget(id_);
+        return;
+      }
+      protocol::responses::upstream_event failure;
+      failure.what = protocol::responses::upstream_event::kind::failure;
+      failure.text = std::move(out.error);
+      failure.http_status = out.http_status;
+      return deliver({std::move(failure)}, true);
+    }
     finished_ = true;
     end_attempt();
     backoff_.cancel();
@@ -309,7 +402,7 @@ private:
   }
 
   std::string url_text() const {
-    return owner_.url_text_;
+    return "POST " + owner_.origin_ + req_.target;
   }
 
   impl& owner_;
@@ -330,7 +423,16 @@ private:
   std::string plain_body_;
   std::optional<protocol::sse_parser> sse_;
   std::optional<protocol::chat_stream_assembler> assembler_;
-  std::vector<protocol::sse_event> events_;
+  std::vector<protocol::sse_event> sse_events_;
+
+  // A Responses round.
+  upstream_port::events_handler events_;
+  bool responses_ = false; // the upstream speaks /v1/responses
+  std::optional<protocol::responses::chat_chunk_reader> chat_reader_;
+  std::optional<protocol::responses::responses_event_reader> responses_reader_;
+  bool delivered_ = false; // a batch went out: the round can no longer be retried
+  bool paused_ = false;
+  bool body_done_ = false;
 };
 
 namespace {
@@ -352,11 +454,30 @@ void call_handle::cancel() {
     c->cancel();
 }
 
+class round_handle : public upstream_round {
+public:
+  explicit round_handle(std::weak_ptr<openai_chat_client::impl::call> c) : call_(std::move(c)) {
+  }
+
+  void cancel() override {
+    if (auto c = call_.lock())
+      c->cancel();
+  }
+
+  void resume() override {
+    if (auto c = call_.lock())
+      c->resume();
+  }
+
+private:
+  std::weak_ptr<openai_chat_client::impl::call> call_;
+};
+
 } // namespace
 
 openai_chat_client::impl::impl(openai_chat_options options)
   : options_(std::move(options)), url_(parse_base_url(options_.base_url)),
-    url_text_("POST " + std::string(url_.tls ? "https://" : "http://") + url_.host_header + url_.target),
+    origin_(std::string(url_.tls ? "https://" : "http://") + url_.host_header),
     guard_(net::make_work_guard(ioc_)) {
   ssl_ctx_.set_default_verify_paths();
   ssl_ctx_.set_verify_mode(ssl::verify_peer);
@@ -389,21 +510,31 @@ openai_chat_client::impl::~impl() {
     t.join();
 }
 
-std::shared_ptr<cancel_handle> openai_chat_client::impl::infer(protocol::model_request request,
-                                                               completion done) {
+template <class... Ts>
+std::shared_ptr<openai_chat_client::impl::call> openai_chat_client::impl::launch(Ts&&... xs) {
   std::shared_ptr<call> c;
   bool closing = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     uint64_t id = next_id_++;
-    c = std::make_shared<call>(*this, id, std::move(request), std::move(done));
+    c = std::make_shared<call>(*this, id, std::forward<Ts>(xs)...);
     live_.emplace(id, c);
     closing = closing_;
   }
   c->start();
   if (closing) // started from a `done` while the client is being destroyed
     c->cancel();
-  return std::make_shared<call_handle>(c);
+  return c;
+}
+
+std::shared_ptr<cancel_handle> openai_chat_client::impl::infer(protocol::model_request request,
+                                                               completion done) {
+  return std::make_shared<call_handle>(launch(std::move(request), std::move(done)));
+}
+
+std::shared_ptr<upstream_round> openai_chat_client::impl::open(const protocol::responses::round_request& round,
+                                                               upstream_port::events_handler events) {
+  return std::make_shared<round_handle>(launch(round, std::move(events)));
 }
 
 void openai_chat_client::impl::forget(uint64_t id) {
@@ -421,6 +552,11 @@ openai_chat_client::~openai_chat_client() = default;
 
 std::shared_ptr<cancel_handle> openai_chat_client::infer(protocol::model_request request, completion done) {
   return impl_->infer(std::move(request), std::move(done));
+}
+
+std::shared_ptr<upstream_round> openai_chat_client::open(const protocol::responses::round_request& round,
+                                                         events_handler events) {
+  return impl_->open(round, std::move(events));
 }
 
 } // namespace troupe::io

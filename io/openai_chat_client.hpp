@@ -1,7 +1,10 @@
-// The model port over an OpenAI-compatible chat-completions upstream, over HTTP or HTTPS (AS-17).
+// The model ports over an OpenAI-compatible upstream, over HTTP or HTTPS: chat completions for the agent
+// loop (AS-17), and Responses rounds over chat completions or /v1/responses (RS-45, RS-47).
 #pragma once
 
 #include "actors/model_port.hpp"
+#include "actors/upstream_port.hpp"
+#include "protocol/responses_request.hpp"
 
 #include <cstddef>
 #include <memory>
@@ -17,6 +20,8 @@ struct openai_chat_options {
   int max_retries = 2;       // model.max_retries
   int retry_base_ms = 1000;  // the n-th retry waits retry_base_ms * 2^(n-1)
   bool stream = true;        // model.stream; a call streams when this and request.stream are true
+  std::string protocol = "chat_completions"; // model.protocol: how Responses rounds are sent (RS-45, RS-47)
+  protocol::responses::chat_options chat;   // how history becomes chat messages (RS-47)
   std::size_t max_line_bytes = std::size_t{1} << 20;  // longest SSE line accepted
   std::size_t max_body_bytes = std::size_t{16} << 20; // longest response body accepted
   int io_threads = 1;
@@ -25,7 +30,7 @@ struct openai_chat_options {
 // Owns its io_context and worker threads. Each infer() is one POST {base_url}/chat/completions, with
 // its retries; `done` runs on a worker thread, never from inside infer(). The destructor completes
 // every outstanding call as cancelled and joins the workers; it must not run from inside a `done`.
-class openai_chat_client : public model_port {
+class openai_chat_client : public model_port, public upstream_port {
 public:
   explicit openai_chat_client(openai_chat_options options);
   ~openai_chat_client() override;
@@ -34,6 +39,8 @@ public:
   openai_chat_client& operator=(const openai_chat_client&) = delete;
 
   std::shared_ptr<cancel_handle> infer(protocol::model_request request, completion done) override;
+  std::shared_ptr<upstream_round> open(const protocol::responses::round_request& round,
+                                       events_handler events) override;
 
   class impl;
 

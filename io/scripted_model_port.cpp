@@ -57,6 +57,80 @@ scripted_model_port::~scripted_model_port() {
   impl_->thread.join();
 }
 
+namespace {
+
+// A Responses round in flight: the scripted reply waits for its turn's delay, then goes out whole.
+struct scripted_round : upstream_round, std::enable_shared_from_this<scripted_round> {
+  explicit scripted_round(net::io_context& ioc) : timer(ioc) {}
+
+  void cancel() override {
+    cancelled = true;
+    net::post(timer.get_executor(), [self = shared_from_this()] { self->timer.cancel(); });
+  }
+  void resume() override {}
+
+  net::steady_timer timer;
+  std::atomic<bool> cancelled{false};
+};
+
+std::vector<protocol::responses::upstream_event> reply_events(const protocol::model_reply& reply) {
+  using protocol::responses::upstream_event;
+  std::vector<upstream_event> out;
+  if (!reply.content.empty()) {
+    upstream_event e;
+    e.what = upstream_event::kind::text;
+    e.text = reply.content;
+    out.push_back(std::move(e));
+  }
+  int64_t index = 0;
+  for (auto& call : reply.tool_calls) {
+    upstream_event c;
+    c.what = upstream_event::kind::call;
+    c.index = index;
+    c.call_id = call.id;
+    c.name = call.name;
+    out.push_back(std::move(c));
+    upstream_event a;
+    a.what = upstream_event::kind::arguments;
+    a.index = index++;
+    a.text = call.arguments;
+    out.push_back(std::move(a));
+  }
+  upstream_event f;
+  f.what = upstream_event::kind::finish;
+  f.finish = reply.tool_calls.empty() ? "stop" : "tool_calls";
+  f.tokens.input_tokens = reply.usage.prompt_tokens;
+  f.tokens.output_tokens = reply.usage.completion_tokens;
+  out.push_back(std::move(f));
+  return out;
+}
+
+} // namespace
+
+std::shared_ptr<upstream_round> scripted_model_port::open(const protocol::responses::round_request& round,
+                                                          events_handler events) {
+  auto request = protocol::responses::chat_model_request(round);
+  auto r = std::make_shared<scripted_round>(impl_->ioc);
+  std::vector<protocol::responses::upstream_event> batch;
+  int64_t delay_ms = 0;
+  if (auto script = impl_->book.find(request.model)) {
+    delay_ms = protocol::scripted_turn(*script, request).delay_ms;
+    batch = reply_events(protocol::scripted_reply(*script, request));
+  } else {
+    protocol::responses::upstream_event e;
+    e.what = protocol::responses::upstream_event::kind::failure;
+    e.text = "unknown scripted model '" + request.model + "': define it under model.scripts";
+    e.http_status = 404;
+    batch.push_back(std::move(e));
+  }
+  r->timer.expires_after(std::chrono::milliseconds(delay_ms));
+  r->timer.async_wait([r, batch = std::move(batch), events = std::move(events)](const boost::system::error_code& ec) mutable {
+    if (!ec && !r->cancelled)
+      events(std::move(batch));
+  });
+  return r;
+}
+
 std::shared_ptr<cancel_handle> scripted_model_port::infer(protocol::model_request request, completion done) {
   auto p = std::make_shared<pending>(impl_->ioc, std::move(done));
   protocol::model_outcome outcome;

@@ -1,5 +1,6 @@
 #include "protocol/ids.hpp"
 
+#include <chrono>
 #include <random>
 
 namespace troupe::protocol {
@@ -35,6 +36,19 @@ std::string uuid4() {
   h[16] = hex_digits[8 + (next_random() & 3)];  // variant 10xx
   return h.substr(0, 8) + '-' + h.substr(8, 4) + '-' + h.substr(12, 4) + '-' + h.substr(16, 4) + '-'
          + h.substr(20, 12);
+}
+
+std::string uuid7_id(std::string_view prefix) {
+  auto ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count());
+  std::string out(prefix);
+  for (int shift = 44; shift >= 0; shift -= 4) // 48 bits of milliseconds
+    out.push_back(hex_digits[(ms >> shift) & 0xf]);
+  auto rest = random_hex(20);
+  rest[0] = '7';                                // version
+  rest[4] = hex_digits[8 + (next_random() & 3)]; // variant 10xx
+  return out + rest;
 }
 
 } // namespace troupe::protocol

@@ -1,0 +1,250 @@
+#include "protocol/responses_items.hpp"
+
+#include "protocol/ids.hpp"
+
+#include <limits>
+#include <utility>
+
+namespace troupe::protocol::responses {
+
+namespace {
+
+void write_string(json::writer& w, const char* key, std::string_view v) {
+  w.Key(key);
+  w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
+}
+
+// JSON text, or null when empty.
+void write_json_or_null(json::writer& w, const char* key, std::string_view v) {
+  w.Key(key);
+  if (v.empty())
+    w.Null();
+  else
+    json::write_raw(w, v);
+}
+
+void write_part(json::writer& w, const content_part& p) {
+  w.StartObject();
+  write_string(w, "type", p.type);
+  if (p.type == "input_image") {
+    write_string(w, "image_url", p.image_url);
+    write_string(w, "detail", p.detail);
+  } else if (p.type == "refusal") {
+    write_string(w, "refusal", p.text);
+  } else {
+    write_string(w, "text", p.text);
+    if (p.type == "output_text") {
+      w.Key("annotations");
+      w.StartArray();
+      w.EndArray();
+      w.Key("logprobs");
+      w.StartArray();
+      w.EndArray();
+    }
+  }
+  w.EndObject();
+}
+
+void write_parts(json::writer& w, const char* key, const std::vector<content_part>& parts) {
+  w.Key(key);
+  w.StartArray();
+  for (auto& p : parts)
+    write_part(w, p);
+  w.EndArray();
+}
+
+std::vector<content_part> parts_from_json(const json::value* v) {
+  std::vector<content_part> out;
+  if (!v || !v->IsArray())
+    return out;
+  for (auto& p : v->GetArray()) {
+    content_part part;
+    part.type = json::get_string(p, "type");
+    part.text = part.type == "refusal" ? json::get_string(p, "refusal") : json::get_string(p, "text");
+    part.image_url = json::get_string(p, "image_url");
+    part.detail = json::get_string(p, "detail", "auto");
+    out.push_back(std::move(part));
+  }
+  return out;
+}
+
+std::string raw_or_empty(const json::value* v) {
+  return v && !v->IsNull() ? json::serialize(*v) : std::string();
+}
+
+int64_t saturating_add(int64_t a, int64_t b) {
+  if (b > 0 && a > std::numeric_limits<int64_t>::max() - b)
+    return std::numeric_limits<int64_t>::max();
+  return a + b;
+}
+
+} // namespace
+
+std::string_view id_prefix(std::string_view type) {
+  static const std::pair<std::string_view, std::string_view> prefixes[] = {
+    {"message", "msg_"},
+    {"reasoning", "rs_"},
+    {"function_call", "fc_"},
+    {"function_call_output", "fco_"},
+    {"mcp_call", "mcp_"},
+    {"mcp_list_tools", "mcpl_"},
+    {"mcp_approval_request", "mcpr_"},
+    {"mcp_approval_response", "mcpa_"},
+    {"web_search_call", "ws_"},
+    {"file_search_call", "fs_"},
+    {"compaction", "cmp_"},
+  };
+  for (auto& [t, p] : prefixes)
+    if (t == type)
+      return p;
+  return {};
+}
+
+std::string mint_item_id(std::string_view type) {
+  return uuid7_id(id_prefix(type));
+}
+
+void write_item(json::writer& w, const item& it) {
+  w.StartObject();
+  write_string(w, "id", it.id);
+  write_string(w, "type", it.type);
+  if (it.type == "message") {
+    write_string(w, "role", it.role);
+    write_string(w, "status", it.status);
+    write_parts(w, "content", it.content);
+  } else if (it.type == "reasoning") {
+    write_parts(w, "summary", it.summary);
+    write_parts(w, "content", it.content);
+    w.Key("encrypted_content");
+    w.Null();
+    write_string(w, "status", it.status);
+  } else if (it.type == "function_call") {
+    write_string(w, "call_id", it.call_id);
+    write_string(w, "name", it.name);
+    write_string(w, "arguments", it.arguments);
+    write_string(w, "status", it.status);
+  } else if (it.type == "function_call_output") {
+    write_string(w, "call_id", it.call_id);
+    write_json_or_null(w, "output", it.output.empty() ? "\"\"" : it.output);
+    write_string(w, "status", "completed");
+  } else if (it.type == "mcp_list_tools") {
+    write_string(w, "server_label", it.server_label);
+    write_json_or_null(w, "tools", it.tools);
+    write_json_or_null(w, "error", it.error);
+  } else if (it.type == "mcp_call") {
+    write_string(w, "server_label", it.server_label);
+    write_string(w, "name", it.name);
+    write_string(w, "arguments", it.arguments);
+    write_json_or_null(w, "output", it.output);
+    write_json_or_null(w, "error", it.error);
+    write_string(w, "status", it.status);
+    json::write_nullable(w, "approval_request_id", it.approval_request_id);
+  } else if (it.type == "mcp_approval_request") {
+    write_string(w, "server_label", it.server_label);
+    write_string(w, "name", it.name);
+    write_string(w, "arguments", it.arguments);
+  } else if (it.type == "mcp_approval_response") {
+    write_string(w, "approval_request_id", it.approval_request_id);
+    w.Key("approve");
+    w.Bool(it.approve);
+    json::write_nullable(w, "reason", it.reason);
+  } else if (it.type == "compaction") {
+    write_string(w, "encrypted_content", it.encrypted_content);
+  }
+  w.EndObject();
+}
+
+std::string to_json(const item& it) {
+  rapidjson::StringBuffer buf;
+  json::writer w(buf);
+  write_item(w, it);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+item item_from_json(const json::value& v) {
+  item it;
+  it.id = json::get_string(v, "id");
+  it.type = json::get_string(v, "type");
+  it.status = json::get_string(v, "status");
+  it.role = json::get_string(v, "role");
+  if (auto c = json::member(v, "content"); c && c->IsString())
+    it.content.push_back({it.role == "assistant" ? "output_text" : "input_text", c->GetString(), {}, "auto"});
+  else
+    it.content = parts_from_json(c);
+  it.summary = parts_from_json(json::member(v, "summary"));
+  it.call_id = json::get_string(v, "call_id");
+  it.name = json::get_string(v, "name");
+  it.arguments = json::get_string(v, "arguments");
+  it.output = raw_or_empty(json::member(v, "output"));
+  it.server_label = json::get_string(v, "server_label");
+  it.error = raw_or_empty(json::member(v, "error"));
+  if (auto t = json::member(v, "tools"))
+    it.tools = json::serialize(*t);
+  it.approval_request_id = json::get_string(v, "approval_request_id");
+  it.approve = json::get_bool(v, "approve").value_or(false);
+  it.reason = json::get_string(v, "reason");
+  it.encrypted_content = json::get_string(v, "encrypted_content");
+  return it;
+}
+
+std::optional<item> item_from_json(std::string_view text) {
+  auto doc = json::parse(text);
+  if (!doc || !doc->IsObject())
+    return std::nullopt;
+  return item_from_json(static_cast<const json::value&>(*doc));
+}
+
+std::string message_text(const item& it, std::string_view type) {
+  std::string out;
+  for (auto& p : it.content)
+    if (type.empty() ? p.type != "input_image" : p.type == type)
+      out += p.text;
+  return out;
+}
+
+std::string error_json(const api_error& e) {
+  return json::object([&](json::writer& w) {
+    w.Key("error");
+    w.StartObject();
+    write_string(w, "message", e.message);
+    write_string(w, "type", e.status >= 500 ? "server_error" : "invalid_request_error");
+    json::write_nullable(w, "param", e.param);
+    json::write_nullable(w, "code", e.code);
+    w.EndObject();
+  });
+}
+
+api_error not_found(std::string message, std::string param) {
+  return {404, std::move(message), std::move(param), {}};
+}
+
+usage& usage::operator+=(const usage& o) {
+  input_tokens = saturating_add(input_tokens, o.input_tokens);
+  cached_tokens = saturating_add(cached_tokens, o.cached_tokens);
+  output_tokens = saturating_add(output_tokens, o.output_tokens);
+  reasoning_tokens = saturating_add(reasoning_tokens, o.reasoning_tokens);
+  return *this;
+}
+
+void write_usage(json::writer& w, const usage& u) {
+  w.StartObject();
+  w.Key("input_tokens");
+  w.Int64(u.input_tokens);
+  w.Key("input_tokens_details");
+  w.StartObject();
+  w.Key("cached_tokens");
+  w.Int64(u.cached_tokens);
+  w.EndObject();
+  w.Key("output_tokens");
+  w.Int64(u.output_tokens);
+  w.Key("output_tokens_details");
+  w.StartObject();
+  w.Key("reasoning_tokens");
+  w.Int64(u.reasoning_tokens);
+  w.EndObject();
+  w.Key("total_tokens");
+  w.Int64(saturating_add(u.input_tokens, u.output_tokens));
+  w.EndObject();
+}
+
+} // namespace troupe::protocol::responses

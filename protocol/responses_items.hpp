@@ -1,0 +1,82 @@
+// The Responses item model (responses.md §3): the history the one agent loop keeps, its JSON, and
+// the client error object of the Responses dialect (RS-1).
+#pragma once
+
+#include "protocol/json.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace troupe::protocol::responses {
+
+// A part of a message's content, a reasoning item's content or summary (RS-17).
+struct content_part {
+  std::string type; // input_text | output_text | refusal | input_image | reasoning_text | summary_text
+  std::string text; // the text, or the refusal
+  std::string image_url;
+  std::string detail = "auto";
+};
+
+// One item (RS-17). Fields a type does not use stay empty. JSON-valued fields hold JSON text; an
+// empty one is written as null.
+struct item {
+  std::string id;
+  std::string type;
+  std::string status;
+  std::string role;                   // message
+  std::vector<content_part> content;  // message, reasoning (reasoning_text)
+  std::vector<content_part> summary;  // reasoning (summary_text)
+  std::string call_id;                // function_call, function_call_output
+  std::string name;                   // function_call, mcp_call, mcp_approval_request
+  std::string arguments;              // JSON object text, as the model wrote it
+  std::string output;                 // function_call_output: a JSON string or array; mcp_call: string
+  std::string server_label;           // mcp_*
+  std::string error;                  // mcp_call, mcp_list_tools: JSON object text
+  std::string tools = "[]";           // mcp_list_tools: JSON array text
+  std::string approval_request_id;    // mcp_call, mcp_approval_response
+  bool approve = false;               // mcp_approval_response
+  std::string reason;                 // mcp_approval_response
+  std::string encrypted_content;      // compaction: the plaintext summary (RS-17)
+};
+
+// The id prefix of an item type (RS-18); "" for a type without items.
+std::string_view id_prefix(std::string_view type);
+// A fresh id for an item of `type`.
+std::string mint_item_id(std::string_view type);
+
+void write_item(json::writer& w, const item& it);
+std::string to_json(const item& it);
+// An item as stored or as given by a client, fields read leniently (validation is the request's).
+item item_from_json(const json::value& v);
+std::optional<item> item_from_json(std::string_view text);
+
+// The concatenated text of a message's parts of `type` ("" = every text part).
+std::string message_text(const item& it, std::string_view type = "");
+
+// The OpenAI error object (RS-1): 4xx are invalid_request_error, 5xx server_error.
+struct api_error {
+  int status = 400;
+  std::string message;
+  std::string param; // "" = null
+  std::string code;  // "" = null
+};
+
+std::string error_json(const api_error& e);
+api_error not_found(std::string message, std::string param = {});
+
+// Token usage of a response (RS-19): saturating sums.
+struct usage {
+  int64_t input_tokens = 0;
+  int64_t cached_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t reasoning_tokens = 0;
+
+  usage& operator+=(const usage& o);
+};
+
+void write_usage(json::writer& w, const usage& u);
+
+} // namespace troupe::protocol::responses

@@ -1,0 +1,932 @@
+#include "protocol/responses_stream.hpp"
+
+#include "protocol/ids.hpp"
+
+#include <utility>
+
+namespace troupe::protocol::responses {
+
+namespace {
+
+std::string string_of(const json::value* v) {
+  return v && v->IsString() ? std::string(v->GetString(), v->GetStringLength()) : std::string();
+}
+
+int64_t int_of(const json::value& obj, const char* key) {
+  return json::get_int(obj, key).value_or(0);
+}
+
+usage chat_usage(const json::value& u) {
+  usage out;
+  out.input_tokens = int_of(u, "prompt_tokens");
+  out.output_tokens = int_of(u, "completion_tokens");
+  if (auto d = json::member(u, "prompt_tokens_details"))
+    out.cached_tokens = int_of(*d, "cached_tokens");
+  if (auto d = json::member(u, "completion_tokens_details"))
+    out.reasoning_tokens = int_of(*d, "reasoning_tokens");
+  return out;
+}
+
+usage responses_usage(const json::value& u) {
+  usage out;
+  out.input_tokens = int_of(u, "input_tokens");
+  out.output_tokens = int_of(u, "output_tokens");
+  if (auto d = json::member(u, "input_tokens_details"))
+    out.cached_tokens = int_of(*d, "cached_tokens");
+  if (auto d = json::member(u, "output_tokens_details"))
+    out.reasoning_tokens = int_of(*d, "reasoning_tokens");
+  return out;
+}
+
+upstream_event make(upstream_event::kind k, std::string text = {}, int64_t index = 0) {
+  upstream_event e;
+  e.what = k;
+  e.text = std::move(text);
+  e.index = index;
+  return e;
+}
+
+upstream_event call_event(int64_t index, std::string call_id, std::string name) {
+  auto e = make(upstream_event::kind::call, {}, index);
+  e.call_id = std::move(call_id);
+  e.name = std::move(name);
+  return e;
+}
+
+upstream_event finish_event(std::string reason, usage tokens) {
+  auto e = make(upstream_event::kind::finish);
+  e.finish = std::move(reason);
+  e.tokens = tokens;
+  return e;
+}
+
+std::string chat_finish(std::string reason) {
+  if (reason == "length" || reason == "content_filter" || reason == "tool_calls")
+    return reason;
+  if (reason == "function_call")
+    return "tool_calls";
+  return "stop";
+}
+
+// The finish of a Responses object: its incomplete reason mapped to the chat vocabulary.
+std::string responses_finish(const json::value& response) {
+  if (json::get_string(response, "status") != "incomplete")
+    return "stop";
+  auto details = json::member(response, "incomplete_details");
+  auto reason = details ? json::get_string(*details, "reason") : std::string();
+  return reason == "content_filter" ? "content_filter" : "length";
+}
+
+std::string error_message(const json::value& v, const char* fallback) {
+  if (auto e = json::member(v, "error")) {
+    if (e->IsString())
+      return e->GetString();
+    auto m = json::get_string(*e, "message");
+    if (!m.empty())
+      return m;
+  }
+  auto m = json::get_string(v, "message");
+  return m.empty() ? fallback : m;
+}
+
+// The members of a JSON object's text, without its braces.
+std::string members(const std::string& object_text) {
+  return object_text.size() <= 2 ? std::string() : object_text.substr(1, object_text.size() - 2);
+}
+
+void write_str(json::writer& w, const char* key, std::string_view v) {
+  w.Key(key);
+  w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
+}
+
+void write_empty_array(json::writer& w, const char* key) {
+  w.Key(key);
+  w.StartArray();
+  w.EndArray();
+}
+
+const char* delta_type(const std::string& part_type) {
+  if (part_type == "refusal")
+    return "response.refusal.delta";
+  if (part_type == "reasoning_text")
+    return "response.reasoning_text.delta";
+  return "response.output_text.delta";
+}
+
+} // namespace
+
+// ---- chat_chunk_reader ----
+
+bool chat_chunk_reader::fail(std::string message, std::vector<upstream_event>& out) {
+  failed_ = true;
+  out.push_back(make(upstream_event::kind::failure, std::move(message)));
+  return false;
+}
+
+void chat_chunk_reader::close_current() {
+  if (current_ >= 0)
+    closed_.insert(current_);
+  current_ = -1;
+}
+
+bool chat_chunk_reader::feed(std::string_view payload, std::vector<upstream_event>& out) {
+  if (failed_)
+    return false;
+  while (!payload.empty() && (payload.front() == ' ' || payload.front() == '\n'))
+    payload.remove_prefix(1);
+  if (payload == "[DONE]")
+    return true;
+  auto doc = json::parse(payload);
+  if (!doc || !doc->IsObject())
+    return fail("the upstream sent a chunk that is not a JSON object", out);
+  const json::value& chunk = *doc;
+  if (json::member(chunk, "error"))
+    return fail(error_message(chunk, "the upstream reported an error"), out);
+  if (auto u = json::member(chunk, "usage"); u && u->IsObject())
+    tokens_ = chat_usage(*u);
+  auto choices = json::member(chunk, "choices");
+  if (!choices || !choices->IsArray() || choices->Empty())
+    return true;
+  auto& choice = (*choices)[0];
+  if (auto delta = json::member(choice, "delta"); delta && delta->IsObject()) {
+    auto reasoning = string_of(json::member(*delta, "reasoning_content"));
+    if (reasoning.empty())
+      reasoning = string_of(json::member(*delta, "reasoning"));
+    if (!reasoning.empty()) {
+      close_current();
+      out.push_back(make(upstream_event::kind::reasoning, std::move(reasoning)));
+    }
+    if (auto content = string_of(json::member(*delta, "content")); !content.empty()) {
+      close_current();
+      out.push_back(make(upstream_event::kind::text, std::move(content)));
+    }
+    if (auto refusal = string_of(json::member(*delta, "refusal")); !refusal.empty()) {
+      close_current();
+      out.push_back(make(upstream_event::kind::refusal, std::move(refusal)));
+    }
+    if (auto calls = json::member(*delta, "tool_calls"); calls && calls->IsArray()) {
+      int64_t position = 0;
+      for (auto& tc : calls->GetArray()) {
+        auto index = json::get_int(tc, "index").value_or(position);
+        ++position;
+        if (closed_.count(index))
+          return fail("the upstream sent arguments for tool call " + std::to_string(index)
+                        + " after that call had closed",
+                      out);
+        if (index != current_) {
+          close_current();
+          current_ = index;
+        }
+        auto& call = calls_[index];
+        if (auto id = json::get_string(tc, "id"); !id.empty()) {
+          if (!call.id.empty() && call.id != id)
+            return fail("tool call " + std::to_string(index) + " changed its id from " + call.id + " to " + id, out);
+          call.id = id;
+        }
+        auto fn = json::member(tc, "function");
+        auto name = fn ? json::get_string(*fn, "name") : std::string();
+        if (!name.empty()) {
+          if (!call.name.empty() && call.name != name)
+            return fail("tool call " + std::to_string(index) + " changed its name", out);
+          call.name = name;
+        }
+        auto fragment = fn ? json::get_string(*fn, "arguments") : std::string();
+        if (!call.announced && !call.name.empty()) {
+          call.announced = true;
+          out.push_back(call_event(index, call.id, call.name));
+          fragment = std::exchange(call.pending, {}) + fragment;
+        }
+        if (!call.announced)
+          call.pending += fragment;
+        else if (!fragment.empty())
+          out.push_back(make(upstream_event::kind::arguments, std::move(fragment), index));
+      }
+    }
+  }
+  if (auto reason = json::member(choice, "finish_reason"); reason && reason->IsString())
+    finish_ = chat_finish(reason->GetString());
+  return true;
+}
+
+void chat_chunk_reader::end(std::vector<upstream_event>& out) {
+  if (failed_)
+    return;
+  for (auto& [index, call] : calls_)
+    if (!call.announced) {
+      fail("the upstream sent tool call " + std::to_string(index) + " without a function name", out);
+      return;
+    }
+  if (finish_.empty()) {
+    fail("the upstream stream ended without a finish_reason", out);
+    return;
+  }
+  out.push_back(finish_event(finish_, tokens_));
+}
+
+// ---- responses_event_reader ----
+
+bool responses_event_reader::fail(std::string message, std::vector<upstream_event>& out) {
+  failed_ = true;
+  out.push_back(make(upstream_event::kind::failure, std::move(message)));
+  return false;
+}
+
+void responses_event_reader::finish(const json::value& response, std::string reason,
+                                    std::vector<upstream_event>& out) {
+  finished_ = true;
+  usage tokens;
+  if (auto u = json::member(response, "usage"); u && u->IsObject())
+    tokens = responses_usage(*u);
+  out.push_back(finish_event(std::move(reason), tokens));
+}
+
+bool responses_event_reader::feed(std::string_view payload, std::vector<upstream_event>& out) {
+  if (failed_ || finished_)
+    return !failed_;
+  auto doc = json::parse(payload);
+  if (!doc || !doc->IsObject())
+    return fail("the upstream sent an event that is not a JSON object", out);
+  const json::value& ev = *doc;
+  auto type = json::get_string(ev, "type");
+  auto index = json::get_int(ev, "output_index").value_or(0);
+  auto delta = json::get_string(ev, "delta");
+  if (type == "response.output_item.added" || type == "response.output_item.done"
+      || type == "response.function_call_arguments.done") {
+    auto item = json::member(ev, "item");
+    const json::value& call = item ? *item : ev;
+    if (item && json::get_string(*item, "type") != "function_call")
+      return true;
+    auto arguments = json::get_string(call, "arguments");
+    if (type == "response.output_item.added")
+      out.push_back(call_event(index, json::get_string(call, "call_id"), json::get_string(call, "name")));
+    // Arguments not streamed as deltas (or only partly) arrive with the item.
+    auto& seen = arguments_seen_[index];
+    if (arguments.size() > seen) {
+      out.push_back(make(upstream_event::kind::arguments, arguments.substr(seen), index));
+      seen = arguments.size();
+    }
+  } else if (type == "response.function_call_arguments.delta") {
+    arguments_seen_[index] += delta.size();
+    out.push_back(make(upstream_event::kind::arguments, std::move(delta), index));
+  } else if (type == "response.output_text.delta") {
+    if (!delta.empty())
+      out.push_back(make(upstream_event::kind::text, std::move(delta)));
+  } else if (type == "response.refusal.delta") {
+    if (!delta.empty())
+      out.push_back(make(upstream_event::kind::refusal, std::move(delta)));
+  } else if (type == "response.reasoning_text.delta") {
+    if (!delta.empty())
+      out.push_back(make(upstream_event::kind::reasoning, std::move(delta)));
+  } else if (type == "response.completed" || type == "response.done" || type == "response.incomplete") {
+    auto response = json::member(ev, "response");
+    static const json::value empty(rapidjson::kObjectType);
+    const json::value& r = response ? *response : empty;
+    finish(r, responses_finish(r), out);
+  } else if (type == "response.failed") {
+    auto response = json::member(ev, "response");
+    return fail(response ? error_message(*response, "the upstream response failed") : "the upstream response failed",
+                out);
+  } else if (type == "error") {
+    return fail(error_message(ev, "the upstream reported an error"), out);
+  }
+  return true;
+}
+
+void responses_event_reader::end(std::vector<upstream_event>& out) {
+  if (!failed_ && !finished_)
+    fail("the upstream stream ended without a terminal event", out);
+}
+
+std::vector<upstream_event> chat_completion_events(std::string_view body) {
+  std::vector<upstream_event> out;
+  auto doc = json::parse(body);
+  if (!doc || !doc->IsObject()) {
+    out.push_back(make(upstream_event::kind::failure, "the upstream answered with a body that is not JSON"));
+    return out;
+  }
+  const json::value& v = *doc;
+  auto choices = json::member(v, "choices");
+  if (json::member(v, "error") || !choices || !choices->IsArray() || choices->Empty()) {
+    out.push_back(make(upstream_event::kind::failure, error_message(v, "the upstream answered without choices")));
+    return out;
+  }
+  auto& choice = (*choices)[0];
+  if (auto msg = json::member(choice, "message")) {
+    auto reasoning = string_of(json::member(*msg, "reasoning_content"));
+    if (reasoning.empty())
+      reasoning = string_of(json::member(*msg, "reasoning"));
+    if (!reasoning.empty())
+      out.push_back(make(upstream_event::kind::reasoning, reasoning));
+    if (auto content = string_of(json::member(*msg, "content")); !content.empty())
+      out.push_back(make(upstream_event::kind::text, content));
+    if (auto refusal = string_of(json::member(*msg, "refusal")); !refusal.empty())
+      out.push_back(make(upstream_event::kind::refusal, refusal));
+    if (auto calls = json::member(*msg, "tool_calls"); calls && calls->IsArray()) {
+      int64_t i = 0;
+      for (auto& tc : calls->GetArray()) {
+        auto fn = json::member(tc, "function");
+        out.push_back(call_event(i, json::get_string(tc, "id"), fn ? json::get_string(*fn, "name") : ""));
+        auto arguments = fn ? json::get_string(*fn, "arguments") : std::string();
+        if (!arguments.empty())
+          out.push_back(make(upstream_event::kind::arguments, arguments, i));
+        ++i;
+      }
+    }
+  }
+  usage tokens;
+  if (auto u = json::member(v, "usage"); u && u->IsObject())
+    tokens = chat_usage(*u);
+  out.push_back(finish_event(chat_finish(json::get_string(choice, "finish_reason", "stop")), tokens));
+  return out;
+}
+
+std::vector<upstream_event> responses_object_events(std::string_view body) {
+  std::vector<upstream_event> out;
+  auto doc = json::parse(body);
+  if (!doc || !doc->IsObject()) {
+    out.push_back(make(upstream_event::kind::failure, "the upstream answered with a body that is not JSON"));
+    return out;
+  }
+  const json::value& v = *doc;
+  if (json::get_string(v, "status") == "failed" || (json::member(v, "error") && !json::member(v, "output"))) {
+    out.push_back(make(upstream_event::kind::failure, error_message(v, "the upstream response failed")));
+    return out;
+  }
+  if (auto output = json::member(v, "output"); output && output->IsArray()) {
+    int64_t index = 0;
+    for (auto& entry : output->GetArray()) {
+      auto it = item_from_json(entry);
+      if (it.type == "reasoning" || it.type == "message") {
+        for (auto& p : it.content) {
+          auto k = p.type == "refusal"          ? upstream_event::kind::refusal
+                   : p.type == "reasoning_text" ? upstream_event::kind::reasoning
+                                                : upstream_event::kind::text;
+          if (!p.text.empty())
+            out.push_back(make(k, p.text));
+        }
+      } else if (it.type == "function_call") {
+        out.push_back(call_event(index, it.call_id, it.name));
+        if (!it.arguments.empty())
+          out.push_back(make(upstream_event::kind::arguments, it.arguments, index));
+      }
+      ++index;
+    }
+  }
+  usage tokens;
+  if (auto u = json::member(v, "usage"); u && u->IsObject())
+    tokens = responses_usage(*u);
+  out.push_back(finish_event(responses_finish(v), tokens));
+  return out;
+}
+
+// ---- response_stream ----
+
+response_stream::response_stream(route_lookup lookup, int64_t gateway_budget)
+  : lookup_(std::move(lookup)), budget_(gateway_budget), limit_(gateway_budget) {}
+
+void response_stream::push(std::string type, std::string body) {
+  queue_bytes_ += body.size();
+  queue_.push_back({std::move(type), std::move(body)});
+  release();
+}
+
+void response_stream::push_barrier(std::size_t position) {
+  barriers_open_.insert(position);
+  queued q;
+  q.barrier = position;
+  queue_.push_back(std::move(q));
+}
+
+void response_stream::release() {
+  while (!queue_.empty()) {
+    auto& q = queue_.front();
+    if (q.barrier != SIZE_MAX) {
+      if (barriers_open_.count(q.barrier))
+        return;
+      queue_.pop_front();
+      continue;
+    }
+    stream_event e;
+    e.sequence = sequence_++;
+    e.json.reserve(q.type.size() + q.body.size() + 48);
+    e.json += "{\"type\":\"";
+    e.json += q.type;
+    e.json += "\",\"sequence_number\":";
+    e.json += std::to_string(e.sequence);
+    if (!q.body.empty()) {
+      e.json += ',';
+      e.json += q.body;
+    }
+    e.json += '}';
+    e.type = std::move(q.type);
+    queue_bytes_ -= q.body.size();
+    ready_.push_back(std::move(e));
+    queue_.pop_front();
+  }
+}
+
+std::vector<stream_event> response_stream::take_events() {
+  return std::exchange(ready_, {});
+}
+
+void response_stream::created(const std::string& response_json, bool queued) {
+  push("response.created", "\"response\":" + response_json);
+  if (queued)
+    push("response.queued", "\"response\":" + response_json);
+}
+
+void response_stream::in_progress(const std::string& response_json) {
+  push("response.in_progress", "\"response\":" + response_json);
+}
+
+void response_stream::terminal(std::string_view type, const std::string& response_json) {
+  if (ended_)
+    return;
+  ended_ = true;
+  push(std::string(type), "\"response\":" + response_json);
+}
+
+void response_stream::error(const api_error& e) {
+  if (ended_)
+    return;
+  ended_ = true;
+  // Flat and nested carry the same values, so both SDK parsers raise (RS-40).
+  auto body = json::object([&](json::writer& w) {
+    json::write_nullable(w, "code", e.code);
+    write_str(w, "message", e.message);
+    json::write_nullable(w, "param", e.param);
+    w.Key("error");
+    w.StartObject();
+    write_str(w, "type", e.status >= 500 ? "server_error" : "invalid_request_error");
+    json::write_nullable(w, "code", e.code);
+    write_str(w, "message", e.message);
+    json::write_nullable(w, "param", e.param);
+    w.EndObject();
+  });
+  // An error ends the stream even behind a gateway call.
+  barriers_open_.clear();
+  push("error", members(body));
+}
+
+void response_stream::emit_item(const char* type, std::size_t position) {
+  auto body = json::object([&](json::writer& w) {
+    w.Key("output_index");
+    w.Uint64(position);
+    w.Key("item");
+    write_item(w, output_[position]);
+  });
+  push(type, members(body));
+}
+
+void response_stream::emit_scoped(const char* type, std::size_t position,
+                                  const std::function<void(json::writer&)>& fill) {
+  auto body = json::object([&](json::writer& w) {
+    write_str(w, "item_id", output_[position].id);
+    w.Key("output_index");
+    w.Uint64(position);
+    if (fill)
+      fill(w);
+  });
+  push(type, members(body));
+}
+
+std::size_t response_stream::open_item(item it) {
+  auto position = output_.size();
+  output_.push_back(std::move(it));
+  emit_item("response.output_item.added", position);
+  return position;
+}
+
+namespace {
+
+void write_part_event(json::writer& w, std::size_t content_index, const content_part& part) {
+  w.Key("content_index");
+  w.Uint64(content_index);
+  w.Key("part");
+  w.StartObject();
+  write_str(w, "type", part.type);
+  if (part.type == "refusal") {
+    write_str(w, "refusal", part.text);
+  } else {
+    write_str(w, "text", part.text);
+    if (part.type == "output_text") {
+      write_empty_array(w, "annotations");
+      write_empty_array(w, "logprobs");
+    }
+  }
+  w.EndObject();
+}
+
+} // namespace
+
+void response_stream::add_part(std::size_t position, const std::string& part_type) {
+  auto& content = output_[position].content;
+  content.push_back({part_type, {}, {}, "auto"});
+  auto index = content.size() - 1;
+  emit_scoped("response.content_part.added", position,
+              [&](json::writer& w) { write_part_event(w, index, content.back()); });
+}
+
+void response_stream::append_part(std::size_t position, const std::string& delta) {
+  auto& content = output_[position].content;
+  auto index = content.size() - 1;
+  content.back().text += delta;
+  emit_scoped(delta_type(content.back().type), position, [&](json::writer& w) {
+    w.Key("content_index");
+    w.Uint64(index);
+    write_str(w, "delta", delta);
+    if (content.back().type == "output_text")
+      write_empty_array(w, "logprobs");
+  });
+}
+
+void response_stream::close_part(std::size_t position) {
+  auto& content = output_[position].content;
+  if (content.empty())
+    return;
+  auto index = content.size() - 1;
+  auto& part = content.back();
+  const char* done = part.type == "refusal"          ? "response.refusal.done"
+                     : part.type == "reasoning_text" ? "response.reasoning_text.done"
+                                                     : "response.output_text.done";
+  emit_scoped(done, position, [&](json::writer& w) {
+    w.Key("content_index");
+    w.Uint64(index);
+    write_str(w, part.type == "refusal" ? "refusal" : "text", part.text);
+    if (part.type == "output_text")
+      write_empty_array(w, "logprobs");
+  });
+  emit_scoped("response.content_part.done", position, [&](json::writer& w) { write_part_event(w, index, part); });
+}
+
+void response_stream::ensure_text_part(const std::string& item_type, const std::string& part_type) {
+  if (open_ && output_[*open_].type == item_type && !current_call_) {
+    auto& content = output_[*open_].content;
+    if (!content.empty() && content.back().type == part_type)
+      return;
+    close_part(*open_);
+    add_part(*open_, part_type);
+    return;
+  }
+  close_open("completed");
+  item it;
+  it.type = item_type;
+  it.id = mint_item_id(item_type);
+  it.status = "in_progress";
+  if (item_type == "message")
+    it.role = "assistant";
+  open_ = open_item(std::move(it));
+  add_part(*open_, part_type);
+}
+
+void response_stream::close_item(std::size_t position, const std::string& status) {
+  auto& it = output_[position];
+  if (it.type == "message" || it.type == "reasoning")
+    close_part(position);
+  it.status = status;
+  emit_item("response.output_item.done", position);
+  done_.insert(position);
+}
+
+std::string response_stream::unique_call_id(const std::string& proposed) {
+  auto id = proposed;
+  if (id.empty() || call_ids_.count(id))
+    id = "call_" + uuid7_id("").substr(8);
+  call_ids_.insert(id);
+  return id;
+}
+
+void response_stream::hide_call(const std::string& call_id, const std::string& name, const std::string& arguments) {
+  // Beyond max_tool_calls: a pair only the model sees, never the client (RS-24).
+  item fc;
+  fc.type = "function_call";
+  fc.id = mint_item_id("function_call");
+  fc.call_id = call_id;
+  fc.name = name;
+  fc.arguments = arguments;
+  fc.status = "completed";
+  item out;
+  out.type = "function_call_output";
+  out.id = mint_item_id("function_call_output");
+  out.call_id = call_id;
+  out.output = json::quote("{\"error\":\"Reached tool call limit of " + std::to_string(limit_) + "\"}");
+  hidden_.push_back({output_.size(), {std::move(fc), std::move(out)}});
+}
+
+void response_stream::close_open(const std::string& status) {
+  if (current_call_) {
+    auto index = *current_call_;
+    current_call_.reset();
+    closed_calls_.insert(index);
+    auto& call = round_calls_[index];
+    if (call.gateway && !call.position && !call.approval) {
+      hide_call(call.call_id, call.name, call.arguments);
+    } else if (call.approval) {
+      item req;
+      req.type = "mcp_approval_request";
+      req.id = mint_item_id("mcp_approval_request");
+      req.server_label = call.route.server_label;
+      req.name = call.route.tool;
+      req.arguments = call.arguments;
+      auto position = open_item(std::move(req));
+      emit_item("response.output_item.done", position);
+      done_.insert(position);
+    } else if (call.position) {
+      auto position = *call.position;
+      auto& it = output_[position];
+      if (it.type == "function_call") {
+        emit_scoped("response.function_call_arguments.done", position, [&](json::writer& w) {
+          write_str(w, "name", it.name);
+          write_str(w, "arguments", it.arguments);
+        });
+        close_item(position, status);
+      } else {
+        emit_scoped("response.mcp_call_arguments.done", position,
+                    [&](json::writer& w) { write_str(w, "arguments", it.arguments); });
+        if (status != "completed") {
+          close_item(position, status);
+        } else {
+          push_barrier(position);
+          pending_.push_back({position, it.server_label, it.name, it.arguments});
+        }
+      }
+    }
+    open_.reset();
+    return;
+  }
+  if (open_) {
+    close_item(*open_, status);
+    open_.reset();
+  }
+}
+
+bool response_stream::feed(const upstream_event& e) {
+  using kind = upstream_event::kind;
+  auto fail = [&](std::string why) {
+    failure_ = std::move(why);
+    return false;
+  };
+  if (ended_)
+    return fail("the response already ended");
+  if (round_finished_)
+    return fail(e.what == kind::finish ? "the upstream finished the round twice"
+                                       : "the upstream sent more after the round finished");
+  switch (e.what) {
+  case kind::reasoning:
+  case kind::text:
+  case kind::refusal: {
+    if (e.text.empty())
+      return true;
+    const std::string item_type = e.what == kind::reasoning ? "reasoning" : "message";
+    const std::string part_type = e.what == kind::reasoning ? "reasoning_text"
+                                  : e.what == kind::refusal ? "refusal"
+                                                            : "output_text";
+    ensure_text_part(item_type, part_type);
+    append_part(*open_, e.text);
+    return true;
+  }
+  case kind::call: {
+    if (round_calls_.count(e.index))
+      return fail("the upstream opened tool call " + std::to_string(e.index) + " twice");
+    if (e.name.empty())
+      return fail("the upstream sent tool call " + std::to_string(e.index) + " without a name");
+    close_open("completed");
+    round_call call;
+    call.name = e.name;
+    call.call_id = unique_call_id(e.call_id);
+    if (auto route = lookup_ ? lookup_(e.name) : std::nullopt) {
+      call.gateway = true;
+      call.route = *route;
+      ++gateway_calls_;
+      if (route->needs_approval) {
+        call.approval = true;
+        ++client_actions_;
+      } else if (budget_ != 0) {
+        if (budget_ > 0)
+          --budget_;
+        item it;
+        it.type = "mcp_call";
+        it.id = mint_item_id("mcp_call");
+        it.server_label = route->server_label;
+        it.name = route->tool;
+        it.status = "in_progress";
+        call.position = open_item(std::move(it));
+        emit_scoped("response.mcp_call.in_progress", *call.position, {});
+      }
+    } else {
+      ++client_actions_;
+      item it;
+      it.type = "function_call";
+      it.id = mint_item_id("function_call");
+      it.call_id = call.call_id;
+      it.name = e.name;
+      it.status = "in_progress";
+      call.position = open_item(std::move(it));
+    }
+    round_calls_[e.index] = std::move(call);
+    current_call_ = e.index;
+    open_ = round_calls_[e.index].position;
+    return true;
+  }
+  case kind::arguments: {
+    if (closed_calls_.count(e.index))
+      return fail("the upstream sent arguments for tool call " + std::to_string(e.index) + " after it closed");
+    if (!current_call_ || *current_call_ != e.index)
+      return fail("the upstream sent arguments for tool call " + std::to_string(e.index) + ", which is not open");
+    auto& call = round_calls_[e.index];
+    call.arguments += e.text;
+    if (call.position && !e.text.empty()) {
+      auto position = *call.position;
+      output_[position].arguments += e.text;
+      bool mcp = output_[position].type == "mcp_call";
+      emit_scoped(mcp ? "response.mcp_call_arguments.delta" : "response.function_call_arguments.delta", position,
+                  [&](json::writer& w) { write_str(w, "delta", e.text); });
+    }
+    return true;
+  }
+  case kind::finish:
+    round_usage_ = e.tokens;
+    finish_ = e.finish.empty() ? "stop" : e.finish;
+    close_open(finish_ == "length" || finish_ == "content_filter" ? "incomplete" : "completed");
+    round_finished_ = true;
+    return true;
+  case kind::failure:
+    return fail(e.text.empty() ? "the upstream round failed" : e.text);
+  }
+  return true;
+}
+
+void response_stream::next_round() {
+  round_calls_.clear();
+  closed_calls_.clear();
+  current_call_.reset();
+  open_.reset();
+  round_finished_ = false;
+  finish_.clear();
+  failure_.clear();
+  client_actions_ = 0;
+  gateway_calls_ = 0;
+  round_usage_ = {};
+}
+
+std::vector<pending_call> response_stream::take_pending() {
+  return std::exchange(pending_, {});
+}
+
+void response_stream::resolve_barrier(std::size_t position, const std::function<void()>& emit_end) {
+  // The call's end takes its barrier's place, so what was held back behind it follows it.
+  auto at = queue_.begin();
+  while (at != queue_.end() && at->barrier != position)
+    ++at;
+  std::deque<queued> tail(std::make_move_iterator(at == queue_.end() ? at : std::next(at)),
+                          std::make_move_iterator(queue_.end()));
+  queue_.erase(at, queue_.end());
+  barriers_open_.erase(position);
+  emit_end();
+  done_.insert(position);
+  for (auto& q : tail) {
+    if (q.barrier != SIZE_MAX) {
+      queue_.push_back(std::move(q));
+      continue;
+    }
+    queue_bytes_ -= q.body.size();
+    push(std::move(q.type), std::move(q.body));
+  }
+  release();
+}
+
+void response_stream::complete_call(std::size_t position, std::string output, std::string error_json) {
+  if (!barriers_open_.count(position))
+    return;
+  auto& it = output_[position];
+  bool failed = !error_json.empty();
+  it.status = failed ? "failed" : "completed";
+  it.output = failed ? std::string() : json::quote(output);
+  it.error = std::move(error_json);
+  resolve_barrier(position, [&] {
+    emit_scoped(failed ? "response.mcp_call.failed" : "response.mcp_call.completed", position, {});
+    emit_item("response.output_item.done", position);
+  });
+}
+
+void response_stream::abandon_calls() {
+  for (auto& p : std::exchange(pending_, {}))
+    if (barriers_open_.count(p.output_position)) {
+      output_[p.output_position].status = "incomplete";
+      resolve_barrier(p.output_position, [&] { emit_item("response.output_item.done", p.output_position); });
+    }
+}
+
+void response_stream::open_approved_call(const std::string& server_label, const std::string& tool,
+                                         const std::string& arguments, const std::string& approval_request_id) {
+  close_open("completed");
+  if (budget_ == 0) {
+    hide_call(unique_call_id(approval_request_id), tool, arguments);
+    return;
+  }
+  if (budget_ > 0)
+    --budget_;
+  item it;
+  it.type = "mcp_call";
+  it.id = mint_item_id("mcp_call");
+  it.server_label = server_label;
+  it.name = tool;
+  it.status = "in_progress";
+  it.approval_request_id = approval_request_id;
+  auto position = open_item(std::move(it));
+  emit_scoped("response.mcp_call.in_progress", position, {});
+  output_[position].arguments = arguments;
+  emit_scoped("response.mcp_call_arguments.delta", position,
+              [&](json::writer& w) { write_str(w, "delta", arguments); });
+  emit_scoped("response.mcp_call_arguments.done", position,
+              [&](json::writer& w) { write_str(w, "arguments", arguments); });
+  push_barrier(position);
+  pending_.push_back({position, server_label, tool, arguments});
+}
+
+void response_stream::add_item(item it) {
+  close_open("completed");
+  if (it.type == "mcp_list_tools") {
+    auto full = it;
+    it.tools = "[]";
+    it.error.clear();
+    auto position = open_item(std::move(it));
+    emit_scoped("response.mcp_list_tools.in_progress", position, {});
+    output_[position] = std::move(full);
+    emit_scoped(output_[position].error.empty() ? "response.mcp_list_tools.completed"
+                                                : "response.mcp_list_tools.failed",
+                position, {});
+    emit_item("response.output_item.done", position);
+    done_.insert(position);
+    return;
+  }
+  auto position = open_item(std::move(it));
+  emit_item("response.output_item.done", position);
+  done_.insert(position);
+}
+
+void response_stream::replay_item(const item& stored) {
+  close_open("completed");
+  if (stored.type == "message" || stored.type == "reasoning") {
+    auto it = stored;
+    it.content.clear();
+    it.summary.clear();
+    it.status = "in_progress";
+    auto position = open_item(std::move(it));
+    for (auto& part : stored.content) {
+      if (!output_[position].content.empty())
+        close_part(position);
+      add_part(position, part.type);
+      if (!part.text.empty())
+        append_part(position, part.text);
+    }
+    output_[position].summary = stored.summary;
+    close_item(position, stored.status);
+    return;
+  }
+  if (stored.type == "function_call" || stored.type == "mcp_call") {
+    auto it = stored;
+    it.arguments.clear();
+    it.output.clear();
+    it.error.clear();
+    it.status = "in_progress";
+    auto position = open_item(std::move(it));
+    bool mcp = stored.type == "mcp_call";
+    if (mcp)
+      emit_scoped("response.mcp_call.in_progress", position, {});
+    output_[position].arguments = stored.arguments;
+    emit_scoped(mcp ? "response.mcp_call_arguments.delta" : "response.function_call_arguments.delta", position,
+                [&](json::writer& w) { write_str(w, "delta", stored.arguments); });
+    emit_scoped(mcp ? "response.mcp_call_arguments.done" : "response.function_call_arguments.done", position,
+                [&](json::writer& w) {
+                  if (!mcp)
+                    write_str(w, "name", stored.name);
+                  write_str(w, "arguments", stored.arguments);
+                });
+    output_[position] = stored;
+    if (mcp && stored.status != "incomplete")
+      emit_scoped(stored.status == "failed" ? "response.mcp_call.failed" : "response.mcp_call.completed", position,
+                  {});
+    emit_item("response.output_item.done", position);
+    done_.insert(position);
+    return;
+  }
+  add_item(stored);
+}
+
+std::vector<item> response_stream::model_items() const {
+  std::vector<item> out;
+  std::size_t h = 0;
+  for (std::size_t i = 0; i <= output_.size(); ++i) {
+    while (h < hidden_.size() && hidden_[h].first == i) {
+      for (auto& it : hidden_[h].second)
+        out.push_back(it);
+      ++h;
+    }
+    if (i < output_.size())
+      out.push_back(output_[i]);
+  }
+  return out;
+}
+
+} // namespace troupe::protocol::responses
