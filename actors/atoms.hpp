@@ -72,5 +72,9 @@ using add_conversation_items_atom = caf::atom_constant<caf::atom("add_citems")>;
 using conversation_items_atom = caf::atom_constant<caf::atom("conv_items")>;
 using list_conversation_items_atom = caf::atom_constant<caf::atom("list_citem")>;
 using remove_conversation_item_atom = caf::atom_constant<caf::atom("rm_citem")>;
+using upstream_atom = caf::atom_constant<caf::atom("upstream")>;
+using disconnect_atom = caf::atom_constant<caf::atom("disconnect")>;
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
+using persisted_atom = caf::atom_constant<caf::atom("persisted")>;
 
 } // namespace troupe

@@ -54,6 +54,7 @@ struct response_commit {
   std::string conversation_id;                   // empty: no conversation append
   std::vector<std::string> conversation_append;  // item ids, in order
   int64_t expected_revision = -1;                // the revision read at rehydration
+  bool events_only = false; // only append `events` (and `items`) to the stored response's log
 };
 
 // What a conversation is, with its revision (RS-11, RS-54).

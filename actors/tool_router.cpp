@@ -264,6 +264,14 @@ std::vector<mcp_server_status> tool_router::servers() const {
   return out;
 }
 
+std::string tool_router::registered_name(const std::string& server, const std::string& tool) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& r : routes_)
+    if (servers_[r.server].name == server && r.tool.name == tool)
+      return r.registered;
+  return {};
+}
+
 std::vector<std::string> tool_router::mcp_tool_names() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> out;

@@ -41,6 +41,8 @@ public:
 
   // Each server's status, with the names it could not register reported in `error` (AS-62, AS-65).
   std::vector<mcp_server_status> servers() const;
+  // The name under which `server`'s `tool` is registered, or "" when it is not (a clash, or unknown).
+  std::string registered_name(const std::string& server, const std::string& tool) const;
   // The registered names of the MCP tools, in order.
   std::vector<std::string> mcp_tool_names() const;
   // Every server is alive (also when none is configured).

@@ -11,8 +11,10 @@
 #include "io/mcp_stdio_transport.hpp"
 #include "io/openai_chat_client.hpp"
 #include "io/policy_routes.hpp"
+#include "io/responses_routes.hpp"
 #include "io/run_routes.hpp"
 #include "io/scripted_model_port.hpp"
+#include "io/sqlite_response_store.hpp"
 #include "io/sqlite_store.hpp"
 #include "protocol/config.hpp"
 #include "protocol/scripted_model.hpp"
@@ -87,7 +89,18 @@ int report_errors(const protocol::config_result& r, const cli_options& cli) {
   return 2;
 }
 
-std::shared_ptr<model_port> make_model_port(const protocol::config& c) {
+// One adapter serves both ports: the agent loop's and the Responses executor's rounds.
+struct model_ports {
+  std::shared_ptr<model_port> model;
+  std::shared_ptr<upstream_port> upstream;
+};
+
+template <class Adapter>
+model_ports ports_of(std::shared_ptr<Adapter> adapter) {
+  return {adapter, adapter};
+}
+
+model_ports make_model_ports(const protocol::config& c) {
   if (c.model.provider == "openai") {
     io::openai_chat_options o;
     o.base_url = c.model.base_url;
@@ -96,10 +109,10 @@ std::shared_ptr<model_port> make_model_port(const protocol::config& c) {
     o.max_retries = c.model.max_retries;
     o.stream = c.model.stream;
     o.protocol = c.model.protocol;
-    return std::make_shared<io::openai_chat_client>(o);
+    return ports_of(std::make_shared<io::openai_chat_client>(o));
   }
   auto book = protocol::script_book::parse(c.model.script, c.model.scripts);
-  return std::make_shared<io::scripted_model_port>(std::get<protocol::script_book>(std::move(book)));
+  return ports_of(std::make_shared<io::scripted_model_port>(std::get<protocol::script_book>(std::move(book))));
 }
 
 int check_config(const cli_options& cli) {
@@ -153,8 +166,14 @@ int serve(const cli_options& cli) {
       return c.transport == "http" ? io::make_mcp_http_transport(c) : io::make_mcp_stdio_transport(c);
     });
   }
+  auto response_store = io::spawn_sqlite_response_store(sys, cfg.store_path);
+  if (auto err = std::get_if<std::string>(&response_store)) {
+    std::cerr << "troupe: " << *err << "\n";
+    return 2;
+  }
+  auto ports = make_model_ports(cfg);
   auto env = std::make_shared<run_environment>();
-  env->model = make_model_port(cfg);
+  env->model = ports.model;
   env->tools = tools;
   env->store = std::get<store_actor>(store);
   env->limits.max_iterations = cfg.react.max_iterations;
@@ -189,12 +208,19 @@ int serve(const cli_options& cli) {
   sched.run_lease_seconds = cfg.service.run_lease_seconds;
   sched.run_recovery_interval_seconds = cfg.service.run_recovery_interval_seconds;
   auto registry = spawn_run_registry(sys, env, sched);
+  auto responses = std::make_shared<response_environment>();
+  responses->upstream = ports.upstream;
+  responses->store = std::get<response_store_actor>(response_store);
+  responses->tools = tools;
+  io::fail_unfinished_responses(sys, responses->store); // RS-55
+  auto live = std::make_shared<live_responses>();
   caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs
 
   auto routes = std::make_shared<io::router>();
   io::add_agent_routes(*routes, sys, registry, {cfg, tools, env->store, TROUPE_VERSION});
   io::add_run_routes(*routes, sys, registry, env->store, env->metrics, cfg);
   io::add_policy_routes(*routes, sys, env->approvals, env->store, cfg);
+  io::add_responses_routes(*routes, sys, responses, live, cfg);
   io::http_server_options http;
   http.host = cfg.service.host;
   http.port = static_cast<uint16_t>(cfg.service.port);
@@ -238,6 +264,7 @@ int serve(const cli_options& cli) {
   anon_send_exit(registry, caf::exit_reason::user_shutdown);
   anon_send_exit(env->approvals, caf::exit_reason::user_shutdown);
   anon_send_exit(env->store, caf::exit_reason::user_shutdown);
+  anon_send_exit(responses->store, caf::exit_reason::user_shutdown);
   tools->stop(); // every MCP instance closes its child: no orphans
   spdlog::info("serve: stopped");
   return 0;

@@ -115,7 +115,7 @@ public:
        upstream_port::events_handler events)
     : owner_(owner), id_(id), strand_(net::make_strand(owner.ioc_)), deadline_(strand_), backoff_(strand_),
       events_(std::move(events)) {
-    streamed_ = owner.options_.stream;
+    streamed_ = owner.options_.stream && round.stream;
     auto r = round;
     r.stream = streamed_;
     responses_ = owner.options_.protocol == "responses";

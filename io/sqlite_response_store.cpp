@@ -255,7 +255,7 @@ public:
       if (row->revision != c.expected_revision)
         return make_error(errc::conflict, "Another response is in progress for conversation '" + conversation + "'.");
     }
-    if (!put_response(c.response) || !put_history(c.response.id, c.response.history_item_ids))
+    if (!c.events_only && (!put_response(c.response) || !put_history(c.response.id, c.response.history_item_ids)))
       return failed("saving a response");
     for (auto& item : c.items)
       if (!put_item(item))

@@ -1,0 +1,679 @@
+#include "actors/response_run.hpp"
+
+#include "actors/errors.hpp"
+#include "actors/tool_router.hpp"
+#include "protocol/json.hpp"
+#include "protocol/utf8.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <deque>
+
+namespace troupe {
+
+namespace rs = protocol::responses;
+
+void live_responses::add(const std::string& id, response_run_actor run) {
+  std::lock_guard<std::mutex> lock(mu_);
+  runs_[id] = std::move(run);
+}
+
+void live_responses::remove(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  runs_.erase(id);
+  for (auto it = conversations_.begin(); it != conversations_.end();)
+    it = it->second == id ? conversations_.erase(it) : std::next(it);
+}
+
+bool live_responses::claim_conversation(const std::string& conversation, const std::string& response_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return conversations_.emplace(conversation, response_id).second;
+}
+
+void live_responses::release_conversation(const std::string& conversation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  conversations_.erase(conversation);
+}
+
+bool live_responses::conversation_busy(const std::string& conversation) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return conversations_.count(conversation) > 0;
+}
+
+response_run_actor live_responses::find(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = runs_.find(id);
+  return it == runs_.end() ? response_run_actor{} : it->second;
+}
+
+std::size_t live_responses::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return runs_.size();
+}
+
+namespace {
+
+int64_t epoch_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// What to do once the round's gateway calls are done (RS-22).
+enum class after_calls { first_round, next_round, complete, rounds_exhausted };
+
+struct run_state {
+  std::shared_ptr<const response_environment> env;
+  std::shared_ptr<live_responses> live;
+  response_job job;
+  std::unique_ptr<rs::response_stream> stream;
+  std::map<std::string, rs::gateway_route> routes; // by model-facing name
+  std::vector<rs::upstream_tool> function_tools;
+  std::vector<rs::upstream_tool> mcp_tools;
+  rs::usage tokens;
+  int round = 0;
+  uint64_t round_id = 0;
+  std::shared_ptr<upstream_round> upstream;
+  bool force_auto = false;
+  bool ended = false;
+
+  // Gateway calls of the round (RS-25), by their output position.
+  std::deque<rs::pending_call> waiting;
+  std::map<uint64_t, std::shared_ptr<cancel_handle>> running;
+  after_calls then = after_calls::complete;
+
+  // Delivery.
+  caf::actor waiter;             // a foreground response waits for it to take each batch (RS-39)
+  std::vector<caf::actor> followers;
+  int unacknowledged = 0;
+  bool resume_when_acknowledged = false;
+  std::vector<rs::stream_event> log; // a background response's events, for late subscribers
+  int64_t delivered = -1;            // the last sequence given to subscribers
+  std::vector<caf::response_promise> cancelled; // cancel requests, answered with the stored object
+
+  bool background() const { return job.req.background; }
+};
+
+using run_pointer = response_run_actor::stateful_pointer<run_state>;
+
+std::string tools_json(const std::vector<protocol::mcp_tool>& tools) {
+  rapidjson::StringBuffer buf;
+  protocol::json::writer w(buf);
+  w.StartArray();
+  for (auto& t : tools) {
+    w.StartObject();
+    w.Key("name");
+    w.String(t.name.c_str());
+    w.Key("description");
+    w.String(t.description.c_str());
+    w.Key("input_schema");
+    protocol::json::write_raw(w, t.input_schema);
+    w.Key("annotations");
+    w.StartObject();
+    w.Key("readOnlyHint");
+    w.Bool(t.read_only);
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+// RS-33: a tool matching `always` needs approval, else one matching `never` does not, else it does.
+bool needs_approval(const std::string& policy, const protocol::mcp_tool& tool) {
+  if (policy.empty() || policy == "\"always\"")
+    return true;
+  if (policy == "\"never\"")
+    return false;
+  auto doc = protocol::json::parse(policy);
+  if (!doc)
+    return true;
+  auto matches = [&](const char* key) {
+    auto filter = protocol::json::member(*doc, key);
+    if (!filter || !filter->IsObject())
+      return false;
+    if (auto names = protocol::json::member(*filter, "tool_names"); names && names->IsArray())
+      for (auto& n : names->GetArray())
+        if (n.IsString() && tool.name == n.GetString())
+          return true;
+    auto read_only = protocol::json::get_bool(*filter, "read_only");
+    return read_only && *read_only == tool.read_only;
+  };
+  if (matches("always"))
+    return true;
+  return !matches("never");
+}
+
+std::string mcp_error(const char* type, const std::string& message, int code = 0) {
+  return protocol::json::object([&](protocol::json::writer& w) {
+    w.Key("type");
+    w.String(type);
+    if (std::string(type) == "mcp_tool_execution_error") {
+      w.Key("content");
+      w.StartArray();
+      w.StartObject();
+      w.Key("type");
+      w.String("text");
+      w.Key("text");
+      w.String(message.c_str(), static_cast<rapidjson::SizeType>(message.size()));
+      w.EndObject();
+      w.EndArray();
+    } else {
+      w.Key("code");
+      w.Int(code);
+      w.Key("message");
+      w.String(message.c_str(), static_cast<rapidjson::SizeType>(message.size()));
+    }
+  });
+}
+
+std::string error_object(const std::string& code, const std::string& message) {
+  return protocol::json::object([&](protocol::json::writer& w) {
+    w.Key("code");
+    w.String(code.c_str());
+    w.Key("message");
+    w.String(message.c_str(), static_cast<rapidjson::SizeType>(message.size()));
+  });
+}
+
+std::vector<rs::item> working_history(const run_state& st) {
+  auto out = st.job.history;
+  out.insert(out.end(), st.job.input.begin(), st.job.input.end());
+  auto produced = st.stream->model_items();
+  out.insert(out.end(), produced.begin(), produced.end());
+  return out;
+}
+
+std::string snapshot(const run_state& st, const std::string& status, const std::string& error = {},
+                     const std::string& reason = {}, bool terminal = false) {
+  rs::response_state s;
+  s.id = st.job.id;
+  s.created_at = st.job.created_at;
+  s.status = status;
+  s.completed_at = epoch_seconds();
+  s.error = error;
+  s.incomplete_reason = reason;
+  s.output = st.stream->output();
+  if (terminal)
+    s.tokens = st.tokens;
+  return rs::response_json(st.job.req, s);
+}
+
+// The stored row of the response as it stands.
+response_row row_of(const run_state& st, const std::string& status, const std::string& snapshot_json) {
+  response_row row;
+  row.id = st.job.id;
+  row.created_at = st.job.created_at;
+  row.status = status;
+  row.background = st.background();
+  row.model = st.job.req.model;
+  row.snapshot = snapshot_json;
+  for (auto& it : st.job.history)
+    row.history_item_ids.push_back(it.id);
+  for (auto& it : st.job.input)
+    row.history_item_ids.push_back(it.id);
+  row.input_count = static_cast<int64_t>(row.history_item_ids.size());
+  auto& output = st.stream->output();
+  for (std::size_t i = 0; i < output.size(); ++i)
+    if (st.stream->item_done(i))
+      row.history_item_ids.push_back(output[i].id);
+  row.previous_response_id = st.job.req.previous_response_id;
+  row.conversation_id = st.job.req.conversation_id;
+  return row;
+}
+
+void deliver(run_pointer self, std::vector<rs::stream_event> events) {
+  auto& st = self->state;
+  if (events.empty())
+    return;
+  st.delivered = events.back().sequence;
+  if (st.background())
+    st.log.insert(st.log.end(), events.begin(), events.end());
+  for (auto& f : st.followers)
+    caf::anon_send(f, event_atom::value, events);
+  if (!st.waiter)
+    return;
+  if (st.background()) {
+    caf::anon_send(st.waiter, event_atom::value, std::move(events));
+    return;
+  }
+  ++st.unacknowledged;
+  self->request(st.waiter, caf::infinite, event_atom::value, std::move(events)).then([self](bool) {
+    auto& s = self->state;
+    if (--s.unacknowledged == 0 && s.resume_when_acknowledged && s.upstream) {
+      s.resume_when_acknowledged = false;
+      s.upstream->resume();
+    }
+  });
+}
+
+// Sends what the stream released: a background response's events are durable first (RS-55).
+void publish(run_pointer self) {
+  auto& st = self->state;
+  auto events = st.stream->take_events();
+  if (events.empty())
+    return;
+  if (!st.background()) {
+    deliver(self, std::move(events));
+    return;
+  }
+  response_commit c;
+  c.events_only = true;
+  c.response.id = st.job.id;
+  for (auto& e : events)
+    c.events.push_back({e.sequence, e.json});
+  self->request(st.env->store, caf::infinite, save_response_atom::value, std::move(c))
+    .then([self, events = std::move(events)](int64_t) mutable { deliver(self, std::move(events)); },
+          [self, events](caf::error& err) mutable {
+            spdlog::error("responses: events of {} could not be stored: {}", self->state.job.id, message_of(err));
+            deliver(self, std::move(events));
+          });
+}
+
+void begin_round(run_pointer self);
+void finish(run_pointer self, const std::string& status, const std::string& reason = {},
+            const rs::api_error& failure = {});
+
+void pump_calls(run_pointer self);
+
+void calls_done(run_pointer self) {
+  auto& st = self->state;
+  if (st.ended || !st.waiting.empty() || !st.running.empty())
+    return;
+  switch (st.then) {
+  case after_calls::complete:
+    return finish(self, "completed");
+  case after_calls::rounds_exhausted:
+    return finish(self, "incomplete", "max_tool_rounds");
+  case after_calls::next_round:
+    st.force_auto = true;
+    return begin_round(self);
+  case after_calls::first_round:
+    return begin_round(self);
+  }
+}
+
+void end_call(run_pointer self, uint64_t position, std::string output, std::string error) {
+  auto& st = self->state;
+  if (!st.running.erase(position))
+    return;
+  if (output.size() > st.env->limits.max_tool_output_bytes)
+    output = std::string(protocol::utf8_prefix(output, st.env->limits.max_tool_output_bytes)) + "…[truncated]";
+  st.stream->complete_call(position, std::move(output), std::move(error));
+  publish(self);
+  pump_calls(self);
+  calls_done(self);
+}
+
+void pump_calls(run_pointer self) {
+  auto& st = self->state;
+  while (!st.ended && !st.waiting.empty()
+         && st.running.size() < static_cast<std::size_t>(st.env->limits.max_concurrent_gateway_calls)) {
+    auto call = std::move(st.waiting.front());
+    st.waiting.pop_front();
+    uint64_t key = call.output_position;
+    auto name = st.env->tools ? st.env->tools->registered_name(call.server_label, call.tool) : std::string();
+    st.running[key] = nullptr;
+    if (name.empty()) {
+      end_call(self, key, {},
+               mcp_error("mcp_protocol_error", "Unknown tool '" + call.tool + "' on MCP server '" + call.server_label + "'",
+                         -32602));
+      continue;
+    }
+    tool_invocation inv;
+    inv.run_id = st.job.id;
+    inv.call_id = st.stream->output()[key].id;
+    inv.name = name;
+    inv.arguments = call.arguments;
+    inv.tenant_key = "default";
+    inv.user_key = "default";
+    response_run_actor me = self;
+    st.running[key] = st.env->tools->execute(std::move(inv), [me, key](tool_outcome out) {
+      if (out.cancelled)
+        return;
+      static const std::string marker = "[MCP_ERROR] ";
+      if (out.output.rfind(marker, 0) == 0)
+        caf::anon_send(me, tool_done_atom::value, key, std::string(),
+                       mcp_error("mcp_tool_execution_error", out.output.substr(marker.size())));
+      else
+        caf::anon_send(me, tool_done_atom::value, key, std::move(out.output), std::string());
+    });
+    self->delayed_send(self,
+                       std::chrono::milliseconds(static_cast<int64_t>(st.env->limits.gateway_tool_timeout_seconds * 1000)),
+                       timeout_atom::value, key);
+  }
+}
+
+// Runs the gateway calls the stream has pending, then does `then`.
+void run_calls(run_pointer self, after_calls then) {
+  auto& st = self->state;
+  st.then = then;
+  for (auto& p : st.stream->take_pending())
+    st.waiting.push_back(std::move(p));
+  pump_calls(self);
+  calls_done(self);
+}
+
+// RS-16: how an upstream failure is named in the response's error.
+std::string failure_code(int http_status) {
+  if (http_status == 429)
+    return "rate_limit_exceeded";
+  if (http_status >= 400 && http_status < 500)
+    return "invalid_prompt";
+  return "server_error";
+}
+
+void fail(run_pointer self, const std::string& message, int http_status) {
+  auto& st = self->state;
+  rs::api_error e;
+  // RS-43: a non-streaming client gets 502 for an upstream failure, 400 for an upstream 4xx of round 1.
+  e.status = http_status >= 400 && http_status < 500 && st.round <= 1 ? 400 : 502;
+  e.message = message;
+  e.code = failure_code(http_status);
+  finish(self, "failed", {}, e);
+}
+
+void on_round_end(run_pointer self) {
+  auto& st = self->state;
+  st.upstream.reset();
+  st.tokens += st.stream->round_usage();
+  auto finish_reason = st.stream->finish_reason();
+  if (finish_reason == "length" || finish_reason == "content_filter") {
+    st.stream->abandon_calls();
+    publish(self);
+    return finish(self, "incomplete", finish_reason == "length" ? "max_output_tokens" : "content_filter");
+  }
+  if (st.stream->client_actions() > 0)
+    return run_calls(self, after_calls::complete);
+  if (st.stream->gateway_calls() > 0)
+    return run_calls(self, st.round >= st.env->limits.max_rounds ? after_calls::rounds_exhausted
+                                                                  : after_calls::next_round);
+  finish(self, "completed");
+}
+
+void begin_round(run_pointer self) {
+  auto& st = self->state;
+  if (st.ended)
+    return;
+  ++st.round;
+  st.stream->next_round();
+  rs::round_request r;
+  r.req = &st.job.req;
+  r.history = working_history(st);
+  r.tools = st.function_tools;
+  if (st.stream->gateway_budget() != 0)
+    r.tools.insert(r.tools.end(), st.mcp_tools.begin(), st.mcp_tools.end());
+  r.force_auto = st.force_auto;
+  if (st.job.req.choice.mode == "none")
+    r.tools.clear();
+  if (auto cap = st.job.req.max_output_tokens) {
+    auto left = *cap - st.tokens.output_tokens;
+    if (left < 1)
+      return finish(self, "incomplete", "max_output_tokens");
+    r.max_output_tokens = left;
+  }
+  auto id = ++st.round_id;
+  response_run_actor me = self;
+  st.upstream = st.env->upstream->open(r, [me, id](std::vector<rs::upstream_event> events) {
+    caf::anon_send(me, upstream_atom::value, id, std::move(events));
+  });
+}
+
+void on_upstream(run_pointer self, uint64_t id, std::vector<rs::upstream_event>& events) {
+  auto& st = self->state;
+  if (st.ended || id != st.round_id)
+    return;
+  for (auto& e : events) {
+    if (!st.stream->feed(e)) {
+      publish(self);
+      return fail(self, st.stream->failure(), e.what == rs::upstream_event::kind::failure ? e.http_status : 0);
+    }
+  }
+  publish(self);
+  if (st.stream->round_finished())
+    return on_round_end(self);
+  if (st.stream->held_events() > st.env->limits.held_back_events
+      || st.stream->held_bytes() > st.env->limits.held_back_bytes)
+    return fail(self, "too much output held back behind a gateway tool call", 0);
+  if (st.unacknowledged > 0)
+    st.resume_when_acknowledged = true;
+  else if (st.upstream)
+    st.upstream->resume();
+}
+
+void stop_work(run_state& st) {
+  if (st.upstream)
+    st.upstream->cancel();
+  st.upstream.reset();
+  for (auto& [key, handle] : st.running)
+    if (handle)
+      handle->cancel();
+  st.running.clear();
+  st.waiting.clear();
+}
+
+void end_subscribers(run_pointer self, const response_end& end) {
+  auto& st = self->state;
+  for (auto& f : st.followers)
+    caf::anon_send(f, run_end_atom::value, end);
+  if (st.waiter)
+    caf::anon_send(st.waiter, run_end_atom::value, end);
+  for (auto& rp : st.cancelled)
+    rp.deliver(end.snapshot);
+  st.live->remove(st.job.id);
+  self->quit();
+}
+
+void finish(run_pointer self, const std::string& status, const std::string& reason, const rs::api_error& failure) {
+  auto& st = self->state;
+  if (st.ended)
+    return;
+  st.ended = true;
+  stop_work(st);
+  if (status == "cancelled" || status == "failed")
+    st.stream->interrupt();
+  std::string error = status == "failed" ? error_object(failure.code, failure.message) : std::string();
+  auto object = snapshot(st, status, error, reason, true);
+  const char* type = status == "completed"  ? "response.completed"
+                     : status == "failed"   ? "response.failed"
+                                            : "response.incomplete";
+  st.stream->terminal(type, object);
+  auto events = st.stream->take_events();
+  response_end end;
+  end.status = status;
+  end.snapshot = object;
+  end.failed = status == "failed";
+  end.error = failure;
+  if (!st.job.req.store) {
+    deliver(self, std::move(events));
+    return end_subscribers(self, end);
+  }
+  // RS-53: one commit after the run and before the terminal event.
+  response_commit c;
+  c.response = row_of(st, status, object);
+  for (auto& it : st.job.input)
+    c.items.push_back({it.id, rs::to_json(it)});
+  auto& output = st.stream->output();
+  for (std::size_t i = 0; i < output.size(); ++i)
+    if (st.stream->item_done(i)) {
+      c.items.push_back({output[i].id, rs::to_json(output[i])});
+      if ((status == "completed" || status == "incomplete") && !st.job.req.conversation_id.empty())
+        c.conversation_append.push_back(output[i].id);
+    }
+  if ((status == "completed" || status == "incomplete") && !st.job.req.conversation_id.empty()) {
+    std::vector<std::string> ids;
+    for (auto& it : st.job.input)
+      ids.push_back(it.id);
+    c.conversation_append.insert(c.conversation_append.begin(), ids.begin(), ids.end());
+    c.conversation_id = st.job.req.conversation_id;
+    c.expected_revision = st.job.conversation_revision;
+  }
+  if (st.background())
+    for (auto& e : events)
+      c.events.push_back({e.sequence, e.json});
+  self->request(st.env->store, caf::infinite, save_response_atom::value, std::move(c))
+    .then(
+      [self, events, end](int64_t) mutable {
+        deliver(self, std::move(events));
+        end_subscribers(self, end);
+      },
+      [self, end](caf::error& err) mutable {
+        spdlog::error("responses: {} could not be stored: {}", self->state.job.id, message_of(err));
+        end.failed = true;
+        end.error = {code_of(err) == errc::conflict ? 409 : 500, message_of(err),
+                     code_of(err) == errc::conflict ? "conversation" : "",
+                     code_of(err) == errc::conflict ? "conversation_locked" : "server_error"};
+        // RS-40: no consistent terminal object can be produced.
+        auto& s = self->state;
+        rs::stream_event e;
+        e.type = "error";
+        e.sequence = s.delivered + 1;
+        e.json = "{\"type\":\"error\",\"sequence_number\":" + std::to_string(e.sequence)
+                 + ",\"code\":" + protocol::json::quote(end.error.code)
+                 + ",\"message\":" + protocol::json::quote(end.error.message) + ",\"param\":null,\"error\":"
+                 + rs::error_json(end.error).substr(9, std::string::npos);
+        e.json.pop_back();
+        e.json += "}";
+        deliver(self, {e});
+        end_subscribers(self, end);
+      });
+}
+
+void start(run_pointer self) {
+  auto& st = self->state;
+  st.stream->created(snapshot(st, st.background() ? "queued" : "in_progress"), st.background());
+  st.stream->in_progress(snapshot(st, "in_progress"));
+  // RS-32: each server listed once per history.
+  for (auto& server : st.job.servers) {
+    if (server.listed)
+      continue;
+    rs::item list;
+    list.type = "mcp_list_tools";
+    list.id = rs::mint_item_id("mcp_list_tools");
+    list.server_label = server.label;
+    list.tools = tools_json(server.tools);
+    if (!server.error.empty()) {
+      list.tools = "[]";
+      list.error = protocol::json::object([&](protocol::json::writer& w) {
+        w.Key("type");
+        w.String("mcp_protocol_error");
+        w.Key("message");
+        w.String(server.error.c_str());
+      });
+      st.stream->add_item(std::move(list));
+      publish(self);
+      rs::api_error e;
+      e.status = 500;
+      e.code = "server_error";
+      e.message = "Error retrieving tool list from MCP server: '" + server.label + "'.";
+      return finish(self, "failed", {}, e);
+    }
+    st.stream->add_item(std::move(list));
+  }
+  // RS-33: approved calls run before round 1.
+  std::map<std::string, const rs::item*> requests;
+  for (auto& it : st.job.history)
+    if (it.type == "mcp_approval_request")
+      requests[it.id] = &it;
+  for (auto& it : st.job.input)
+    if (it.type == "mcp_approval_request")
+      requests[it.id] = &it;
+  for (auto& it : st.job.input)
+    if (it.type == "mcp_approval_response" && it.approve)
+      if (auto r = requests.find(it.approval_request_id); r != requests.end())
+        st.stream->open_approved_call(r->second->server_label, r->second->name, r->second->arguments, r->first);
+  publish(self);
+  run_calls(self, after_calls::first_round);
+}
+
+response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr<const response_environment> env,
+                                               std::shared_ptr<live_responses> live, response_job job,
+                                               caf::actor waiter) {
+  auto& st = self->state;
+  st.env = std::move(env);
+  st.live = std::move(live);
+  st.job = std::move(job);
+  st.waiter = std::move(waiter);
+  for (auto& f : st.job.req.functions)
+    st.function_tools.push_back({f.name, f.description, f.parameters, f.strict});
+  for (auto& server : st.job.servers)
+    for (auto& tool : server.tools) {
+      auto name = rs::mcp_function_name(server.label, tool.name);
+      st.routes[name] = {server.label, tool.name, needs_approval(server.require_approval, tool)};
+      st.mcp_tools.push_back({name, tool.description, tool.input_schema, {}});
+    }
+  auto routes = st.routes;
+  st.stream = std::make_unique<rs::response_stream>(
+    [routes](const std::string& name) -> std::optional<rs::gateway_route> {
+      auto it = routes.find(name);
+      if (it == routes.end())
+        return std::nullopt;
+      return it->second;
+    },
+    st.job.req.max_tool_calls.value_or(-1));
+  return {
+    [=](start_atom) { start(self); },
+    [=](cancel_atom) -> caf::result<std::string> {
+      auto& s = self->state;
+      if (s.ended && s.cancelled.empty())
+        return make_error(errc::conflict, "the response already ended");
+      // The cancelled object is the answer once it is stored (RS-9).
+      s.cancelled.push_back(self->make_response_promise<std::string>());
+      auto rp = s.cancelled.back();
+      finish(self, "cancelled");
+      return rp;
+    },
+    [=](disconnect_atom) {
+      auto& s = self->state;
+      if (s.ended || s.background())
+        return;
+      // RS-42: nothing is stored and nobody is left to tell.
+      s.ended = true;
+      stop_work(s);
+      s.live->remove(s.job.id);
+      self->quit();
+    },
+    [=](subscribe_atom, caf::actor who, int64_t after) {
+      auto& s = self->state;
+      std::vector<rs::stream_event> backlog;
+      for (auto& e : s.log)
+        if (e.sequence > after)
+          backlog.push_back(e);
+      if (!backlog.empty())
+        caf::anon_send(who, event_atom::value, std::move(backlog));
+      s.followers.push_back(std::move(who));
+      return true;
+    },
+    [=](snapshot_atom) {
+      auto& s = self->state;
+      return snapshot(s, s.round == 0 && s.background() ? "queued" : "in_progress");
+    },
+    [=](upstream_atom, uint64_t id, std::vector<rs::upstream_event>& events) { on_upstream(self, id, events); },
+    [=](tool_done_atom, uint64_t key, std::string& output, std::string& error) {
+      end_call(self, key, std::move(output), std::move(error));
+    },
+    [=](timeout_atom, uint64_t key) {
+      auto& s = self->state;
+      auto it = s.running.find(key);
+      if (it == s.running.end())
+        return;
+      if (it->second)
+        it->second->cancel();
+      auto seconds = static_cast<int64_t>(s.env->limits.gateway_tool_timeout_seconds);
+      end_call(self, key, {},
+               mcp_error("mcp_protocol_error", "MCP tool call timed out after " + std::to_string(seconds) + "s", -32001));
+    },
+  };
+}
+
+} // namespace
+
+response_run_actor spawn_response_run(caf::actor_system& sys, std::shared_ptr<const response_environment> env,
+                                      std::shared_ptr<live_responses> live, response_job job, caf::actor waiter) {
+  auto id = job.id;
+  auto run = sys.spawn(response_run, std::move(env), live, std::move(job), std::move(waiter));
+  live->add(id, run);
+  return run;
+}
+
+} // namespace troupe

@@ -1,0 +1,122 @@
+// The Responses executor (responses.md §4): one actor per response runs its rounds, its gateway
+// tool calls and its persistence, and renders it as Responses stream events.
+#pragma once
+
+#include "actors/atoms.hpp"
+#include "actors/response_store.hpp"
+#include "actors/upstream_port.hpp"
+#include "protocol/mcp.hpp"
+#include "protocol/responses_request.hpp"
+#include "protocol/responses_stream.hpp"
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace troupe {
+
+class tool_router;
+
+// The executor's limits (RS-23..RS-26, RS-51): one parameter set, defaults from the spec.
+struct response_limits {
+  int max_rounds = 10;
+  int max_concurrent_gateway_calls = 5;
+  double gateway_tool_timeout_seconds = 60;
+  std::size_t max_tool_output_bytes = std::size_t{1} << 20;
+  int64_t max_summary_tokens = 4096;
+  std::size_t held_back_events = 1024;
+  std::size_t held_back_bytes = 256 * 1024;
+};
+
+struct response_environment {
+  std::shared_ptr<upstream_port> upstream;
+  response_store_actor store;
+  std::shared_ptr<tool_router> tools; // the configured MCP servers
+  response_limits limits;
+};
+
+// An MCP server as one request uses it (RS-30..RS-33).
+struct mcp_binding {
+  std::string label;
+  std::vector<protocol::mcp_tool> tools; // after allowed_tools
+  std::string require_approval;          // JSON: "always" | "never" | {...}
+  bool listed = false;                   // the history already lists it (RS-32)
+  std::string error;                     // why it cannot be listed
+};
+
+// Everything a response needs to run, resolved by the edge: the validated request, the stored
+// history it continues (RS-20), its own input with references resolved, and its MCP servers.
+struct response_job {
+  protocol::responses::request req;
+  std::string id;
+  int64_t created_at = 0;
+  std::vector<protocol::responses::item> history;
+  std::vector<protocol::responses::item> input;
+  int64_t conversation_revision = -1;
+  std::vector<mcp_binding> servers;
+};
+
+// How a response ended, for the one who waits on it (a non-streaming POST, RS-43).
+struct response_end {
+  std::string status;
+  std::string snapshot; // the response object
+  bool failed = false;  // run failure: `error` says what the HTTP answer is
+  protocol::responses::api_error error;
+};
+
+using response_run_actor = caf::typed_actor<
+  caf::reacts_to<start_atom>,
+  // A background response is cancelled (RS-9): the answer is the cancelled object.
+  caf::replies_to<cancel_atom>::with<std::string>,
+  // The foreground client went away (RS-42): stop at once and store nothing.
+  caf::reacts_to<disconnect_atom>,
+  // Adds a subscriber of events with sequence_number > after. A subscriber gets
+  // (event_atom, std::vector<stream_event>) — answered with a bool when the run waits on it
+  // (foreground) — and then (run_end_atom, response_end).
+  caf::replies_to<subscribe_atom, caf::actor, int64_t>::with<bool>,
+  // The response object as it stands (RS-5: open items with partial content).
+  caf::replies_to<snapshot_atom>::with<std::string>,
+  caf::reacts_to<upstream_atom, uint64_t, std::vector<protocol::responses::upstream_event>>,
+  caf::reacts_to<tool_done_atom, uint64_t, std::string, std::string>,
+  caf::reacts_to<timeout_atom, uint64_t>>;
+
+// The live responses by id, so cancel, GET and resumed streams reach the running actor.
+// It also holds the conversations that have a run in flight (RS-54: one at a time).
+class live_responses {
+public:
+  void add(const std::string& id, response_run_actor run);
+  // Forgets the run and frees the conversation it held.
+  void remove(const std::string& id);
+  response_run_actor find(const std::string& id) const;
+  std::size_t size() const;
+
+  // False when another response holds the conversation.
+  bool claim_conversation(const std::string& conversation, const std::string& response_id);
+  void release_conversation(const std::string& conversation);
+  bool conversation_busy(const std::string& conversation) const;
+
+private:
+  mutable std::mutex mu_;
+  std::map<std::string, response_run_actor> runs_;
+  std::map<std::string, std::string> conversations_; // conversation → the response holding it
+};
+
+// Spawns a response's run; it waits for start_atom. `waiter` (may be null) is its first subscriber
+// and, for a foreground response, the one it waits on (RS-39).
+response_run_actor spawn_response_run(caf::actor_system& sys, std::shared_ptr<const response_environment> env,
+                                      std::shared_ptr<live_responses> live, response_job job, caf::actor waiter);
+
+} // namespace troupe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::response_end)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::responses::stream_event)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::protocol::responses::stream_event>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::responses::upstream_event)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::protocol::responses::upstream_event>)

@@ -1,0 +1,985 @@
+#include "io/responses_routes.hpp"
+
+#include "actors/errors.hpp"
+#include "actors/tool_router.hpp"
+#include "io/route_ask.hpp"
+#include "protocol/ids.hpp"
+#include "protocol/json.hpp"
+#include "protocol/responses_replay.hpp"
+#include "protocol/sse.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <set>
+
+namespace troupe::io {
+
+namespace {
+
+namespace rs = protocol::responses;
+using drained_atom = caf::atom_constant<caf::atom("drained")>;
+constexpr auto backlog_poll = std::chrono::milliseconds(5);
+
+// The built-in hand-off instruction of a summary call (RS-51, RS-52).
+constexpr const char* compaction_prompt =
+  "Summarize the conversation so far for another assistant who will continue it without seeing it. "
+  "Keep every fact, decision, open question, file, identifier and number that matters, and what the "
+  "user wants next. Write only the summary.";
+
+struct context {
+  caf::actor_system* sys = nullptr;
+  std::shared_ptr<const response_environment> env;
+  std::shared_ptr<live_responses> live;
+  protocol::config config;
+};
+using ctx_ptr = std::shared_ptr<const context>;
+
+int64_t epoch_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+http_response api_response(const rs::api_error& e) {
+  return json_response(e.status, rs::error_json(e));
+}
+
+rs::api_error store_failure(const caf::error& err) {
+  auto code = code_of(err);
+  if (code == errc::not_found)
+    return rs::not_found(message_of(err));
+  if (code == errc::conflict)
+    return {400, message_of(err), {}, {}};
+  return {500, message_of(err), {}, "server_error"};
+}
+
+rs::api_error response_not_found(const std::string& id) {
+  return rs::not_found("Response with id '" + id + "' not found.");
+}
+
+rs::api_error conversation_locked(const std::string& id) {
+  return {409, "Another response is in progress for conversation '" + id + "'.", "conversation", "conversation_locked"};
+}
+
+// RS-3: with API keys or service tokens configured, every route needs one of them as a bearer.
+bool authorized(const context& ctx, const http_request& req) {
+  auto& tokens = ctx.config.service.service_tokens;
+  if (tokens.empty())
+    return true;
+  auto& auth = req.header("authorization");
+  if (auth.rfind("Bearer ", 0) != 0)
+    return false;
+  auto given = auth.substr(7);
+  return std::find(tokens.begin(), tokens.end(), given) != tokens.end();
+}
+
+// Wraps a handler with the RS-3 check.
+http_handler guarded(ctx_ptr ctx, http_handler handler) {
+  return [ctx, handler](http_request& req, std::shared_ptr<http_exchange> ex) {
+    if (!authorized(*ctx, req))
+      return ex->respond(api_response({401, "Incorrect API key provided.", {}, "invalid_api_key"}));
+    handler(req, std::move(ex));
+  };
+}
+
+std::vector<rs::item> parse_items(const std::vector<stored_item>& stored) {
+  std::vector<rs::item> out;
+  for (auto& s : stored)
+    if (auto it = rs::item_from_json(s.json))
+      out.push_back(std::move(*it));
+  return out;
+}
+
+std::string list_json(const std::vector<stored_item>& items, bool has_more) {
+  return protocol::json::object([&](protocol::json::writer& w) {
+    w.Key("object");
+    w.String("list");
+    w.Key("data");
+    w.StartArray();
+    for (auto& it : items)
+      protocol::json::write_raw(w, it.json);
+    w.EndArray();
+    protocol::json::write_nullable(w, "first_id", items.empty() ? std::string() : items.front().id);
+    protocol::json::write_nullable(w, "last_id", items.empty() ? std::string() : items.back().id);
+    w.Key("has_more");
+    w.Bool(has_more);
+  });
+}
+
+std::string conversation_json(const conversation_row& c) {
+  return protocol::json::object([&](protocol::json::writer& w) {
+    w.Key("id");
+    w.String(c.id.c_str());
+    w.Key("object");
+    w.String("conversation");
+    w.Key("created_at");
+    w.Int64(c.created_at);
+    w.Key("metadata");
+    protocol::json::write_raw(w, c.metadata);
+  });
+}
+
+std::string deleted_json(const std::string& id, const char* object) {
+  return protocol::json::object([&](protocol::json::writer& w) {
+    w.Key("id");
+    w.String(id.c_str());
+    w.Key("object");
+    w.String(object);
+    w.Key("deleted");
+    w.Bool(true);
+  });
+}
+
+// RS-8 paging parameters: limit 1..100 (20), order asc|desc (desc), after.
+std::variant<page_request, rs::api_error> page_of(const http_request& req) {
+  page_request p;
+  if (auto it = req.query.find("limit"); it != req.query.end()) {
+    char* end = nullptr;
+    auto n = std::strtoll(it->second.c_str(), &end, 10);
+    if (it->second.empty() || *end != '\0' || n < 1 || n > 100)
+      return rs::api_error{400, "Invalid 'limit': expected an integer between 1 and 100, but got '" + it->second + "'.",
+                           "limit", "invalid_value"};
+    p.limit = n;
+  }
+  if (auto it = req.query.find("order"); it != req.query.end()) {
+    if (it->second != "asc" && it->second != "desc")
+      return rs::api_error{400, "Invalid value for 'order': '" + it->second + "'.", "order", "invalid_value"};
+    p.ascending = it->second == "asc";
+  }
+  if (auto it = req.query.find("after"); it != req.query.end())
+    p.after = it->second;
+  return p;
+}
+
+// ---- SSE delivery ----
+
+// Writes a response's events to one client. Foreground runs wait for its answer to each batch, given
+// once the client's buffer has room (RS-39).
+struct relay_state {
+  static inline const char* name = "responses_relay";
+  std::shared_ptr<event_stream> stream;
+  std::vector<caf::response_promise> waiting;
+  int64_t last = -1; // sequences already written (a resumed stream may see some twice)
+};
+
+caf::behavior sse_relay(caf::stateful_actor<relay_state>* self, std::shared_ptr<event_stream> stream,
+                        int64_t after) {
+  self->state.stream = std::move(stream);
+  self->state.last = after;
+  return {
+    [=](event_atom, std::vector<rs::stream_event>& events) -> caf::result<bool> {
+      auto& st = self->state;
+      for (auto& e : events) {
+        if (e.sequence <= st.last)
+          continue;
+        st.last = e.sequence;
+        if (!st.stream->send(protocol::sse_frame(std::nullopt, e.type, e.json))) {
+          self->quit();
+          return false;
+        }
+      }
+      if (!st.stream->backlogged())
+        return true;
+      if (st.waiting.empty())
+        self->delayed_send(self, backlog_poll, drained_atom::value);
+      st.waiting.push_back(self->make_response_promise<bool>());
+      return st.waiting.back();
+    },
+    [=](drained_atom) {
+      auto& st = self->state;
+      if (st.stream->backlogged()) {
+        self->delayed_send(self, backlog_poll, drained_atom::value);
+        return;
+      }
+      for (auto& rp : st.waiting)
+        rp.deliver(true);
+      st.waiting.clear();
+    },
+    [=](run_end_atom, const response_end&) {
+      self->state.stream->finish();
+      self->quit();
+    },
+  };
+}
+
+// A non-streaming POST: the object once the run ended (RS-4, RS-43).
+caf::behavior json_waiter(caf::event_based_actor* self, std::shared_ptr<http_exchange> ex) {
+  return {
+    [](event_atom, const std::vector<rs::stream_event>&) { return true; },
+    [=](run_end_atom, const response_end& end) {
+      if (end.failed)
+        ex->respond(api_response(end.error));
+      else
+        ex->respond(json_response(200, end.snapshot));
+      self->quit();
+    },
+  };
+}
+
+std::shared_ptr<event_stream> open_stream(http_exchange& ex) {
+  return ex.open_event_stream({{"Cache-Control", "no-cache"}});
+}
+
+void write_events(event_stream& stream, const std::vector<rs::stream_event>& events, int64_t after) {
+  for (auto& e : events)
+    if (e.sequence > after && !stream.send(protocol::sse_frame(std::nullopt, e.type, e.json)))
+      return;
+}
+
+// ---- POST /v1/responses ----
+
+struct creation {
+  ctx_ptr ctx;
+  std::shared_ptr<http_exchange> ex;
+  response_job job;
+  bool claimed = false;
+};
+using creation_ptr = std::shared_ptr<creation>;
+
+void reject(creation_ptr c, const rs::api_error& e) {
+  if (c->claimed)
+    c->ctx->live->release_conversation(c->job.req.conversation_id);
+  c->ex->respond(api_response(e));
+}
+
+// `allowed_tools` (RS-30): names, or {tool_names?, read_only?}.
+bool allowed(const std::string& filter, const protocol::mcp_tool& tool) {
+  if (filter.empty())
+    return true;
+  auto doc = protocol::json::parse(filter);
+  if (!doc)
+    return true;
+  auto named = [&](const protocol::json::value& names) {
+    for (auto& n : names.GetArray())
+      if (n.IsString() && tool.name == n.GetString())
+        return true;
+    return false;
+  };
+  if (doc->IsArray())
+    return named(*doc);
+  if (auto names = protocol::json::member(*doc, "tool_names"); names && names->IsArray() && !named(*names))
+    return false;
+  if (auto ro = protocol::json::get_bool(*doc, "read_only"); ro && *ro != tool.read_only)
+    return false;
+  return true;
+}
+
+// RS-30: each declared MCP server is a configured one; its tools as the request filters them.
+std::optional<rs::api_error> bind_servers(creation& c) {
+  auto& req = c.job.req;
+  if (req.mcp.empty())
+    return std::nullopt;
+  std::vector<mcp_server_status> statuses;
+  if (c.ctx->env->tools)
+    statuses = c.ctx->env->tools->servers();
+  for (auto& d : req.mcp) {
+    auto at = "tools[" + std::to_string(d.index) + "]";
+    auto status = std::find_if(statuses.begin(), statuses.end(), [&](auto& s) { return s.name == d.server_label; });
+    if (!d.server_url.empty()) {
+      if (status != statuses.end())
+        return rs::api_error{400, "MCP server '" + d.server_label + "' is configured on this server; omit 'server_url'.",
+                             at + ".server_url", "invalid_value"};
+      return rs::api_error{400, "Request-declared MCP servers are not enabled on this server (mcp.allow_request_servers).",
+                           at + ".server_url", "invalid_value"};
+    }
+    if (status == statuses.end())
+      return rs::api_error{400, "Unknown MCP server '" + d.server_label + "': name one of mcp.servers or give 'server_url'.",
+                           at + ".server_label", "invalid_value"};
+    mcp_binding b;
+    b.label = d.server_label;
+    b.require_approval = d.require_approval;
+    for (auto& t : status->tools)
+      if (allowed(d.allowed_tools, t))
+        b.tools.push_back(t);
+    if (status->tools.size() && b.tools.empty())
+      return rs::api_error{400, "'allowed_tools' leaves no tool of MCP server '" + d.server_label + "'.",
+                           at + ".allowed_tools", "invalid_value"};
+    if (!status->alive)
+      b.error = status->error.empty() ? "the server is not running" : status->error;
+    for (auto& it : c.job.history)
+      if (it.type == "mcp_list_tools" && it.server_label == b.label && it.error.empty())
+        b.listed = true;
+    c.job.servers.push_back(std::move(b));
+  }
+  return std::nullopt;
+}
+
+std::string queued_snapshot(const response_job& job) {
+  rs::response_state s;
+  s.id = job.id;
+  s.created_at = job.created_at;
+  s.status = "queued";
+  return rs::response_json(job.req, s);
+}
+
+void launch(creation_ptr c) {
+  auto& ctx = *c->ctx;
+  auto& sys = *ctx.sys;
+  bool streaming = c->job.req.stream;
+  bool background = c->job.req.background;
+  if (!background) {
+    caf::actor waiter;
+    std::shared_ptr<event_stream> stream;
+    if (streaming) {
+      stream = open_stream(*c->ex);
+      waiter = sys.spawn(sse_relay, stream, int64_t{-1});
+    } else {
+      waiter = sys.spawn(json_waiter, c->ex);
+    }
+    auto run = spawn_response_run(sys, ctx.env, ctx.live, std::move(c->job), waiter);
+    c->ex->on_disconnect([run] { caf::anon_send(run, disconnect_atom::value); });
+    caf::anon_send(run, start_atom::value);
+    return;
+  }
+  // RS-55: a background response is stored, queued, before anything else.
+  response_commit commit;
+  auto& row = commit.response;
+  row.id = c->job.id;
+  row.created_at = c->job.created_at;
+  row.status = "queued";
+  row.background = true;
+  row.model = c->job.req.model;
+  row.snapshot = queued_snapshot(c->job);
+  for (auto& it : c->job.history)
+    row.history_item_ids.push_back(it.id);
+  row.input_count = static_cast<int64_t>(row.history_item_ids.size() + c->job.input.size());
+  for (auto& it : c->job.input)
+    row.history_item_ids.push_back(it.id);
+  row.previous_response_id = c->job.req.previous_response_id;
+  row.conversation_id = c->job.req.conversation_id;
+  for (auto& it : c->job.input)
+    commit.items.push_back({it.id, rs::to_json(it)});
+  auto snapshot = row.snapshot;
+  sys.spawn([c, commit = std::move(commit), snapshot, streaming](caf::event_based_actor* self) mutable {
+    auto& ctx = *c->ctx;
+    self->request(ctx.env->store, ask_timeout, save_response_atom::value, std::move(commit))
+      .then(
+        [=](int64_t) {
+          auto& ctx = *c->ctx;
+          caf::actor waiter;
+          if (streaming)
+            waiter = ctx.sys->spawn(sse_relay, open_stream(*c->ex), int64_t{-1});
+          auto run = spawn_response_run(*ctx.sys, ctx.env, ctx.live, std::move(c->job), waiter);
+          if (!streaming)
+            c->ex->respond(json_response(200, snapshot));
+          caf::anon_send(run, start_atom::value);
+        },
+        [=](caf::error& err) { reject(c, store_failure(err)); });
+  });
+}
+
+// Input items whose id is stored are used by reference (RS-14); then the history checks.
+void resolve_input(caf::event_based_actor* self, creation_ptr c) {
+  std::vector<std::string> ids;
+  for (auto& it : c->job.input)
+    ids.push_back(it.id);
+  self->request(c->ctx->env->store, ask_timeout, get_items_atom::value, ids)
+    .then(
+      [=](std::vector<stored_item>& found) {
+        std::map<std::string, std::string> stored;
+        for (auto& s : found)
+          stored[s.id] = s.json;
+        auto& input = c->job.input;
+        for (std::size_t i = 0; i < input.size(); ++i) {
+          auto hit = stored.find(input[i].id);
+          if (hit != stored.end()) {
+            if (auto it = rs::item_from_json(hit->second))
+              input[i] = std::move(*it);
+          } else if (input[i].type == "item_reference") {
+            return reject(c, {400, "No item found with id '" + input[i].id + "'.",
+                              "input[" + std::to_string(i) + "].id", "invalid_value"});
+          }
+        }
+        if (auto err = rs::check_history(c->job.history, c->job.input, c->job.req.mcp))
+          return reject(c, *err);
+        if (auto err = bind_servers(*c))
+          return reject(c, *err);
+        launch(c);
+        self->quit();
+      },
+      [=](caf::error& err) { reject(c, store_failure(err)); });
+}
+
+// RS-20: the history a response continues, from one stored list.
+void rehydrate(caf::event_based_actor* self, creation_ptr c) {
+  auto& req = c->job.req;
+  auto store = c->ctx->env->store;
+  if (!req.previous_response_id.empty()) {
+    auto prev = req.previous_response_id;
+    self->request(store, ask_timeout, get_response_atom::value, prev)
+      .then(
+        [=](response_row& row) {
+          if (row.status == "queued" || row.status == "in_progress")
+            return reject(c, {400, "Previous response with id '" + prev + "' is still in progress.",
+                              "previous_response_id", "invalid_value"});
+          self->request(store, ask_timeout, get_items_atom::value, row.history_item_ids)
+            .then(
+              [=](std::vector<stored_item>& items) {
+                c->job.history = parse_items(items);
+                resolve_input(self, c);
+              },
+              [=](caf::error& err) { reject(c, store_failure(err)); });
+        },
+        [=](caf::error& err) {
+          if (code_of(err) != errc::not_found)
+            return reject(c, store_failure(err));
+          reject(c, {400, "Previous response with id '" + prev + "' not found.", "previous_response_id",
+                     "previous_response_not_found"});
+        });
+    return;
+  }
+  if (!req.conversation_id.empty()) {
+    auto conv = req.conversation_id;
+    if (!c->ctx->live->claim_conversation(conv, c->job.id))
+      return reject(c, conversation_locked(conv));
+    c->claimed = true;
+    self->request(store, ask_timeout, conversation_items_atom::value, conv)
+      .then(
+        [=](conversation_row& row, std::vector<stored_item>& items) {
+          c->job.conversation_revision = row.revision;
+          c->job.history = parse_items(items);
+          resolve_input(self, c);
+        },
+        [=](caf::error& err) {
+          reject(c, code_of(err) == errc::not_found
+                      ? rs::not_found("Conversation with id '" + conv + "' not found.", "conversation")
+                      : store_failure(err));
+        });
+    return;
+  }
+  resolve_input(self, c);
+}
+
+void create_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
+  auto parsed = rs::parse_request(req.body);
+  if (auto err = std::get_if<rs::api_error>(&parsed))
+    return ex->respond(api_response(*err));
+  auto c = std::make_shared<creation>();
+  c->ctx = ctx;
+  c->ex = std::move(ex);
+  c->job.req = std::move(std::get<rs::request>(parsed));
+  c->job.input = c->job.req.input;
+  c->job.id = protocol::uuid7_id("resp_");
+  c->job.created_at = epoch_seconds();
+  ctx->sys->spawn([c](caf::event_based_actor* self) { rehydrate(self, c); });
+}
+
+// ---- GET /v1/responses/{id} ----
+
+void replay(ctx_ptr ctx, std::shared_ptr<http_exchange> ex, const std::string& id, int64_t after) {
+  ctx->sys->spawn([=](caf::event_based_actor* self) {
+    auto store = ctx->env->store;
+    self->request(store, ask_timeout, get_response_atom::value, id)
+      .then(
+        [=](response_row& row) {
+          if (!row.background) {
+            auto stream = open_stream(*ex);
+            write_events(*stream, rs::canonical_replay(row.snapshot), after);
+            stream->finish();
+            return;
+          }
+          if (auto run = ctx->live->find(id)) {
+            // RS-6: the run sends what it delivered after `after`, then follows.
+            auto relay = ctx->sys->spawn(sse_relay, open_stream(*ex), after);
+            caf::anon_send(run, subscribe_atom::value, relay, after);
+            return;
+          }
+          self->request(store, ask_timeout, response_events_atom::value, id, after)
+            .then(
+              [=](std::vector<response_event>& events) {
+                auto stream = open_stream(*ex);
+                for (auto& e : events) {
+                  auto doc = protocol::json::parse(e.json);
+                  auto type = doc ? protocol::json::get_string(*doc, "type") : std::string();
+                  if (!stream->send(protocol::sse_frame(std::nullopt, type, e.json)))
+                    break;
+                }
+                stream->finish();
+              },
+              [=](caf::error& err) { ex->respond(api_response(store_failure(err))); });
+        },
+        [=](caf::error& err) {
+          ex->respond(api_response(code_of(err) == errc::not_found ? response_not_found(id) : store_failure(err)));
+        });
+  });
+}
+
+void get_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
+  auto id = req.params["id"];
+  if (auto s = req.query.find("stream"); s != req.query.end() && s->second == "true") {
+    int64_t after = -1;
+    if (auto it = req.query.find("starting_after"); it != req.query.end()) {
+      char* end = nullptr;
+      after = std::strtoll(it->second.c_str(), &end, 10);
+      if (it->second.empty() || *end != '\0' || after < -1)
+        return ex->respond(api_response({400, "Invalid value for 'starting_after': '" + it->second + "'.",
+                                         "starting_after", "invalid_value"}));
+    }
+    return replay(ctx, std::move(ex), id, after);
+  }
+  ctx->sys->spawn([=](caf::event_based_actor* self) {
+    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id)
+      .then(
+        [=](response_row& row) {
+          auto run = row.background ? ctx->live->find(id) : response_run_actor{};
+          if (!run)
+            return ex->respond(json_response(200, row.snapshot));
+          // RS-5: a running response as it stands.
+          self->request(run, ask_timeout, snapshot_atom::value)
+            .then([=](std::string& snapshot) { ex->respond(json_response(200, snapshot)); },
+                  [=](caf::error&) { ex->respond(json_response(200, row.snapshot)); });
+        },
+        [=](caf::error& err) {
+          ex->respond(api_response(code_of(err) == errc::not_found ? response_not_found(id) : store_failure(err)));
+        });
+  });
+}
+
+void delete_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
+  auto id = req.params["id"];
+  ctx->sys->spawn([=](caf::event_based_actor* self) {
+    auto store = ctx->env->store;
+    self->request(store, ask_timeout, get_response_atom::value, id)
+      .then(
+        [=](response_row& row) {
+          if (row.status == "queued" || row.status == "in_progress")
+            return ex->respond(
+              api_response({400, "Cannot delete a response that is still in progress; cancel it first.", {}, {}}));
+          self->request(store, ask_timeout, delete_response_atom::value, id)
+            .then([=](bool) { ex->respond(json_response(200, deleted_json(id, "response"))); },
+                  [=](caf::error& err) { ex->respond(api_response(store_failure(err))); });
+        },
+        [=](caf::error& err) {
+          ex->respond(api_response(code_of(err) == errc::not_found ? response_not_found(id) : store_failure(err)));
+        });
+  });
+}
+
+void cancel_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
+  auto id = req.params["id"];
+  static const rs::api_error foreground{400, "Only responses created with background=true can be cancelled.", {}, {}};
+  ctx->sys->spawn([=](caf::event_based_actor* self) {
+    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id)
+      .then(
+        [=](response_row& row) {
+          if (!row.background)
+            return ex->respond(api_response(foreground));
+          if (row.status == "cancelled")
+            return ex->respond(json_response(200, row.snapshot));
+          auto run = ctx->live->find(id);
+          if (row.status != "queued" && row.status != "in_progress" || !run) {
+            if (row.status == "queued" || row.status == "in_progress")
+              return ex->respond(json_response(200, row.snapshot));
+            return ex->respond(api_response({400, "Cannot cancel a " + row.status + " response.", {}, {}}));
+          }
+          self->request(run, ask_timeout, cancel_atom::value)
+            .then([=](std::string& snapshot) { ex->respond(json_response(200, snapshot)); },
+                  [=](caf::error&) {
+                    // The run ended meanwhile: what it stored is the answer.
+                    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id)
+                      .then(
+                        [=](response_row& now) {
+                          if (now.status == "cancelled")
+                            return ex->respond(json_response(200, now.snapshot));
+                          ex->respond(api_response({400, "Cannot cancel a " + now.status + " response.", {}, {}}));
+                        },
+                        [=](caf::error& err) { ex->respond(api_response(store_failure(err))); });
+                  });
+        },
+        [=](caf::error& err) {
+          if (code_of(err) == errc::not_found && ctx->live->find(id))
+            return ex->respond(api_response(foreground));
+          ex->respond(api_response(code_of(err) == errc::not_found ? response_not_found(id) : store_failure(err)));
+        });
+  });
+}
+
+void input_items(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
+  auto page = page_of(req);
+  if (auto err = std::get_if<rs::api_error>(&page))
+    return ex->respond(api_response(*err));
+  auto id = req.params["id"];
+  auto p = std::get<page_request>(page);
+  ctx->sys->spawn([=](caf::event_based_actor* self) {
+    self->request(ctx->env->store, ask_timeout, input_items_atom::value, id, p)
+      .then([=](item_page& page) { ex->respond(json_response(200, list_json(page.items, page.has_more))); },
+            [=](caf::error& err) {
+              auto e = store_failure(err);
+              if (code_of(err) == errc::not_found && message_of(err).rfind("No item", 0) == 0)
+                e.param = "after";
+              ex->respond(api_response(e));
+            });
+  });
+}
+
+// ---- POST /v1/responses/compact (RS-52) ----
+
+struct compaction_state {
+  static inline const char* name = "responses_compaction";
+  ctx_ptr ctx;
+  std::shared_ptr<http_exchange> ex;
+  rs::request req;
+  std::vector<rs::item> history;
+  std::string summary;
+  rs::usage tokens;
+  std::shared_ptr<upstream_round> upstream;
+};
+
+void summarize(caf::stateful_actor<compaction_state>* self) {
+  auto& st = self->state;
+  auto history = st.history;
+  history.insert(history.end(), st.req.input.begin(), st.req.input.end());
+  st.history = history;
+  rs::item ask;
+  ask.type = "message";
+  ask.id = rs::mint_item_id("message");
+  ask.role = "user";
+  ask.status = "completed";
+  ask.content.push_back({"input_text", compaction_prompt, {}, "auto"});
+  history.push_back(std::move(ask));
+  rs::round_request r;
+  r.req = &st.req;
+  r.history = std::move(history);
+  r.max_output_tokens = st.ctx->env->limits.max_summary_tokens;
+  r.stream = false;
+  if (st.req.instructions)
+    r.system_override = st.req.instructions;
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  st.upstream = st.ctx->env->upstream->open(r, [me](std::vector<rs::upstream_event> events) {
+    caf::anon_send(me, upstream_atom::value, uint64_t{0}, std::move(events));
+  });
+}
+
+void compacted(caf::stateful_actor<compaction_state>* self) {
+  auto& st = self->state;
+  std::vector<rs::item> output;
+  for (auto& it : st.history)
+    if (it.type == "message" && it.role == "user") {
+      auto copy = it;
+      copy.id = rs::mint_item_id("message");
+      output.push_back(std::move(copy));
+    }
+  rs::item cmp;
+  cmp.type = "compaction";
+  cmp.id = rs::mint_item_id("compaction");
+  cmp.encrypted_content = st.summary;
+  output.push_back(std::move(cmp));
+  auto id = protocol::uuid7_id("resp_");
+  auto created = epoch_seconds();
+  auto snapshot = protocol::json::object([&](protocol::json::writer& w) {
+    w.Key("id");
+    w.String(id.c_str());
+    w.Key("object");
+    w.String("response.compaction");
+    w.Key("created_at");
+    w.Int64(created);
+    w.Key("output");
+    w.StartArray();
+    for (auto& it : output)
+      rs::write_item(w, it);
+    w.EndArray();
+    w.Key("usage");
+    rs::write_usage(w, st.tokens);
+  });
+  response_commit c;
+  c.response.id = id;
+  c.response.created_at = created;
+  c.response.status = "completed";
+  c.response.model = st.req.model;
+  c.response.snapshot = snapshot;
+  for (auto& it : output) {
+    c.response.history_item_ids.push_back(it.id);
+    c.items.push_back({it.id, rs::to_json(it)});
+  }
+  c.response.input_count = static_cast<int64_t>(output.size());
+  c.response.previous_response_id = st.req.previous_response_id;
+  auto ex = st.ex;
+  self->request(st.ctx->env->store, ask_timeout, save_response_atom::value, std::move(c))
+    .then([=](int64_t) { ex->respond(json_response(200, snapshot)); },
+          [=](caf::error& err) { ex->respond(api_response(store_failure(err))); });
+}
+
+caf::behavior compaction(caf::stateful_actor<compaction_state>* self, ctx_ptr ctx, std::shared_ptr<http_exchange> ex,
+                         rs::request req) {
+  auto& st = self->state;
+  st.ctx = std::move(ctx);
+  st.ex = std::move(ex);
+  st.req = std::move(req);
+  auto store = st.ctx->env->store;
+  if (st.req.previous_response_id.empty()) {
+    summarize(self);
+  } else {
+    auto prev = st.req.previous_response_id;
+    self->request(store, ask_timeout, get_response_atom::value, prev)
+      .then(
+        [=](response_row& row) {
+          self->request(store, ask_timeout, get_items_atom::value, row.history_item_ids)
+            .then(
+              [=](std::vector<stored_item>& items) {
+                self->state.history = parse_items(items);
+                summarize(self);
+              },
+              [=](caf::error& err) {
+                self->state.ex->respond(api_response(store_failure(err)));
+                self->quit();
+              });
+        },
+        [=](caf::error&) {
+          self->state.ex->respond(api_response({400, "Previous response with id '" + prev + "' not found.",
+                                                "previous_response_id", "previous_response_not_found"}));
+          self->quit();
+        });
+  }
+  return {
+    [=](upstream_atom, uint64_t, std::vector<rs::upstream_event>& events) {
+      auto& st = self->state;
+      for (auto& e : events) {
+        using kind = rs::upstream_event::kind;
+        if (e.what == kind::text)
+          st.summary += e.text;
+        else if (e.what == kind::finish)
+          st.tokens += e.tokens;
+        else if (e.what == kind::failure) {
+          st.ex->respond(api_response({e.http_status >= 400 && e.http_status < 500 ? 400 : 502,
+                                       "The summary call failed: " + e.text, {}, "server_error"}));
+          return self->quit();
+        }
+        if (e.what == kind::finish) {
+          compacted(self);
+          return;
+        }
+      }
+      if (st.upstream)
+        st.upstream->resume();
+    },
+  };
+}
+
+void compact(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
+  auto parsed = rs::parse_compact_request(req.body);
+  if (auto err = std::get_if<rs::api_error>(&parsed))
+    return ex->respond(api_response(*err));
+  ctx->sys->spawn(compaction, ctx, std::move(ex), std::move(std::get<rs::request>(parsed)));
+}
+
+// ---- Conversations (RS-11, RS-12) ----
+
+std::vector<stored_item> to_stored(const std::vector<rs::item>& items) {
+  std::vector<stored_item> out;
+  for (auto& it : items)
+    out.push_back({it.id, rs::to_json(it)});
+  return out;
+}
+
+rs::api_error conversation_failure(const caf::error& err, const std::string& id) {
+  if (code_of(err) == errc::not_found && message_of(err).rfind("Conversation", 0) == 0)
+    return rs::not_found("Conversation with id '" + id + "' not found.");
+  if (code_of(err) == errc::conflict)
+    return {400, message_of(err), "items", "item_already_in_conversation"};
+  return store_failure(err);
+}
+
+template <class T, class OnValue, class... Ts>
+void ask_conversation(ctx_ptr ctx, std::shared_ptr<http_exchange> ex, const std::string& id, OnValue on_value,
+                      Ts... xs) {
+  ctx->sys->spawn([=](caf::event_based_actor* self) {
+    self->request(ctx->env->store, ask_timeout, xs...)
+      .then([=](T& value) { ex->respond(on_value(value)); },
+            [=](caf::error& err) { ex->respond(api_response(conversation_failure(err, id))); });
+  });
+}
+
+void create_conversation(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
+  auto doc = protocol::json::parse(req.body.empty() ? "{}" : req.body);
+  if (!doc || !doc->IsObject())
+    return ex->respond(api_response({400, "We could not parse the JSON body of your request.", {}, "invalid_json"}));
+  std::vector<rs::item> items;
+  if (auto v = protocol::json::member(*doc, "items"); v && !v->IsNull()) {
+    auto parsed = rs::parse_conversation_items(*v, 0);
+    if (auto err = std::get_if<rs::api_error>(&parsed))
+      return ex->respond(api_response(*err));
+    items = std::get<std::vector<rs::item>>(parsed);
+  }
+  conversation_row row;
+  row.id = protocol::uuid7_id("conv_");
+  row.created_at = epoch_seconds();
+  if (auto v = protocol::json::member(*doc, "metadata"); v && !v->IsNull()) {
+    if (auto err = rs::check_metadata(*v, "metadata"))
+      return ex->respond(api_response(*err));
+    row.metadata = protocol::json::serialize(*v);
+  }
+  ask_conversation<conversation_row>(
+    ctx, ex, row.id, [](conversation_row& c) { return json_response(200, conversation_json(c)); },
+    create_conversation_atom::value, row, to_stored(items));
+}
+
+void add_conversation_items(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
+  auto id = req.params["id"];
+  auto doc = protocol::json::parse(req.body);
+  if (!doc || !doc->IsObject())
+    return ex->respond(api_response({400, "We could not parse the JSON body of your request.", {}, "invalid_json"}));
+  auto v = protocol::json::member(*doc, "items");
+  if (!v)
+    return ex->respond(api_response({400, "Missing required parameter: 'items'.", "items", "missing_required_parameter"}));
+  auto parsed = rs::parse_conversation_items(*v, 1);
+  if (auto err = std::get_if<rs::api_error>(&parsed))
+    return ex->respond(api_response(*err));
+  if (ctx->live->conversation_busy(id))
+    return ex->respond(api_response(conversation_locked(id)));
+  ask_conversation<std::vector<stored_item>>(
+    ctx, ex, id, [](std::vector<stored_item>& items) { return json_response(200, list_json(items, false)); },
+    add_conversation_items_atom::value, id, to_stored(std::get<std::vector<rs::item>>(parsed)));
+}
+
+} // namespace
+
+void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_ptr<const response_environment> env,
+                          std::shared_ptr<live_responses> live, const protocol::config& config) {
+  auto ctx = std::make_shared<context>();
+  ctx->sys = &sys;
+  ctx->env = std::move(env);
+  ctx->live = std::move(live);
+  ctx->config = config;
+  ctx_ptr c = ctx;
+  auto on = [&](const char* method, const char* pattern, auto fn) {
+    routes.add(method, pattern, guarded(c, [c, fn](http_request& req, std::shared_ptr<http_exchange> ex) {
+                 fn(c, req, std::move(ex));
+               }));
+  };
+  on("POST", "/v1/responses", create_response);
+  on("POST", "/v1/responses/compact", compact);
+  on("GET", "/v1/responses/{id}", get_response);
+  on("DELETE", "/v1/responses/{id}", delete_response);
+  on("POST", "/v1/responses/{id}/cancel", cancel_response);
+  on("GET", "/v1/responses/{id}/input_items", input_items);
+  on("POST", "/v1/conversations", create_conversation);
+  on("GET", "/v1/conversations/{id}", [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
+    auto id = req.params["id"];
+    ask_conversation<conversation_row>(
+      ctx, ex, id, [](conversation_row& c) { return json_response(200, conversation_json(c)); },
+      get_conversation_atom::value, id);
+  });
+  on("POST", "/v1/conversations/{id}", [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
+    auto id = req.params["id"];
+    auto doc = protocol::json::parse(req.body);
+    if (!doc || !doc->IsObject())
+      return ex->respond(api_response({400, "We could not parse the JSON body of your request.", {}, "invalid_json"}));
+    std::string metadata = "{}";
+    if (auto v = protocol::json::member(*doc, "metadata"); v && !v->IsNull()) {
+      if (auto err = rs::check_metadata(*v, "metadata"))
+        return ex->respond(api_response(*err));
+      metadata = protocol::json::serialize(*v);
+    }
+    ask_conversation<conversation_row>(
+      ctx, ex, id, [](conversation_row& c) { return json_response(200, conversation_json(c)); },
+      update_conversation_atom::value, id, metadata);
+  });
+  on("DELETE", "/v1/conversations/{id}", [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
+    auto id = req.params["id"];
+    ask_conversation<bool>(
+      ctx, ex, id, [id](bool) { return json_response(200, deleted_json(id, "conversation.deleted")); },
+      delete_conversation_atom::value, id);
+  });
+  on("POST", "/v1/conversations/{id}/items", add_conversation_items);
+  on("GET", "/v1/conversations/{id}/items", [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
+    auto page = page_of(req);
+    if (auto err = std::get_if<rs::api_error>(&page))
+      return ex->respond(api_response(*err));
+    auto id = req.params["id"];
+    ctx->sys->spawn([=](caf::event_based_actor* self) {
+      self->request(ctx->env->store, ask_timeout, list_conversation_items_atom::value, id, std::get<page_request>(page))
+        .then([=](item_page& p) { ex->respond(json_response(200, list_json(p.items, p.has_more))); },
+              [=](caf::error& err) {
+                auto e = conversation_failure(err, id);
+                if (code_of(err) == errc::not_found && message_of(err).rfind("No item", 0) == 0)
+                  e.param = "after";
+                ex->respond(api_response(e));
+              });
+    });
+  });
+  on("GET", "/v1/conversations/{id}/items/{item_id}",
+     [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
+       auto id = req.params["id"];
+       auto item_id = req.params["item_id"];
+       ctx->sys->spawn([=](caf::event_based_actor* self) {
+         self->request(ctx->env->store, ask_timeout, conversation_items_atom::value, id)
+           .then(
+             [=](conversation_row&, std::vector<stored_item>& items) {
+               for (auto& it : items)
+                 if (it.id == item_id)
+                   return ex->respond(json_response(200, it.json));
+               ex->respond(api_response(rs::not_found("No item found with id '" + item_id + "'")));
+             },
+             [=](caf::error& err) { ex->respond(api_response(conversation_failure(err, id))); });
+       });
+     });
+  on("DELETE", "/v1/conversations/{id}/items/{item_id}",
+     [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
+       auto id = req.params["id"];
+       if (ctx->live->conversation_busy(id))
+         return ex->respond(api_response(conversation_locked(id)));
+       ask_conversation<conversation_row>(
+         ctx, ex, id, [](conversation_row& c) { return json_response(200, conversation_json(c)); },
+         remove_conversation_item_atom::value, id, req.params["item_id"]);
+     });
+  on("GET", "/v1/models", [](ctx_ptr ctx, http_request&, std::shared_ptr<http_exchange> ex) {
+    auto body = protocol::json::object([&](protocol::json::writer& w) {
+      w.Key("object");
+      w.String("list");
+      w.Key("data");
+      w.StartArray();
+      w.StartObject();
+      w.Key("id");
+      w.String(ctx->config.model.name.c_str());
+      w.Key("object");
+      w.String("model");
+      w.Key("created");
+      w.Int64(0);
+      w.Key("owned_by");
+      w.String("troupe");
+      w.EndObject();
+      w.EndArray();
+    });
+    ex->respond(json_response(200, body));
+  });
+}
+
+void fail_unfinished_responses(caf::actor_system& sys, response_store_actor store) {
+  caf::scoped_actor self{sys};
+  std::vector<response_row> rows;
+  self->request(store, ask_timeout, unfinished_atom::value)
+    .receive([&](std::vector<response_row>& r) { rows = std::move(r); },
+             [&](caf::error& err) { spdlog::error("responses: cannot read unfinished responses: {}", message_of(err)); });
+  for (auto& row : rows) {
+    int64_t next = 0;
+    self->request(store, ask_timeout, response_events_atom::value, row.id, int64_t{-1})
+      .receive([&](std::vector<response_event>& events) { next = events.empty() ? 0 : events.back().sequence + 1; },
+               [&](caf::error&) {});
+    auto doc = protocol::json::parse(row.snapshot);
+    if (!doc || !doc->IsObject())
+      continue;
+    auto& alloc = doc->GetAllocator();
+    (*doc)["status"].SetString("failed", alloc);
+    rapidjson::Value error(rapidjson::kObjectType);
+    error.AddMember("code", "server_error", alloc);
+    error.AddMember("message", "The server restarted before the response finished.", alloc);
+    if (doc->HasMember("error"))
+      (*doc)["error"] = error;
+    else
+      doc->AddMember("error", error, alloc);
+    row.status = "failed";
+    row.snapshot = protocol::json::serialize(*doc);
+    response_commit c;
+    c.response = row;
+    c.events.push_back({next, "{\"type\":\"response.failed\",\"sequence_number\":" + std::to_string(next)
+                                + ",\"response\":" + row.snapshot + "}"});
+    self->request(store, ask_timeout, save_response_atom::value, std::move(c))
+      .receive([](int64_t) {}, [&](caf::error& err) {
+        spdlog::error("responses: cannot fail {}: {}", row.id, message_of(err));
+      });
+  }
+  if (!rows.empty())
+    spdlog::warn("responses: {} response(s) were unfinished at the last stop and are now failed", rows.size());
+}
+
+} // namespace troupe::io
