@@ -1,6 +1,7 @@
 #include "protocol/responses_request.hpp"
 
 #include "protocol/ids.hpp"
+#include "protocol/utf8.hpp"
 
 #include <openssl/sha.h>
 
@@ -722,14 +723,18 @@ std::string response_json(const request& r, const response_state& s) {
 }
 
 std::string mcp_function_name(const std::string& server_label, const std::string& tool) {
-  std::string name = "mcp__" + server_label + "__" + tool;
-  for (auto& c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-')
-      c = '_';
+  auto full = "mcp__" + server_label + "__" + tool;
+  // One `_` per character outside [A-Za-z0-9_-], however many UTF-8 bytes it takes.
+  std::string name;
+  for (std::size_t i = 0; i < full.size();) {
+    auto c = static_cast<unsigned char>(full[i]);
+    bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    name.push_back(keep ? full[i] : '_');
+    i += std::max<std::size_t>(1, utf8_sequence_length(full, i));
+  }
   if (name.size() <= 64)
     return name;
   unsigned char digest[SHA256_DIGEST_LENGTH];
-  auto full = "mcp__" + server_label + "__" + tool;
   SHA256(reinterpret_cast<const unsigned char*>(full.data()), full.size(), digest);
   static const char hex[] = "0123456789abcdef";
   std::string suffix = "_";
@@ -1210,7 +1215,8 @@ int64_t estimate_tokens(const std::vector<item>& history, const std::string& ins
         ++images;
       bytes += p.text.size();
     }
-    bytes += it.arguments.size() + it.output.size() + it.encrypted_content.size();
+    // An output counts as the text the model reads, not as its stored JSON encoding.
+    bytes += it.arguments.size() + output_text_of(it).size() + it.encrypted_content.size();
   }
   return static_cast<int64_t>((bytes + 3) / 4) + 12 * items + 7 * parts + 1024 * images;
 }

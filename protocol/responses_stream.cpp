@@ -38,6 +38,9 @@ usage responses_usage(const json::value& u) {
   return out;
 }
 
+// Arguments of a call whose name has not come yet wait in a bounded buffer (RS-39).
+constexpr std::size_t name_pending_bytes = 256 * 1024;
+
 upstream_event make(upstream_event::kind k, std::string text = {}, int64_t index = 0) {
   upstream_event e;
   e.what = k;
@@ -196,9 +199,13 @@ bool chat_chunk_reader::feed(std::string_view payload, std::vector<upstream_even
           out.push_back(call_event(index, call.id, call.name));
           fragment = std::exchange(call.pending, {}) + fragment;
         }
-        if (!call.announced)
+        if (!call.announced) {
           call.pending += fragment;
-        else if (!fragment.empty())
+          if (call.pending.size() > name_pending_bytes)
+            return fail("the upstream sent more than " + std::to_string(name_pending_bytes)
+                          + " bytes of arguments for tool call " + std::to_string(index) + " without its name",
+                        out);
+        } else if (!fragment.empty())
           out.push_back(make(upstream_event::kind::arguments, std::move(fragment), index));
       }
     }
@@ -240,9 +247,22 @@ void responses_event_reader::finish(const json::value& response, std::string rea
   out.push_back(finish_event(std::move(reason), tokens));
 }
 
+void responses_event_reader::release_held(std::vector<upstream_event>& out) {
+  if (!held_)
+    return;
+  auto [index, text] = std::move(*held_);
+  held_.reset();
+  arguments_[index].relayed += text;
+  out.push_back(make(upstream_event::kind::arguments, std::move(text), index));
+}
+
 bool responses_event_reader::feed(std::string_view payload, std::vector<upstream_event>& out) {
   if (failed_ || finished_)
     return !failed_;
+  while (!payload.empty() && (payload.front() == ' ' || payload.front() == '\n'))
+    payload.remove_prefix(1);
+  if (payload == "[DONE]") // vLLM ends its streams so; a missing terminal is end()'s to report
+    return true;
   auto doc = json::parse(payload);
   if (!doc || !doc->IsObject())
     return fail("the upstream sent an event that is not a JSON object", out);
@@ -250,6 +270,30 @@ bool responses_event_reader::feed(std::string_view payload, std::vector<upstream
   auto type = json::get_string(ev, "type");
   auto index = json::get_int(ev, "output_index").value_or(0);
   auto delta = json::get_string(ev, "delta");
+  if (type == "response.function_call_arguments.delta") {
+    if (delta.empty())
+      return true;
+    if (held_ && held_->first != index)
+      release_held(out);
+    auto& args = arguments_[index];
+    if (args.deltas++ == 0) {
+      held_.emplace(index, std::move(delta));
+      return true;
+    }
+    if (held_) {
+      // A complete JSON value followed by the start of another was a placeholder: drop it.
+      auto first = delta.find_first_not_of(" \t\r\n");
+      bool restarts = first != std::string::npos && (delta[first] == '{' || delta[first] == '[');
+      if (restarts && json::parse(held_->second))
+        held_.reset();
+      else
+        release_held(out);
+    }
+    args.relayed += delta;
+    out.push_back(make(upstream_event::kind::arguments, std::move(delta), index));
+    return true;
+  }
+  release_held(out);
   if (type == "response.output_item.added" || type == "response.output_item.done"
       || type == "response.function_call_arguments.done") {
     auto item = json::member(ev, "item");
@@ -259,15 +303,13 @@ bool responses_event_reader::feed(std::string_view payload, std::vector<upstream
     auto arguments = json::get_string(call, "arguments");
     if (type == "response.output_item.added")
       out.push_back(call_event(index, json::get_string(call, "call_id"), json::get_string(call, "name")));
-    // Arguments not streamed as deltas (or only partly) arrive with the item.
-    auto& seen = arguments_seen_[index];
-    if (arguments.size() > seen) {
-      out.push_back(make(upstream_event::kind::arguments, arguments.substr(seen), index));
-      seen = arguments.size();
+    // Arguments not streamed as deltas (or only partly) arrive with the item; the final text is
+    // the call's, so only what extends what was given out can still be given.
+    auto& relayed = arguments_[index].relayed;
+    if (arguments.size() > relayed.size() && arguments.compare(0, relayed.size(), relayed) == 0) {
+      out.push_back(make(upstream_event::kind::arguments, arguments.substr(relayed.size()), index));
+      relayed = arguments;
     }
-  } else if (type == "response.function_call_arguments.delta") {
-    arguments_seen_[index] += delta.size();
-    out.push_back(make(upstream_event::kind::arguments, std::move(delta), index));
   } else if (type == "response.output_text.delta") {
     if (!delta.empty())
       out.push_back(make(upstream_event::kind::text, std::move(delta)));
@@ -596,6 +638,21 @@ std::string response_stream::unique_call_id(const std::string& proposed) {
   return id;
 }
 
+namespace {
+
+// What the model reads for a gateway call beyond max_tool_calls (RS-24).
+item limit_output(const std::string& call_id, int64_t limit) {
+  item out;
+  out.type = "function_call_output";
+  out.id = mint_item_id("function_call_output");
+  out.call_id = call_id;
+  out.output = json::quote("{\"error\":\"Reached tool call limit of " + std::to_string(limit) + "\"}");
+  out.status = "completed";
+  return out;
+}
+
+} // namespace
+
 void response_stream::hide_call(const std::string& call_id, const std::string& name, const std::string& arguments) {
   // Beyond max_tool_calls: a pair only the model sees, never the client (RS-24).
   item fc;
@@ -605,12 +662,7 @@ void response_stream::hide_call(const std::string& call_id, const std::string& n
   fc.name = name;
   fc.arguments = arguments;
   fc.status = "completed";
-  item out;
-  out.type = "function_call_output";
-  out.id = mint_item_id("function_call_output");
-  out.call_id = call_id;
-  out.output = json::quote("{\"error\":\"Reached tool call limit of " + std::to_string(limit_) + "\"}");
-  hidden_.push_back({output_.size(), {std::move(fc), std::move(out)}});
+  hidden_.push_back({output_.size(), {std::move(fc), limit_output(call_id, limit_)}});
 }
 
 void response_stream::close_open(const std::string& status) {
@@ -810,18 +862,22 @@ void response_stream::complete_call(std::size_t position, std::string output, st
 }
 
 void response_stream::abandon_calls() {
-  for (auto& p : std::exchange(pending_, {}))
-    if (barriers_open_.count(p.output_position)) {
-      output_[p.output_position].status = "incomplete";
-      resolve_barrier(p.output_position, [&] { emit_item("response.output_item.done", p.output_position); });
-    }
+  // Every call still open, taken for execution or not: a call whose result never comes would hold
+  // back everything after it, the terminal event included.
+  pending_.clear();
+  for (auto position : std::set<std::size_t>(barriers_open_)) {
+    output_[position].status = "incomplete";
+    resolve_barrier(position, [&] { emit_item("response.output_item.done", position); });
+  }
 }
 
 void response_stream::open_approved_call(const std::string& server_label, const std::string& tool,
                                          const std::string& arguments, const std::string& approval_request_id) {
   close_open("completed");
   if (budget_ == 0) {
-    hide_call(unique_call_id(approval_request_id), tool, arguments);
+    // The approval request already renders as this call, under the request's id (RS-46): the
+    // model gets only its output, or it would see the call twice.
+    hidden_.push_back({output_.size(), {limit_output(approval_request_id, limit_)}});
     return;
   }
   if (budget_ > 0)

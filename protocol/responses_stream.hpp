@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace troupe::protocol::responses {
@@ -65,8 +66,17 @@ public:
 private:
   bool fail(std::string message, std::vector<upstream_event>& out);
   void finish(const json::value& response, std::string reason, std::vector<upstream_event>& out);
+  void release_held(std::vector<upstream_event>& out);
 
-  std::map<int64_t, std::size_t> arguments_seen_; // by upstream output_index
+  // By upstream output_index: the arguments given out so far, and how many deltas came.
+  struct call_arguments {
+    std::string relayed;
+    std::size_t deltas = 0;
+  };
+  std::map<int64_t, call_arguments> arguments_;
+  // A call's first delta waits for its second: vLLM streams a placeholder "{}" before the real
+  // arguments, and only the next delta shows that it was one.
+  std::optional<std::pair<int64_t, std::string>> held_;
   bool finished_ = false;
   bool failed_ = false;
 };
