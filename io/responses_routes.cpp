@@ -217,7 +217,7 @@ caf::behavior json_waiter(caf::event_based_actor* self, std::shared_ptr<http_exc
 }
 
 std::shared_ptr<event_stream> open_stream(http_exchange& ex) {
-  return ex.open_event_stream({{"Cache-Control", "no-cache"}});
+  return ex.open_event_stream({}); // the server sets Cache-Control: no-cache on every event stream (RS-35)
 }
 
 void write_events(event_stream& stream, const std::vector<rs::stream_event>& events, int64_t after) {
@@ -567,7 +567,7 @@ void cancel_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchan
           if (row.status == "cancelled")
             return ex->respond(json_response(200, row.snapshot));
           auto run = ctx->live->find(id);
-          if (row.status != "queued" && row.status != "in_progress" || !run) {
+          if ((row.status != "queued" && row.status != "in_progress") || !run) {
             if (row.status == "queued" || row.status == "in_progress")
               return ex->respond(json_response(200, row.snapshot));
             return ex->respond(api_response({400, "Cannot cancel a " + row.status + " response.", {}, {}}));

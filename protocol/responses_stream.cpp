@@ -871,6 +871,13 @@ void response_stream::abandon_calls() {
   }
 }
 
+void response_stream::interrupt() {
+  if (ended_)
+    return;
+  close_open("incomplete");
+  abandon_calls();
+}
+
 void response_stream::open_approved_call(const std::string& server_label, const std::string& tool,
                                          const std::string& arguments, const std::string& approval_request_id) {
   close_open("completed");

@@ -138,6 +138,8 @@ public:
   void complete_call(std::size_t output_position, std::string output, std::string error_json);
   // Ends every gateway call still open as incomplete, unexecuted (RS-22.1).
   void abandon_calls();
+  // The run stops mid-round (cancelled, failed): the open item and open calls end incomplete (RS-9).
+  void interrupt();
   // An approved call executed before round 1 (RS-33): opened as an mcp_call, then pending.
   void open_approved_call(const std::string& server_label, const std::string& tool,
                           const std::string& arguments, const std::string& approval_request_id);
