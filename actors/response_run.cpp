@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <deque>
+#include <set>
 
 namespace troupe {
 
@@ -76,6 +77,16 @@ struct run_state {
   std::shared_ptr<upstream_round> upstream;
   bool force_auto = false;
   bool ended = false;
+
+  // The history window (RS-51): history + input until a compaction replaces it; the stream's model
+  // items from `mark` on follow it.
+  std::vector<rs::item> window;
+  std::size_t mark = 0;
+  std::vector<rs::item> minted; // user messages re-minted by a compaction, stored with the response
+  bool summarizing = false;
+  int compacted_before = 0; // the round a compaction already ran before (at most one per round)
+  std::vector<rs::item> summarized;
+  std::string summary;
 
   // Gateway calls of the round (RS-25), by their output position.
   std::deque<rs::pending_call> waiting;
@@ -177,10 +188,9 @@ std::string error_object(const std::string& code, const std::string& message) {
 }
 
 std::vector<rs::item> working_history(const run_state& st) {
-  auto out = st.job.history;
-  out.insert(out.end(), st.job.input.begin(), st.job.input.end());
+  auto out = st.window;
   auto produced = st.stream->model_items();
-  out.insert(out.end(), produced.begin(), produced.end());
+  out.insert(out.end(), produced.begin() + static_cast<std::ptrdiff_t>(st.mark), produced.end());
   return out;
 }
 
@@ -208,15 +218,19 @@ response_row row_of(const run_state& st, const std::string& status, const std::s
   row.background = st.background();
   row.model = st.job.req.model;
   row.snapshot = snapshot_json;
-  for (auto& it : st.job.history)
+  // The window, then what the response added after it that the client saw end (RS-20, RS-51).
+  for (auto& it : st.window)
     row.history_item_ids.push_back(it.id);
-  for (auto& it : st.job.input)
-    row.history_item_ids.push_back(it.id);
-  row.input_count = static_cast<int64_t>(row.history_item_ids.size());
+  row.input_count = static_cast<int64_t>(st.mark == 0 ? st.job.history.size() + st.job.input.size() : st.window.size());
+  std::set<std::string> done;
   auto& output = st.stream->output();
   for (std::size_t i = 0; i < output.size(); ++i)
     if (st.stream->item_done(i))
-      row.history_item_ids.push_back(output[i].id);
+      done.insert(output[i].id);
+  auto produced = st.stream->model_items();
+  for (auto i = st.mark; i < produced.size(); ++i)
+    if (done.count(produced[i].id))
+      row.history_item_ids.push_back(produced[i].id);
   row.previous_response_id = st.job.req.previous_response_id;
   row.conversation_id = st.job.req.conversation_id;
   return row;
@@ -391,9 +405,61 @@ void on_round_end(run_pointer self) {
   finish(self, "completed");
 }
 
+// RS-51: a summary call replaces the window before the round when the history grew past the threshold.
+bool compaction_due(run_pointer self) {
+  auto& st = self->state;
+  auto threshold = st.job.req.compact_threshold;
+  if (!threshold || st.compacted_before == st.round + 1)
+    return false;
+  auto history = working_history(st);
+  if (rs::estimate_tokens(history, st.job.req.instructions.value_or("")) < *threshold)
+    return false;
+  st.compacted_before = st.round + 1;
+  st.summarizing = true;
+  st.summary.clear();
+  st.summarized = history;
+  history.push_back(rs::compaction_request());
+  rs::round_request r;
+  r.req = &st.job.req;
+  r.history = std::move(history);
+  r.max_output_tokens = st.env->limits.max_summary_tokens;
+  r.stream = false;
+  auto id = ++st.round_id;
+  response_run_actor me = self;
+  st.upstream = st.env->upstream->open(r, [me, id](std::vector<rs::upstream_event> events) {
+    caf::anon_send(me, upstream_atom::value, id, std::move(events));
+  });
+  return true;
+}
+
+void on_summary(run_pointer self, std::vector<rs::upstream_event>& events) {
+  auto& st = self->state;
+  for (auto& e : events) {
+    using kind = rs::upstream_event::kind;
+    if (e.what == kind::text) {
+      st.summary += e.text;
+    } else if (e.what == kind::failure) {
+      return fail(self, "The compaction summary call failed: " + e.text, e.http_status);
+    } else if (e.what == kind::finish) {
+      st.tokens += e.tokens; // summary usage is the response's too (RS-19)
+      st.upstream.reset();
+      st.summarizing = false;
+      auto window = rs::compacted_window(st.summarized, st.summary);
+      st.stream->add_item(window.back());
+      publish(self);
+      st.minted.insert(st.minted.end(), window.begin(), window.end() - 1);
+      st.window = std::move(window);
+      st.mark = st.stream->model_items().size();
+      return begin_round(self);
+    }
+  }
+  if (st.upstream)
+    st.upstream->resume();
+}
+
 void begin_round(run_pointer self) {
   auto& st = self->state;
-  if (st.ended)
+  if (st.ended || compaction_due(self))
     return;
   ++st.round;
   st.stream->next_round();
@@ -423,6 +489,8 @@ void on_upstream(run_pointer self, uint64_t id, std::vector<rs::upstream_event>&
   auto& st = self->state;
   if (st.ended || id != st.round_id)
     return;
+  if (st.summarizing)
+    return on_summary(self, events);
   for (auto& e : events) {
     if (!st.stream->feed(e)) {
       publish(self);
@@ -493,6 +561,8 @@ void finish(run_pointer self, const std::string& status, const std::string& reas
   c.response = row_of(st, status, object);
   for (auto& it : st.job.input)
     c.items.push_back({it.id, rs::to_json(it)});
+  for (auto& it : st.minted)
+    c.items.push_back({it.id, rs::to_json(it)});
   auto& output = st.stream->output();
   for (std::size_t i = 0; i < output.size(); ++i)
     if (st.stream->item_done(i)) {
@@ -541,6 +611,8 @@ void finish(run_pointer self, const std::string& status, const std::string& reas
 
 void start(run_pointer self) {
   auto& st = self->state;
+  st.window = st.job.history;
+  st.window.insert(st.window.end(), st.job.input.begin(), st.job.input.end());
   st.stream->created(snapshot(st, st.background() ? "queued" : "in_progress"), st.background());
   st.stream->in_progress(snapshot(st, "in_progress"));
   // RS-32: each server listed once per history.

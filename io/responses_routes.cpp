@@ -22,12 +22,6 @@ namespace rs = protocol::responses;
 using drained_atom = caf::atom_constant<caf::atom("drained")>;
 constexpr auto backlog_poll = std::chrono::milliseconds(5);
 
-// The built-in hand-off instruction of a summary call (RS-51, RS-52).
-constexpr const char* compaction_prompt =
-  "Summarize the conversation so far for another assistant who will continue it without seeing it. "
-  "Keep every fact, decision, open question, file, identifier and number that matters, and what the "
-  "user wants next. Write only the summary.";
-
 struct context {
   caf::actor_system* sys = nullptr;
   std::shared_ptr<const response_environment> env;
@@ -630,13 +624,7 @@ void summarize(caf::stateful_actor<compaction_state>* self) {
   auto history = st.history;
   history.insert(history.end(), st.req.input.begin(), st.req.input.end());
   st.history = history;
-  rs::item ask;
-  ask.type = "message";
-  ask.id = rs::mint_item_id("message");
-  ask.role = "user";
-  ask.status = "completed";
-  ask.content.push_back({"input_text", compaction_prompt, {}, "auto"});
-  history.push_back(std::move(ask));
+  history.push_back(rs::compaction_request());
   rs::round_request r;
   r.req = &st.req;
   r.history = std::move(history);
@@ -652,18 +640,7 @@ void summarize(caf::stateful_actor<compaction_state>* self) {
 
 void compacted(caf::stateful_actor<compaction_state>* self) {
   auto& st = self->state;
-  std::vector<rs::item> output;
-  for (auto& it : st.history)
-    if (it.type == "message" && it.role == "user") {
-      auto copy = it;
-      copy.id = rs::mint_item_id("message");
-      output.push_back(std::move(copy));
-    }
-  rs::item cmp;
-  cmp.type = "compaction";
-  cmp.id = rs::mint_item_id("compaction");
-  cmp.encrypted_content = st.summary;
-  output.push_back(std::move(cmp));
+  auto output = rs::compacted_window(st.history, st.summary);
   auto id = protocol::uuid7_id("resp_");
   auto created = epoch_seconds();
   auto snapshot = protocol::json::object([&](protocol::json::writer& w) {

@@ -1171,6 +1171,37 @@ std::string render_responses_request(const round_request& r) {
   });
 }
 
+item compaction_request() {
+  item ask;
+  ask.type = "message";
+  ask.id = mint_item_id("message");
+  ask.role = "user";
+  ask.status = "completed";
+  ask.content.push_back({"input_text",
+                         "Summarize the conversation so far for another assistant who will continue it without "
+                         "seeing it. Keep every fact, decision, open question, file, identifier and number that "
+                         "matters, and what the user wants next. Write only the summary.",
+                         {},
+                         "auto"});
+  return ask;
+}
+
+std::vector<item> compacted_window(const std::vector<item>& history, const std::string& summary) {
+  std::vector<item> out;
+  for (auto& it : history)
+    if (it.type == "message" && it.role == "user") {
+      auto copy = it;
+      copy.id = mint_item_id("message");
+      out.push_back(std::move(copy));
+    }
+  item cmp;
+  cmp.type = "compaction";
+  cmp.id = mint_item_id("compaction");
+  cmp.encrypted_content = summary;
+  out.push_back(std::move(cmp));
+  return out;
+}
+
 model_request chat_model_request(const round_request& r) {
   model_request out;
   out.model = r.req->model;

@@ -135,6 +135,12 @@ std::string render_responses_request(const round_request& r);
 // A round as the agent loop's chat request: what the built-in scripted model answers.
 model_request chat_model_request(const round_request& r);
 
+// The user message that asks for a hand-off summary (RS-51, RS-52).
+item compaction_request();
+// The window after a summary (RS-51, RS-52): the history's user messages under new ids, in order,
+// then one compaction item holding the summary.
+std::vector<item> compacted_window(const std::vector<item>& history, const std::string& summary);
+
 // RS-51: the estimated size of a rendered history, in tokens.
 int64_t estimate_tokens(const std::vector<item>& history, const std::string& instructions);
 

@@ -2,6 +2,7 @@
 
 #include "protocol/ids.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace troupe::protocol::responses {
@@ -505,7 +506,12 @@ void response_stream::error(const api_error& e) {
     json::write_nullable(w, "param", e.param);
     w.EndObject();
   });
-  // An error ends the stream even behind a gateway call.
+  // An error ends the stream even behind a gateway call; what was held back there is never sent
+  // (RS-37.7).
+  auto held = std::find_if(queue_.begin(), queue_.end(), [](const queued& q) { return q.barrier != SIZE_MAX; });
+  for (auto it = held; it != queue_.end(); ++it)
+    queue_bytes_ -= it->body.size();
+  queue_.erase(held, queue_.end());
   barriers_open_.clear();
   push("error", members(body));
 }
