@@ -22,11 +22,36 @@ void live_responses::add(const std::string& id, response_run_actor run) {
 }
 
 void live_responses::remove(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  runs_.erase(id);
-  for (auto it = conversations_.begin(); it != conversations_.end();)
-    it = it->second == id ? conversations_.erase(it) : std::next(it);
+  response_run_actor next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    runs_.erase(id);
+    for (auto it = conversations_.begin(); it != conversations_.end();)
+      it = it->second == id ? conversations_.erase(it) : std::next(it);
+    for (auto it = waiting_.begin(); it != waiting_.end();)
+      it = it->first == id ? waiting_.erase(it) : std::next(it);
+    if (active_.erase(id) && !waiting_.empty()) {
+      active_.insert(waiting_.front().first);
+      next = std::move(waiting_.front().second);
+      waiting_.pop_front();
+    }
+  }
+  if (next)
+    caf::anon_send(next, start_atom::value);
 }
+
+void live_responses::start_background(const std::string& id, response_run_actor run) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (active_.size() >= max_active_) {
+      waiting_.emplace_back(id, std::move(run));
+      return;
+    }
+    active_.insert(id);
+  }
+  caf::anon_send(run, start_atom::value);
+}
+
 
 bool live_responses::claim_conversation(const std::string& conversation, const std::string& response_id) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -76,6 +101,7 @@ struct run_state {
   uint64_t round_id = 0;
   std::shared_ptr<upstream_round> upstream;
   bool force_auto = false;
+  bool started = false;
   bool ended = false;
 
   // The history window (RS-51): history + input until a compaction replaces it; the stream's model
@@ -287,6 +313,7 @@ void publish(run_pointer self) {
 void begin_round(run_pointer self);
 void finish(run_pointer self, const std::string& status, const std::string& reason = {},
             const rs::api_error& failure = {});
+void announce(run_state& st);
 
 void pump_calls(run_pointer self);
 
@@ -538,6 +565,8 @@ void finish(run_pointer self, const std::string& status, const std::string& reas
     return;
   st.ended = true;
   stop_work(st);
+  if (!st.started) // cancelled while it waited for its turn (RS-55)
+    announce(st);
   if (status == "cancelled" || status == "failed")
     st.stream->interrupt();
   std::string error = status == "failed" ? error_object(failure.code, failure.message) : std::string();
@@ -609,11 +638,19 @@ void finish(run_pointer self, const std::string& status, const std::string& reas
       });
 }
 
+// response.created, then response.queued for a background response (RS-37.2).
+void announce(run_state& st) {
+  st.started = true;
+  st.stream->created(snapshot(st, st.background() ? "queued" : "in_progress"), st.background());
+}
+
 void start(run_pointer self) {
   auto& st = self->state;
+  if (st.ended)
+    return;
   st.window = st.job.history;
   st.window.insert(st.window.end(), st.job.input.begin(), st.job.input.end());
-  st.stream->created(snapshot(st, st.background() ? "queued" : "in_progress"), st.background());
+  announce(st);
   st.stream->in_progress(snapshot(st, "in_progress"));
   // RS-32: each server listed once per history.
   for (auto& server : st.job.servers) {

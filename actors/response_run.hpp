@@ -14,7 +14,9 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -102,10 +104,17 @@ public:
   void release_conversation(const std::string& conversation);
   bool conversation_busy(const std::string& conversation) const;
 
+  // RS-55: at most `max_active` background runs execute; the rest wait, first in first out. Starts
+  // `run` now or when a running one ends.
+  void start_background(const std::string& id, response_run_actor run);
+
 private:
   mutable std::mutex mu_;
   std::map<std::string, response_run_actor> runs_;
   std::map<std::string, std::string> conversations_; // conversation → the response holding it
+  static constexpr std::size_t max_active_ = 64; // background.max_active
+  std::set<std::string> active_;
+  std::deque<std::pair<std::string, response_run_actor>> waiting_;
 };
 
 // Spawns a response's run; it waits for start_atom. `waiter` (may be null) is its first subscriber

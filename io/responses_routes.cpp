@@ -353,10 +353,11 @@ void launch(creation_ptr c) {
           caf::actor waiter;
           if (streaming)
             waiter = ctx.sys->spawn(sse_relay, open_stream(*c->ex), int64_t{-1});
+          auto id = c->job.id;
           auto run = spawn_response_run(*ctx.sys, ctx.env, ctx.live, std::move(c->job), waiter);
           if (!streaming)
             c->ex->respond(json_response(200, snapshot));
-          caf::anon_send(run, start_atom::value);
+          ctx.live->start_background(id, run);
         },
         [=](caf::error& err) { reject(c, store_failure(err)); });
   });
