@@ -300,8 +300,18 @@ void publish(run_pointer self) {
   response_commit c;
   c.events_only = true;
   c.response.id = st.job.id;
-  for (auto& e : events)
+  for (auto& e : events) {
     c.events.push_back({e.sequence, e.json});
+    c.events_only = c.events_only && e.type != "response.output_item.done";
+  }
+  if (!c.events_only) {
+    // RS-55: the snapshot follows each finished item, and the item is stored with it.
+    c.response = row_of(st, "in_progress", snapshot(st, "in_progress"));
+    auto& output = st.stream->output();
+    for (std::size_t i = 0; i < output.size(); ++i)
+      if (st.stream->item_done(i))
+        c.items.push_back({output[i].id, rs::to_json(output[i])});
+  }
   self->request(st.env->store, caf::infinite, save_response_atom::value, std::move(c))
     .then([self, events = std::move(events)](int64_t) mutable { deliver(self, std::move(events)); },
           [self, events](caf::error& err) mutable {
@@ -623,17 +633,7 @@ void finish(run_pointer self, const std::string& status, const std::string& reas
                      code_of(err) == errc::conflict ? "conversation" : "",
                      code_of(err) == errc::conflict ? "conversation_locked" : "server_error"};
         // RS-40: no consistent terminal object can be produced.
-        auto& s = self->state;
-        rs::stream_event e;
-        e.type = "error";
-        e.sequence = s.delivered + 1;
-        e.json = "{\"type\":\"error\",\"sequence_number\":" + std::to_string(e.sequence)
-                 + ",\"code\":" + protocol::json::quote(end.error.code)
-                 + ",\"message\":" + protocol::json::quote(end.error.message) + ",\"param\":null,\"error\":"
-                 + rs::error_json(end.error).substr(9, std::string::npos);
-        e.json.pop_back();
-        e.json += "}";
-        deliver(self, {e});
+        deliver(self, {rs::make_event(self->state.delivered + 1, "error", rs::error_members(end.error))});
         end_subscribers(self, end);
       });
 }

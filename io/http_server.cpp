@@ -1,6 +1,7 @@
 #include "io/http_server.hpp"
 
 #include "protocol/errors.hpp"
+#include "protocol/responses_items.hpp"
 #include "protocol/sse.hpp"
 
 #include <boost/asio/dispatch.hpp>
@@ -220,7 +221,12 @@ private:
       auto d = protocol::dialect_for_path(path.substr(0, path.find('?')));
       keep_alive_ = false;
       ++gen_;
-      write_response(json_response(413, protocol::error_body(d, errc::payload_too_large, "Request body too large")));
+      // Each dialect's own words: AS-1's detail, RS-2's request_too_large.
+      auto limit = std::to_string(state_->options.max_body_bytes);
+      write_response(json_response(
+        413, d == protocol::dialect::openai
+               ? protocol::responses::error_json({413, "Request body exceeds " + limit + " bytes.", {}, "request_too_large"})
+               : protocol::error_body(d, errc::payload_too_large, "Request body too large")));
       return;
     }
     if (ec) {

@@ -58,13 +58,15 @@ rs::api_error conversation_locked(const std::string& id) {
 // RS-3: with API keys or service tokens configured, every route needs one of them as a bearer.
 bool authorized(const context& ctx, const http_request& req) {
   auto& tokens = ctx.config.service.service_tokens;
-  if (tokens.empty())
+  auto& keys = ctx.config.auth.api_keys;
+  if (tokens.empty() && keys.empty())
     return true;
   auto& auth = req.header("authorization");
   if (auth.rfind("Bearer ", 0) != 0)
     return false;
   auto given = auth.substr(7);
-  return std::find(tokens.begin(), tokens.end(), given) != tokens.end();
+  return std::find(tokens.begin(), tokens.end(), given) != tokens.end()
+         || std::find(keys.begin(), keys.end(), given) != keys.end();
 }
 
 // Wraps a handler with the RS-3 check.
@@ -928,29 +930,22 @@ void fail_unfinished_responses(caf::actor_system& sys, response_store_actor stor
   self->request(store, ask_timeout, unfinished_atom::value)
     .receive([&](std::vector<response_row>& r) { rows = std::move(r); },
              [&](caf::error& err) { spdlog::error("responses: cannot read unfinished responses: {}", message_of(err)); });
+  static const std::string restarted =
+    R"({"code":"server_error","message":"The server restarted before the response finished."})";
   for (auto& row : rows) {
-    int64_t next = 0;
+    std::vector<std::string> logged;
     self->request(store, ask_timeout, response_events_atom::value, row.id, int64_t{-1})
-      .receive([&](std::vector<response_event>& events) { next = events.empty() ? 0 : events.back().sequence + 1; },
-               [&](caf::error&) {});
-    auto doc = protocol::json::parse(row.snapshot);
-    if (!doc || !doc->IsObject())
-      continue;
-    auto& alloc = doc->GetAllocator();
-    (*doc)["status"].SetString("failed", alloc);
-    rapidjson::Value error(rapidjson::kObjectType);
-    error.AddMember("code", "server_error", alloc);
-    error.AddMember("message", "The server restarted before the response finished.", alloc);
-    if (doc->HasMember("error"))
-      (*doc)["error"] = error;
-    else
-      doc->AddMember("error", error, alloc);
-    row.status = "failed";
-    row.snapshot = protocol::json::serialize(*doc);
+      .receive(
+        [&](std::vector<response_event>& events) {
+          for (auto& e : events)
+            logged.push_back(std::move(e.json));
+        },
+        [&](caf::error&) {});
     response_commit c;
+    for (auto& e : rs::failed_ending(logged, row.snapshot, restarted, row.snapshot))
+      c.events.push_back({e.sequence, std::move(e.json)});
+    row.status = "failed";
     c.response = row;
-    c.events.push_back({next, "{\"type\":\"response.failed\",\"sequence_number\":" + std::to_string(next)
-                                + ",\"response\":" + row.snapshot + "}"});
     self->request(store, ask_timeout, save_response_atom::value, std::move(c))
       .receive([](int64_t) {}, [&](caf::error& err) {
         spdlog::error("responses: cannot fail {}: {}", row.id, message_of(err));

@@ -325,6 +325,7 @@ void read_auth_config(config_reader& auth, config_reader& service, auth_config& 
   auth.string("jwt_issuer", into.jwt_issuer);
   auth.string("jwt_audience", into.jwt_audience);
   auth.strings("jwt_tenant_claims", into.jwt_tenant_claims);
+  auth.strings("api_keys", into.api_keys);
 
   auto h = auth.child("trusted_headers");
   header_name(h, "user_key", into.headers.user_key);

@@ -56,6 +56,7 @@ struct auth_config {
   std::string jwt_audience; // empty: not checked
   std::vector<std::string> jwt_tenant_claims{"tenant_key", "tenant_id", "tenant", "org_id"};
   trusted_header_names headers;
+  std::vector<std::string> api_keys; // the Responses gateway's client keys (RS-3)
   // From `service` (AS-8).
   std::vector<std::string> blocked_user_keys;
   std::vector<std::string> allowed_user_keys; // empty: everyone

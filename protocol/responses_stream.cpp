@@ -422,6 +422,39 @@ std::vector<upstream_event> responses_object_events(std::string_view body) {
   return out;
 }
 
+stream_event make_event(int64_t sequence, std::string type, std::string_view members) {
+  stream_event e;
+  e.sequence = sequence;
+  e.json.reserve(type.size() + members.size() + 48);
+  e.json += "{\"type\":\"";
+  e.json += type;
+  e.json += "\",\"sequence_number\":";
+  e.json += std::to_string(sequence);
+  if (!members.empty()) {
+    e.json += ',';
+    e.json += members;
+  }
+  e.json += '}';
+  e.type = std::move(type);
+  return e;
+}
+
+std::string error_members(const api_error& e) {
+  // Flat and nested carry the same values, so both SDK parsers raise (RS-40).
+  return members(json::object([&](json::writer& w) {
+    json::write_nullable(w, "code", e.code);
+    write_str(w, "message", e.message);
+    json::write_nullable(w, "param", e.param);
+    w.Key("error");
+    w.StartObject();
+    write_str(w, "type", e.status >= 500 ? "server_error" : "invalid_request_error");
+    json::write_nullable(w, "code", e.code);
+    write_str(w, "message", e.message);
+    json::write_nullable(w, "param", e.param);
+    w.EndObject();
+  }));
+}
+
 // ---- response_stream ----
 
 response_stream::response_stream(route_lookup lookup, int64_t gateway_budget)
@@ -449,21 +482,8 @@ void response_stream::release() {
       queue_.pop_front();
       continue;
     }
-    stream_event e;
-    e.sequence = sequence_++;
-    e.json.reserve(q.type.size() + q.body.size() + 48);
-    e.json += "{\"type\":\"";
-    e.json += q.type;
-    e.json += "\",\"sequence_number\":";
-    e.json += std::to_string(e.sequence);
-    if (!q.body.empty()) {
-      e.json += ',';
-      e.json += q.body;
-    }
-    e.json += '}';
-    e.type = std::move(q.type);
     queue_bytes_ -= q.body.size();
-    ready_.push_back(std::move(e));
+    ready_.push_back(make_event(sequence_++, std::move(q.type), q.body));
     queue_.pop_front();
   }
 }
@@ -493,19 +513,6 @@ void response_stream::error(const api_error& e) {
   if (ended_)
     return;
   ended_ = true;
-  // Flat and nested carry the same values, so both SDK parsers raise (RS-40).
-  auto body = json::object([&](json::writer& w) {
-    json::write_nullable(w, "code", e.code);
-    write_str(w, "message", e.message);
-    json::write_nullable(w, "param", e.param);
-    w.Key("error");
-    w.StartObject();
-    write_str(w, "type", e.status >= 500 ? "server_error" : "invalid_request_error");
-    json::write_nullable(w, "code", e.code);
-    write_str(w, "message", e.message);
-    json::write_nullable(w, "param", e.param);
-    w.EndObject();
-  });
   // An error ends the stream even behind a gateway call; what was held back there is never sent
   // (RS-37.7).
   auto held = std::find_if(queue_.begin(), queue_.end(), [](const queued& q) { return q.barrier != SIZE_MAX; });
@@ -513,7 +520,7 @@ void response_stream::error(const api_error& e) {
     queue_bytes_ -= it->body.size();
   queue_.erase(held, queue_.end());
   barriers_open_.clear();
-  push("error", members(body));
+  push("error", error_members(e));
 }
 
 void response_stream::emit_item(const char* type, std::size_t position) {

@@ -100,6 +100,12 @@ struct stream_event {
   int64_t sequence = 0;
 };
 
+// An event with its type and sequence number first, then `members` (a JSON object's text without
+// its braces).
+stream_event make_event(int64_t sequence, std::string type, std::string_view members);
+// The members of an `error` event (RS-40).
+std::string error_members(const api_error& e);
+
 // A gateway call the round produced, waiting for its execution (RS-25).
 struct pending_call {
   std::size_t output_position = 0; // its item in output()
