@@ -299,8 +299,11 @@ bool responses_event_reader::feed(std::string_view payload, std::vector<upstream
       || type == "response.function_call_arguments.done") {
     auto item = json::member(ev, "item");
     const json::value& call = item ? *item : ev;
-    if (item && json::get_string(*item, "type") != "function_call")
+    if (item && json::get_string(*item, "type") != "function_call") {
+      if (type == "response.output_item.done")
+        out.push_back(make(upstream_event::kind::item_end));
       return true;
+    }
     auto arguments = json::get_string(call, "arguments");
     if (type == "response.output_item.added")
       out.push_back(call_event(index, json::get_string(call, "call_id"), json::get_string(call, "name")));
@@ -407,6 +410,7 @@ std::vector<upstream_event> responses_object_events(std::string_view body) {
           if (!p.text.empty())
             out.push_back(make(k, p.text));
         }
+        out.push_back(make(upstream_event::kind::item_end));
       } else if (it.type == "function_call") {
         out.push_back(call_event(index, it.call_id, it.name));
         if (!it.arguments.empty())
@@ -814,6 +818,10 @@ bool response_stream::feed(const upstream_event& e) {
     finish_ = e.finish.empty() ? "stop" : e.finish;
     close_open(finish_ == "length" || finish_ == "content_filter" ? "incomplete" : "completed");
     round_finished_ = true;
+    return true;
+  case kind::item_end:
+    if (!current_call_)
+      close_open("completed");
     return true;
   case kind::failure:
     return fail(e.text.empty() ? "the upstream round failed" : e.text);

@@ -20,7 +20,9 @@ namespace troupe::protocol::responses {
 
 // One step of an upstream round, whatever protocol carried it (RS-45, RS-48).
 struct upstream_event {
-  enum class kind { reasoning, text, refusal, call, arguments, finish, failure };
+  // `item_end`: the upstream's current item ended; what follows opens a new one (RS-45: one client
+  // item per upstream item).
+  enum class kind { reasoning, text, refusal, call, arguments, item_end, finish, failure };
   kind what = kind::text;
   int64_t index = 0;    // call, arguments: the call's index within the round
   std::string text;     // a delta, an arguments fragment, or the failure's message

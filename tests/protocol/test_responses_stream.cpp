@@ -1087,14 +1087,15 @@ TEST_CASE("a non-streamed chat completion yields the events a stream would have"
 TEST_CASE("an OpenAI text stream becomes one message with its deltas and the terminal usage", "[responses]") {
   // RS-45, RS-19; fixture resp-single-gpt-4o-streaming
   auto upstream = read_responses(openai_text_stream);
-  REQUIRE(upstream.size() == 4);
+  REQUIRE(upstream.size() == 5);
   CHECK(upstream[0].text == "G");
   CHECK(upstream[1].text == "LO");
   CHECK(upstream[2].text == "BE");
-  REQUIRE(upstream[3].what == upstream_event::kind::finish);
-  CHECK(upstream[3].finish == "stop");
-  CHECK(upstream[3].tokens.input_tokens == 14);
-  CHECK(upstream[3].tokens.output_tokens == 4);
+  CHECK(upstream[3].what == upstream_event::kind::item_end); // the message's output_item.done
+  REQUIRE(upstream[4].what == upstream_event::kind::finish);
+  CHECK(upstream[4].finish == "stop");
+  CHECK(upstream[4].tokens.input_tokens == 14);
+  CHECK(upstream[4].tokens.output_tokens == 4);
   response_stream s(nullptr, -1);
   begin(s);
   REQUIRE(feed_all(s, upstream));
@@ -1370,15 +1371,38 @@ TEST_CASE("an approved call beyond max_tool_calls gets only the limit output, un
   CHECK(outputs == std::map<std::string, int>{{"mcpr_a", 1}, {"mcpr_b", 1}});
 }
 
+TEST_CASE("two upstream messages in a row stay two client messages (RS-45)", "[responses]") {
+  response_stream s(nullptr, -1);
+  begin(s);
+  auto text = [](std::string t) {
+    upstream_event e;
+    e.what = upstream_event::kind::text;
+    e.text = std::move(t);
+    return e;
+  };
+  upstream_event end;
+  end.what = upstream_event::kind::item_end;
+  upstream_event finish;
+  finish.what = upstream_event::kind::finish;
+  REQUIRE(s.feed(text("first")));
+  REQUIRE(s.feed(end));
+  REQUIRE(s.feed(text("second")));
+  REQUIRE(s.feed(finish));
+  REQUIRE(s.output().size() == 2);
+  CHECK(message_text(s.output()[0]) == "first");
+  CHECK(message_text(s.output()[1]) == "second");
+}
+
 TEST_CASE("a non-streamed Responses body yields the events a stream would have", "[responses]") {
   // RS-45; the body of fixture resp-single-gpt-4o-nonstreaming, written as JSON
   auto events = responses_object_events(
     R"j({"background":false,"billing":{"payer":"developer"},"completed_at":1776764143,"created_at":1776764142,"error":null,"frequency_penalty":0.0,"id":"resp_0508721937e20de90069e744ee9018819394c8e011dc6d7818","incomplete_details":null,"instructions":null,"max_output_tokens":null,"max_tool_calls":null,"metadata":{},"model":"gpt-4o-2024-08-06","object":"response","output":[{"content":[{"annotations":[],"logprobs":[],"text":"HI","type":"output_text"}],"id":"msg_0508721937e20de90069e744ef1b2881939596753c5951691e","role":"assistant","status":"completed","type":"message"}],"parallel_tool_calls":true,"presence_penalty":0.0,"previous_response_id":null,"prompt_cache_key":null,"prompt_cache_retention":"in_memory","reasoning":{"effort":null,"summary":null},"safety_identifier":null,"service_tier":"default","status":"completed","store":true,"temperature":1.0,"text":{"format":{"type":"text"},"verbosity":"medium"},"tool_choice":"auto","tools":[],"top_logprobs":0,"top_p":1.0,"truncation":"disabled","usage":{"input_tokens":15,"input_tokens_details":{"cached_tokens":0},"output_tokens":2,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":17},"user":null})j");
-  REQUIRE(events.size() == 2);
+  REQUIRE(events.size() == 3);
   CHECK(events[0].text == "HI");
-  CHECK(events[1].finish == "stop");
-  CHECK(events[1].tokens.input_tokens == 15);
-  CHECK(events[1].tokens.output_tokens == 2);
+  CHECK(events[1].what == upstream_event::kind::item_end);
+  CHECK(events[2].finish == "stop");
+  CHECK(events[2].tokens.input_tokens == 15);
+  CHECK(events[2].tokens.output_tokens == 2);
   auto failed = responses_object_events(R"({"status":"failed","error":{"code":"server_error","message":"no"}})");
   REQUIRE(failed.size() == 1);
   CHECK(failed[0].what == upstream_event::kind::failure);
