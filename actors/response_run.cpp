@@ -262,6 +262,19 @@ response_row row_of(const run_state& st, const std::string& status, const std::s
   return row;
 }
 
+void stop_work(run_state& st);
+
+// RS-42: the foreground client is gone; nothing is stored and nobody is left to tell.
+void abandon(run_pointer self) {
+  auto& st = self->state;
+  if (st.ended || st.background())
+    return;
+  st.ended = true;
+  stop_work(st);
+  st.live->remove(st.job.id);
+  self->quit();
+}
+
 void deliver(run_pointer self, std::vector<rs::stream_event> events) {
   auto& st = self->state;
   if (events.empty())
@@ -278,13 +291,18 @@ void deliver(run_pointer self, std::vector<rs::stream_event> events) {
     return;
   }
   ++st.unacknowledged;
-  self->request(st.waiter, caf::infinite, event_atom::value, std::move(events)).then([self](bool) {
-    auto& s = self->state;
-    if (--s.unacknowledged == 0 && s.resume_when_acknowledged && s.upstream) {
-      s.resume_when_acknowledged = false;
-      s.upstream->resume();
-    }
-  });
+  // RS-39: a client that takes nothing for client_stall_timeout counts as gone.
+  auto stall = std::chrono::milliseconds(static_cast<int64_t>(st.env->limits.client_stall_timeout_seconds * 1000));
+  self->request(st.waiter, stall, event_atom::value, std::move(events))
+    .then(
+      [self](bool) {
+        auto& s = self->state;
+        if (--s.unacknowledged == 0 && s.resume_when_acknowledged && s.upstream) {
+          s.resume_when_acknowledged = false;
+          s.upstream->resume();
+        }
+      },
+      [self](caf::error&) { abandon(self); });
 }
 
 // Sends what the stream released: a background response's events are durable first (RS-55).
@@ -732,16 +750,7 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
       finish(self, "cancelled");
       return rp;
     },
-    [=](disconnect_atom) {
-      auto& s = self->state;
-      if (s.ended || s.background())
-        return;
-      // RS-42: nothing is stored and nobody is left to tell.
-      s.ended = true;
-      stop_work(s);
-      s.live->remove(s.job.id);
-      self->quit();
-    },
+    [=](disconnect_atom) { abandon(self); },
     [=](subscribe_atom, caf::actor who, int64_t after) {
       auto& s = self->state;
       std::vector<rs::stream_event> backlog;

@@ -35,6 +35,7 @@ struct response_limits {
   int64_t max_summary_tokens = 4096;
   std::size_t held_back_events = 1024;
   std::size_t held_back_bytes = 256 * 1024;
+  double client_stall_timeout_seconds = 60; // stream.client_stall_timeout (RS-39)
 };
 
 struct response_environment {
