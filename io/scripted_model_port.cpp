@@ -4,6 +4,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <thread>
@@ -115,7 +116,15 @@ std::shared_ptr<upstream_round> scripted_model_port::open(const protocol::respon
   int64_t delay_ms = 0;
   if (auto script = impl_->book.find(request.model)) {
     delay_ms = protocol::scripted_turn(*script, request).delay_ms;
-    batch = reply_events(protocol::scripted_reply(*script, request));
+    auto reply = protocol::scripted_reply(*script, request);
+    // A Responses client declares its tools: the script calls only those the round offers.
+    auto offered = [&](const protocol::tool_call& c) {
+      return std::any_of(request.tools.begin(), request.tools.end(), [&](auto& t) { return t.name == c.name; });
+    };
+    reply.tool_calls.erase(std::remove_if(reply.tool_calls.begin(), reply.tool_calls.end(),
+                                          [&](auto& c) { return !offered(c); }),
+                           reply.tool_calls.end());
+    batch = reply_events(reply);
   } else {
     protocol::responses::upstream_event e;
     e.what = protocol::responses::upstream_event::kind::failure;
