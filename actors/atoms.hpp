@@ -75,6 +75,6 @@ using remove_conversation_item_atom = caf::atom_constant<caf::atom("rm_citem")>;
 using upstream_atom = caf::atom_constant<caf::atom("upstream")>;
 using disconnect_atom = caf::atom_constant<caf::atom("disconnect")>;
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
-using persisted_atom = caf::atom_constant<caf::atom("persisted")>;
+using stall_atom = caf::atom_constant<caf::atom("stall")>;
 
 } // namespace troupe

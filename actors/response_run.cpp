@@ -81,6 +81,10 @@ std::size_t live_responses::size() const {
 
 namespace {
 
+// Batches a foreground run may have sent its client before it stops reading the upstream (RS-39):
+// enough to keep the upstream read and the client write overlapping.
+constexpr int unacknowledged_window = 8;
+
 int64_t epoch_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -123,7 +127,8 @@ struct run_state {
   caf::actor waiter;             // a foreground response waits for it to take each batch (RS-39)
   std::vector<caf::actor> followers;
   int unacknowledged = 0;
-  bool resume_when_acknowledged = false;
+  uint64_t acknowledged = 0;
+  int deferred_resumes = 0; // upstream batches taken while the client was behind
   std::vector<rs::stream_event> log; // a background response's events, for late subscribers
   int64_t delivered = -1;            // the last sequence given to subscribers
   std::vector<caf::response_promise> cancelled; // cancel requests, answered with the stored object
@@ -275,6 +280,8 @@ void abandon(run_pointer self) {
   self->quit();
 }
 
+void watch_stall(run_pointer self);
+
 void deliver(run_pointer self, std::vector<rs::stream_event> events) {
   auto& st = self->state;
   if (events.empty())
@@ -291,18 +298,25 @@ void deliver(run_pointer self, std::vector<rs::stream_event> events) {
     return;
   }
   ++st.unacknowledged;
-  // RS-39: a client that takes nothing for client_stall_timeout counts as gone.
-  auto stall = std::chrono::milliseconds(static_cast<int64_t>(st.env->limits.client_stall_timeout_seconds * 1000));
-  self->request(st.waiter, stall, event_atom::value, std::move(events))
+  self->request(st.waiter, caf::infinite, event_atom::value, std::move(events))
     .then(
       [self](bool) {
         auto& s = self->state;
-        if (--s.unacknowledged == 0 && s.resume_when_acknowledged && s.upstream) {
-          s.resume_when_acknowledged = false;
-          s.upstream->resume();
-        }
+        ++s.acknowledged;
+        --s.unacknowledged;
+        if (s.unacknowledged < unacknowledged_window && s.upstream)
+          for (; s.deferred_resumes > 0; --s.deferred_resumes)
+            s.upstream->resume();
       },
       [self](caf::error&) { abandon(self); });
+}
+
+// RS-39: a foreground client that took nothing for client_stall_timeout counts as gone. One timer
+// per period, not per batch.
+void watch_stall(run_pointer self) {
+  auto& st = self->state;
+  auto period = std::chrono::milliseconds(static_cast<int64_t>(st.env->limits.client_stall_timeout_seconds * 1000));
+  self->delayed_send(self, period, stall_atom::value, st.acknowledged);
 }
 
 // Sends what the stream released: a background response's events are durable first (RS-55).
@@ -481,6 +495,7 @@ bool compaction_due(run_pointer self) {
   r.stream = false;
   auto id = ++st.round_id;
   response_run_actor me = self;
+  st.deferred_resumes = 0;
   st.upstream = st.env->upstream->open(r, [me, id](std::vector<rs::upstream_event> events) {
     caf::anon_send(me, upstream_atom::value, id, std::move(events));
   });
@@ -535,6 +550,7 @@ void begin_round(run_pointer self) {
   }
   auto id = ++st.round_id;
   response_run_actor me = self;
+  st.deferred_resumes = 0;
   st.upstream = st.env->upstream->open(r, [me, id](std::vector<rs::upstream_event> events) {
     caf::anon_send(me, upstream_atom::value, id, std::move(events));
   });
@@ -558,8 +574,8 @@ void on_upstream(run_pointer self, uint64_t id, std::vector<rs::upstream_event>&
   if (st.stream->held_events() > st.env->limits.held_back_events
       || st.stream->held_bytes() > st.env->limits.held_back_bytes)
     return fail(self, "too much output held back behind a gateway tool call", 0);
-  if (st.unacknowledged > 0)
-    st.resume_when_acknowledged = true;
+  if (st.unacknowledged >= unacknowledged_window)
+    ++st.deferred_resumes;
   else if (st.upstream)
     st.upstream->resume();
 }
@@ -666,6 +682,8 @@ void start(run_pointer self) {
   auto& st = self->state;
   if (st.ended)
     return;
+  if (st.waiter && !st.background())
+    watch_stall(self);
   st.window = st.job.history;
   st.window.insert(st.window.end(), st.job.input.begin(), st.job.input.end());
   announce(st);
@@ -751,6 +769,14 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
       return rp;
     },
     [=](disconnect_atom) { abandon(self); },
+    [=](stall_atom, uint64_t acknowledged_then) {
+      auto& s = self->state;
+      if (s.ended)
+        return;
+      if (s.unacknowledged > 0 && s.acknowledged == acknowledged_then)
+        return abandon(self);
+      watch_stall(self);
+    },
     [=](subscribe_atom, caf::actor who, int64_t after) {
       auto& s = self->state;
       std::vector<rs::stream_event> backlog;

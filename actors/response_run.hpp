@@ -80,6 +80,8 @@ using response_run_actor = caf::typed_actor<
   caf::replies_to<cancel_atom>::with<std::string>,
   // The foreground client went away (RS-42): stop at once and store nothing.
   caf::reacts_to<disconnect_atom>,
+  // The client stall check (RS-39): the acknowledgements counted when it was armed.
+  caf::reacts_to<stall_atom, uint64_t>,
   // Adds a subscriber of events with sequence_number > after. A subscriber gets
   // (event_atom, std::vector<stream_event>) — answered with a bool when the run waits on it
   // (foreground) — and then (run_end_atom, response_end).

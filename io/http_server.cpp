@@ -294,7 +294,7 @@ private:
 
   void start_stream(const header_list& headers) {
     phase_ = phase::streaming;
-    std::string head = "HTTP/1.1 200 OK\r\nServer: troupe\r\nContent-Type: text/event-stream\r\n"
+    std::string head = "HTTP/1.1 200 OK\r\nServer: troupe\r\nContent-Type: text/event-stream; charset=utf-8\r\n"
                        "Cache-Control: no-cache\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n";
     for (auto& [name, value] : headers)
       head += name + ": " + value + "\r\n";

@@ -35,6 +35,7 @@ namespace {
 constexpr std::size_t header_limit_bytes = 64 * 1024;
 constexpr std::size_t error_body_bytes = 64 * 1024; // enough to quote an error, not to buffer a flood
 constexpr std::size_t error_quote_chars = 500;
+constexpr int round_window = 4; // batches of round events a consumer may have untaken before reading stops
 
 // The URL of .../chat/completions, or why model.base_url gives none.
 struct parsed_url : http_url {
@@ -134,10 +135,13 @@ public:
     });
   }
 
-  // Reading goes on after a batch of round events was taken (thread-safe).
+  // A batch of round events was taken (thread-safe): reading goes on if it had stopped for it.
   void resume() {
     net::post(strand_, [self = shared_from_this()] {
-      if (self->finished_ || !self->paused_)
+      if (self->finished_)
+        return;
+      --self->untaken_;
+      if (!self->paused_ || self->untaken_ >= round_window)
         return;
       self->paused_ = false;
       if (self->body_done_)
@@ -280,8 +284,15 @@ private:
     if (batch.empty())
       return done ? end_round() : read_body();
     delivered_ = true;
-    paused_ = true;
+    ++untaken_;
     deliver(std::move(batch), false);
+    // Reading overlaps the consumer's work up to round_window untaken batches (RS-39).
+    if (untaken_ >= round_window)
+      paused_ = true;
+    else if (body_done_)
+      end_round();
+    else
+      read_body();
   }
 
   // The end of a round's body: the reader's last word, or the events of a non-streamed answer.
@@ -432,6 +443,7 @@ private:
   std::optional<protocol::responses::responses_event_reader> responses_reader_;
   bool delivered_ = false; // a batch went out: the round can no longer be retried
   bool paused_ = false;
+  int untaken_ = 0; // batches given out and not yet taken (resumed)
   bool body_done_ = false;
 };
 

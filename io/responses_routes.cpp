@@ -30,6 +30,13 @@ struct context {
 };
 using ctx_ptr = std::shared_ptr<const context>;
 
+// Runs `fn(self)` in a short-lived actor. `fn` travels as the spawn argument: CAF 0.17 binds a null
+// empty tuple to a function spawned without arguments (UBSan reports it).
+template <class F>
+void spawn_task(caf::actor_system& sys, F fn) {
+  sys.spawn([](caf::event_based_actor* self, F f) { f(self); }, std::move(fn));
+}
+
 int64_t epoch_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -165,14 +172,17 @@ caf::behavior sse_relay(caf::stateful_actor<relay_state>* self, std::shared_ptr<
   return {
     [=](event_atom, std::vector<rs::stream_event>& events) -> caf::result<bool> {
       auto& st = self->state;
+      // One write per batch: the frames of a batch leave together.
+      std::string frames;
       for (auto& e : events) {
         if (e.sequence <= st.last)
           continue;
         st.last = e.sequence;
-        if (!st.stream->send(protocol::sse_frame(std::nullopt, e.type, e.json))) {
-          self->quit();
-          return false;
-        }
+        frames += protocol::sse_frame(std::nullopt, e.type, e.json);
+      }
+      if (!frames.empty() && !st.stream->send(std::move(frames))) {
+        self->quit();
+        return false;
       }
       if (!st.stream->backlogged())
         return true;
@@ -346,7 +356,7 @@ void launch(creation_ptr c) {
   for (auto& it : c->job.input)
     commit.items.push_back({it.id, rs::to_json(it)});
   auto snapshot = row.snapshot;
-  sys.spawn([c, commit = std::move(commit), snapshot, streaming](caf::event_based_actor* self) mutable {
+  spawn_task(sys, [c, commit = std::move(commit), snapshot, streaming](caf::event_based_actor* self) mutable {
     auto& ctx = *c->ctx;
     self->request(ctx.env->store, ask_timeout, save_response_atom::value, std::move(commit))
       .then(
@@ -458,13 +468,13 @@ void create_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchan
   c->job.input = c->job.req.input;
   c->job.id = protocol::uuid7_id("resp_");
   c->job.created_at = epoch_seconds();
-  ctx->sys->spawn([c](caf::event_based_actor* self) { rehydrate(self, c); });
+  spawn_task(*ctx->sys, [c](caf::event_based_actor* self) { rehydrate(self, c); });
 }
 
 // ---- GET /v1/responses/{id} ----
 
 void replay(ctx_ptr ctx, std::shared_ptr<http_exchange> ex, const std::string& id, int64_t after) {
-  ctx->sys->spawn([=](caf::event_based_actor* self) {
+  spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
     auto store = ctx->env->store;
     self->request(store, ask_timeout, get_response_atom::value, id)
       .then(
@@ -514,7 +524,7 @@ void get_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange>
     }
     return replay(ctx, std::move(ex), id, after);
   }
-  ctx->sys->spawn([=](caf::event_based_actor* self) {
+  spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
     self->request(ctx->env->store, ask_timeout, get_response_atom::value, id)
       .then(
         [=](response_row& row) {
@@ -534,7 +544,7 @@ void get_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange>
 
 void delete_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
   auto id = req.params["id"];
-  ctx->sys->spawn([=](caf::event_based_actor* self) {
+  spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
     auto store = ctx->env->store;
     self->request(store, ask_timeout, get_response_atom::value, id)
       .then(
@@ -555,7 +565,7 @@ void delete_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchan
 void cancel_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
   auto id = req.params["id"];
   static const rs::api_error foreground{400, "Only responses created with background=true can be cancelled.", {}, {}};
-  ctx->sys->spawn([=](caf::event_based_actor* self) {
+  spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
     self->request(ctx->env->store, ask_timeout, get_response_atom::value, id)
       .then(
         [=](response_row& row) {
@@ -597,7 +607,7 @@ void input_items(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> 
     return ex->respond(api_response(*err));
   auto id = req.params["id"];
   auto p = std::get<page_request>(page);
-  ctx->sys->spawn([=](caf::event_based_actor* self) {
+  spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
     self->request(ctx->env->store, ask_timeout, input_items_atom::value, id, p)
       .then([=](item_page& page) { ex->respond(json_response(200, list_json(page.items, page.has_more))); },
             [=](caf::error& err) {
@@ -762,7 +772,7 @@ rs::api_error conversation_failure(const caf::error& err, const std::string& id)
 template <class T, class OnValue, class... Ts>
 void ask_conversation(ctx_ptr ctx, std::shared_ptr<http_exchange> ex, const std::string& id, OnValue on_value,
                       Ts... xs) {
-  ctx->sys->spawn([=](caf::event_based_actor* self) {
+  spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
     self->request(ctx->env->store, ask_timeout, xs...)
       .then([=](T& value) { ex->respond(on_value(value)); },
             [=](caf::error& err) { ex->respond(api_response(conversation_failure(err, id))); });
@@ -866,7 +876,7 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
     if (auto err = std::get_if<rs::api_error>(&page))
       return ex->respond(api_response(*err));
     auto id = req.params["id"];
-    ctx->sys->spawn([=](caf::event_based_actor* self) {
+    spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
       self->request(ctx->env->store, ask_timeout, list_conversation_items_atom::value, id, std::get<page_request>(page))
         .then([=](item_page& p) { ex->respond(json_response(200, list_json(p.items, p.has_more))); },
               [=](caf::error& err) {
@@ -881,7 +891,7 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
      [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
        auto id = req.params["id"];
        auto item_id = req.params["item_id"];
-       ctx->sys->spawn([=](caf::event_based_actor* self) {
+       spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
          self->request(ctx->env->store, ask_timeout, conversation_items_atom::value, id)
            .then(
              [=](conversation_row&, std::vector<stored_item>& items) {
