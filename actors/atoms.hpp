@@ -76,5 +76,6 @@ using upstream_atom = caf::atom_constant<caf::atom("upstream")>;
 using disconnect_atom = caf::atom_constant<caf::atom("disconnect")>;
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 using stall_atom = caf::atom_constant<caf::atom("stall")>;
+using drained_atom = caf::atom_constant<caf::atom("drained")>;
 
 } // namespace troupe

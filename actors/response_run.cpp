@@ -84,6 +84,8 @@ namespace {
 // Batches a foreground run may have sent its client before it stops reading the upstream (RS-39):
 // enough to keep the upstream read and the client write overlapping.
 constexpr int unacknowledged_window = 8;
+// How soon a backlogged streaming client is looked at again.
+constexpr auto drain_poll = std::chrono::milliseconds(2);
 
 int64_t epoch_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -125,6 +127,8 @@ struct run_state {
 
   // Delivery.
   caf::actor waiter;             // a foreground response waits for it to take each batch (RS-39)
+  std::shared_ptr<event_sink> sink; // the streaming client
+  bool drain_armed = false;
   std::vector<caf::actor> followers;
   int unacknowledged = 0;
   uint64_t acknowledged = 0;
@@ -291,6 +295,15 @@ void deliver(run_pointer self, std::vector<rs::stream_event> events) {
     st.log.insert(st.log.end(), events.begin(), events.end());
   for (auto& f : st.followers)
     caf::anon_send(f, event_atom::value, events);
+  if (st.sink) {
+    if (!st.sink->send(events)) {
+      st.sink.reset();
+      return abandon(self); // a background response keeps running
+    }
+    if (!st.sink->backlogged())
+      ++st.acknowledged;
+    return;
+  }
   if (!st.waiter)
     return;
   if (st.background()) {
@@ -574,10 +587,17 @@ void on_upstream(run_pointer self, uint64_t id, std::vector<rs::upstream_event>&
   if (st.stream->held_events() > st.env->limits.held_back_events
       || st.stream->held_bytes() > st.env->limits.held_back_bytes)
     return fail(self, "too much output held back behind a gateway tool call", 0);
-  if (st.unacknowledged >= unacknowledged_window)
+  if (st.sink && !st.background() && st.sink->backlogged()) {
     ++st.deferred_resumes;
-  else if (st.upstream)
+    if (!st.drain_armed) {
+      st.drain_armed = true;
+      self->delayed_send(self, drain_poll, drained_atom::value);
+    }
+  } else if (st.unacknowledged >= unacknowledged_window) {
+    ++st.deferred_resumes;
+  } else if (st.upstream) {
     st.upstream->resume();
+  }
 }
 
 void stop_work(run_state& st) {
@@ -597,6 +617,8 @@ void end_subscribers(run_pointer self, const response_end& end) {
     caf::anon_send(f, run_end_atom::value, end);
   if (st.waiter)
     caf::anon_send(st.waiter, run_end_atom::value, end);
+  if (st.sink)
+    st.sink->finish();
   for (auto& rp : st.cancelled)
     rp.deliver(end.snapshot);
   st.live->remove(st.job.id);
@@ -682,7 +704,7 @@ void start(run_pointer self) {
   auto& st = self->state;
   if (st.ended)
     return;
-  if (st.waiter && !st.background())
+  if ((st.waiter || st.sink) && !st.background())
     watch_stall(self);
   st.window = st.job.history;
   st.window.insert(st.window.end(), st.job.input.begin(), st.job.input.end());
@@ -733,12 +755,13 @@ void start(run_pointer self) {
 
 response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr<const response_environment> env,
                                                std::shared_ptr<live_responses> live, response_job job,
-                                               caf::actor waiter) {
+                                               caf::actor waiter, std::shared_ptr<event_sink> sink) {
   auto& st = self->state;
   st.env = std::move(env);
   st.live = std::move(live);
   st.job = std::move(job);
   st.waiter = std::move(waiter);
+  st.sink = std::move(sink);
   for (auto& f : st.job.req.functions)
     st.function_tools.push_back({f.name, f.description, f.parameters, f.strict});
   for (auto& server : st.job.servers)
@@ -773,9 +796,25 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
       auto& s = self->state;
       if (s.ended)
         return;
-      if (s.unacknowledged > 0 && s.acknowledged == acknowledged_then)
+      bool waiting = s.unacknowledged > 0 || (s.sink && s.sink->backlogged());
+      if (waiting && s.acknowledged == acknowledged_then)
         return abandon(self);
       watch_stall(self);
+    },
+    [=](drained_atom) {
+      auto& s = self->state;
+      s.drain_armed = false;
+      if (s.ended || !s.sink)
+        return;
+      if (s.sink->backlogged()) {
+        s.drain_armed = true;
+        self->delayed_send(self, drain_poll, drained_atom::value);
+        return;
+      }
+      ++s.acknowledged;
+      if (s.upstream)
+        for (; s.deferred_resumes > 0; --s.deferred_resumes)
+          s.upstream->resume();
     },
     [=](subscribe_atom, caf::actor who, int64_t after) {
       auto& s = self->state;
@@ -813,9 +852,10 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
 } // namespace
 
 response_run_actor spawn_response_run(caf::actor_system& sys, std::shared_ptr<const response_environment> env,
-                                      std::shared_ptr<live_responses> live, response_job job, caf::actor waiter) {
+                                      std::shared_ptr<live_responses> live, response_job job, caf::actor waiter,
+                                      std::shared_ptr<event_sink> sink) {
   auto id = job.id;
-  auto run = sys.spawn(response_run, std::move(env), live, std::move(job), std::move(waiter));
+  auto run = sys.spawn(response_run, std::move(env), live, std::move(job), std::move(waiter), std::move(sink));
   live->add(id, run);
   return run;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "actors/atoms.hpp"
+#include "actors/event_sink.hpp"
 #include "actors/response_store.hpp"
 #include "actors/upstream_port.hpp"
 #include "protocol/mcp.hpp"
@@ -82,6 +83,8 @@ using response_run_actor = caf::typed_actor<
   caf::reacts_to<disconnect_atom>,
   // The client stall check (RS-39): the acknowledgements counted when it was armed.
   caf::reacts_to<stall_atom, uint64_t>,
+  // A backlogged client is checked again (RS-39).
+  caf::reacts_to<drained_atom>,
   // Adds a subscriber of events with sequence_number > after. A subscriber gets
   // (event_atom, std::vector<stream_event>) — answered with a bool when the run waits on it
   // (foreground) — and then (run_end_atom, response_end).
@@ -121,9 +124,11 @@ private:
 };
 
 // Spawns a response's run; it waits for start_atom. `waiter` (may be null) is its first subscriber
-// and, for a foreground response, the one it waits on (RS-39).
+// and, for a foreground response, the one it waits on; `sink` (may be null) is the streaming
+// client, written to directly, whose backlog holds a foreground run back (RS-39).
 response_run_actor spawn_response_run(caf::actor_system& sys, std::shared_ptr<const response_environment> env,
-                                      std::shared_ptr<live_responses> live, response_job job, caf::actor waiter);
+                                      std::shared_ptr<live_responses> live, response_job job, caf::actor waiter,
+                                      std::shared_ptr<event_sink> sink = nullptr);
 
 } // namespace troupe
 

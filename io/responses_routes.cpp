@@ -19,8 +19,6 @@ namespace troupe::io {
 namespace {
 
 namespace rs = protocol::responses;
-using drained_atom = caf::atom_constant<caf::atom("drained")>;
-constexpr auto backlog_poll = std::chrono::milliseconds(5);
 
 struct context {
   caf::actor_system* sys = nullptr;
@@ -156,13 +154,25 @@ std::variant<page_request, rs::api_error> page_of(const http_request& req) {
 
 // ---- SSE delivery ----
 
-// Writes a response's events to one client. Foreground runs wait for its answer to each batch, given
-// once the client's buffer has room (RS-39).
+// The SSE frames of the events after sequence `last`, which moves to the last one written: the
+// frames of a batch leave in one write.
+std::string frames_after(const std::vector<rs::stream_event>& events, int64_t& last) {
+  std::string frames;
+  for (auto& e : events) {
+    if (e.sequence <= last)
+      continue;
+    last = e.sequence;
+    frames += protocol::sse_frame(std::nullopt, e.type, e.json);
+  }
+  return frames;
+}
+
+// Writes a running background response's events to a client that resumed its stream (RS-6). The
+// run never waits on it (RS-55); a client too slow for service.max_stream_buffer_bytes is dropped.
 struct relay_state {
   static inline const char* name = "responses_relay";
   std::shared_ptr<event_stream> stream;
-  std::vector<caf::response_promise> waiting;
-  int64_t last = -1; // sequences already written (a resumed stream may see some twice)
+  int64_t last = -1; // sequences already written (the backlog and live events may overlap)
 };
 
 caf::behavior sse_relay(caf::stateful_actor<relay_state>* self, std::shared_ptr<event_stream> stream,
@@ -170,36 +180,11 @@ caf::behavior sse_relay(caf::stateful_actor<relay_state>* self, std::shared_ptr<
   self->state.stream = std::move(stream);
   self->state.last = after;
   return {
-    [=](event_atom, std::vector<rs::stream_event>& events) -> caf::result<bool> {
+    [=](event_atom, std::vector<rs::stream_event>& events) {
       auto& st = self->state;
-      // One write per batch: the frames of a batch leave together.
-      std::string frames;
-      for (auto& e : events) {
-        if (e.sequence <= st.last)
-          continue;
-        st.last = e.sequence;
-        frames += protocol::sse_frame(std::nullopt, e.type, e.json);
-      }
-      if (!frames.empty() && !st.stream->send(std::move(frames))) {
+      auto frames = frames_after(events, st.last);
+      if (!frames.empty() && !st.stream->send(std::move(frames)))
         self->quit();
-        return false;
-      }
-      if (!st.stream->backlogged())
-        return true;
-      if (st.waiting.empty())
-        self->delayed_send(self, backlog_poll, drained_atom::value);
-      st.waiting.push_back(self->make_response_promise<bool>());
-      return st.waiting.back();
-    },
-    [=](drained_atom) {
-      auto& st = self->state;
-      if (st.stream->backlogged()) {
-        self->delayed_send(self, backlog_poll, drained_atom::value);
-        return;
-      }
-      for (auto& rp : st.waiting)
-        rp.deliver(true);
-      st.waiting.clear();
     },
     [=](run_end_atom, const response_end&) {
       self->state.stream->finish();
@@ -207,6 +192,22 @@ caf::behavior sse_relay(caf::stateful_actor<relay_state>* self, std::shared_ptr<
     },
   };
 }
+
+// A streaming client as the run's sink.
+class sse_sink : public event_sink {
+public:
+  explicit sse_sink(std::shared_ptr<event_stream> stream) : stream_(std::move(stream)) {}
+
+  bool send(const std::vector<rs::stream_event>& events) override {
+    return stream_->send(frames_after(events, last_));
+  }
+  bool backlogged() const override { return stream_->backlogged(); }
+  void finish() override { stream_->finish(); }
+
+private:
+  std::shared_ptr<event_stream> stream_;
+  int64_t last_ = -1;
+};
 
 // A non-streaming POST: the object once the run ended (RS-4, RS-43).
 caf::behavior json_waiter(caf::event_based_actor* self, std::shared_ptr<http_exchange> ex) {
@@ -325,14 +326,12 @@ void launch(creation_ptr c) {
   bool background = c->job.req.background;
   if (!background) {
     caf::actor waiter;
-    std::shared_ptr<event_stream> stream;
-    if (streaming) {
-      stream = open_stream(*c->ex);
-      waiter = sys.spawn(sse_relay, stream, int64_t{-1});
-    } else {
+    std::shared_ptr<event_sink> sink;
+    if (streaming)
+      sink = std::make_shared<sse_sink>(open_stream(*c->ex));
+    else
       waiter = sys.spawn(json_waiter, c->ex);
-    }
-    auto run = spawn_response_run(sys, ctx.env, ctx.live, std::move(c->job), waiter);
+    auto run = spawn_response_run(sys, ctx.env, ctx.live, std::move(c->job), waiter, sink);
     c->ex->on_disconnect([run] { caf::anon_send(run, disconnect_atom::value); });
     caf::anon_send(run, start_atom::value);
     return;
@@ -362,11 +361,11 @@ void launch(creation_ptr c) {
       .then(
         [=](int64_t) {
           auto& ctx = *c->ctx;
-          caf::actor waiter;
+          std::shared_ptr<event_sink> sink;
           if (streaming)
-            waiter = ctx.sys->spawn(sse_relay, open_stream(*c->ex), int64_t{-1});
+            sink = std::make_shared<sse_sink>(open_stream(*c->ex));
           auto id = c->job.id;
-          auto run = spawn_response_run(*ctx.sys, ctx.env, ctx.live, std::move(c->job), waiter);
+          auto run = spawn_response_run(*ctx.sys, ctx.env, ctx.live, std::move(c->job), caf::actor{}, sink);
           if (!streaming)
             c->ex->respond(json_response(200, snapshot));
           ctx.live->start_background(id, run);
