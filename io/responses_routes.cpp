@@ -374,8 +374,21 @@ void launch(creation_ptr c) {
   });
 }
 
-// Input items whose id is stored are used by reference (RS-14); then the history checks.
+// The history checks and the MCP servers, then the run.
+void admit(caf::event_based_actor* self, creation_ptr c) {
+  if (auto err = rs::check_history(c->job.history, c->job.input, c->job.req.mcp))
+    return reject(c, *err);
+  if (auto err = bind_servers(*c))
+    return reject(c, *err);
+  launch(c);
+  self->quit();
+}
+
+// Input items whose id is stored are used by reference (RS-14). Only ids the client gave can be
+// stored ones, so input without them costs no store round trip.
 void resolve_input(caf::event_based_actor* self, creation_ptr c) {
+  if (!c->job.req.input_has_ids)
+    return admit(self, c);
   std::vector<std::string> ids;
   for (auto& it : c->job.input)
     ids.push_back(it.id);
@@ -396,12 +409,7 @@ void resolve_input(caf::event_based_actor* self, creation_ptr c) {
                               "input[" + std::to_string(i) + "].id", "invalid_value"});
           }
         }
-        if (auto err = rs::check_history(c->job.history, c->job.input, c->job.req.mcp))
-          return reject(c, *err);
-        if (auto err = bind_servers(*c))
-          return reject(c, *err);
-        launch(c);
-        self->quit();
+        admit(self, c);
       },
       [=](caf::error& err) { reject(c, store_failure(err)); });
 }

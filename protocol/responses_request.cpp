@@ -417,6 +417,9 @@ std::variant<request, api_error> parse(std::string_view text, bool full, int64_t
   if (auto e = std::get_if<api_error>(&input))
     return *e;
   r.input = std::move(std::get<std::vector<item>>(input));
+  if (auto v = json::member(body, "input"); v && v->IsArray())
+    for (auto& entry : v->GetArray())
+      r.input_has_ids = r.input_has_ids || json::member(entry, "id");
   if (auto v = json::member(body, "instructions"); v && !v->IsNull()) {
     if (!v->IsString())
       return wrong_type("instructions", "a string", *v);

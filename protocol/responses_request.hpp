@@ -43,6 +43,7 @@ struct tool_choice {
 struct request {
   std::string model;
   std::vector<item> input;
+  bool input_has_ids = false; // some input item came with an id (it may name a stored item)
   std::optional<std::string> instructions;
   std::string previous_response_id;
   std::string conversation_id;
