@@ -147,6 +147,9 @@ int serve(const cli_options& cli) {
   std::signal(SIGPIPE, SIG_IGN);
 
   caf::actor_system_config caf_cfg;
+  // One scheduler worker per core: CAF's default of at least 4 has idle workers polling for work on
+  // small machines. Nothing blocks a worker (the stores and MCP servers are detached actors).
+  caf_cfg.set("scheduler.max-threads", static_cast<size_t>(std::max(2u, std::thread::hardware_concurrency())));
   caf::actor_system sys{caf_cfg};
   auto store = io::spawn_sqlite_store(sys, cfg.store_path, (std::filesystem::path(cfg.data_dir) / "audit.jsonl").string());
   if (auto err = std::get_if<std::string>(&store)) {
