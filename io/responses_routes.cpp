@@ -919,7 +919,7 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
          ctx, ex, id, [](conversation_row& c) { return json_response(200, conversation_json(c)); },
          remove_conversation_item_atom::value, id, req.params["item_id"]);
      });
-  on("GET", "/v1/models", [](ctx_ptr ctx, http_request&, std::shared_ptr<http_exchange> ex) {
+  on("GET", "/v1/models", [started = epoch_seconds()](ctx_ptr ctx, http_request&, std::shared_ptr<http_exchange> ex) {
     auto body = protocol::json::object([&](protocol::json::writer& w) {
       w.Key("object");
       w.String("list");
@@ -931,7 +931,7 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
       w.Key("object");
       w.String("model");
       w.Key("created");
-      w.Int64(0);
+      w.Int64(started); // the configured model exists since this process started
       w.Key("owned_by");
       w.String("troupe");
       w.EndObject();

@@ -939,3 +939,18 @@ scenario('an MCP server whose tools cannot be listed fails the response: mcp_lis
   assert_error(res, 500, { message }, 'non-streaming:');
   assert.equal((await up.requests()).length, 0, 'no upstream round without the tool list');
 });
+
+scenario('GET /v1/models lists the configured model as an OpenAI model object with a creation time (RS-13)', async (s) => {
+  const { troupe } = await gateway(s);
+  const before = Math.floor(Date.now() / 1000);
+  const res = await troupe.request('GET', '/v1/models');
+  assert.equal(res.status, 200);
+  assert.equal(res.json.object, 'list');
+  assert.equal(res.json.data.length, 1);
+  const [m] = res.json.data;
+  assert.deepEqual(Object.keys(m).sort(), ['created', 'id', 'object', 'owned_by']);
+  assert.equal(m.id, model);
+  assert.equal(m.object, 'model');
+  assert.equal(m.owned_by, 'troupe');
+  assert.ok(Number.isInteger(m.created) && m.created > 1_700_000_000 && m.created <= before + 1, `created is an epoch time: ${m.created}`);
+});
