@@ -99,6 +99,8 @@ using response_run_actor = caf::typed_actor<
 // It also holds the conversations that have a run in flight (RS-54: one at a time).
 class live_responses {
 public:
+  explicit live_responses(std::size_t max_active = 64) : max_active_(max_active) {}
+
   void add(const std::string& id, response_run_actor run);
   // Forgets the run and frees the conversation it held.
   void remove(const std::string& id);
@@ -118,7 +120,7 @@ private:
   mutable std::mutex mu_;
   std::map<std::string, response_run_actor> runs_;
   std::map<std::string, std::string> conversations_; // conversation → the response holding it
-  static constexpr std::size_t max_active_ = 64; // background.max_active
+  const std::size_t max_active_; // background.max_active
   std::set<std::string> active_;
   std::deque<std::pair<std::string, response_run_actor>> waiting_;
 };

@@ -215,8 +215,15 @@ int serve(const cli_options& cli) {
   responses->upstream = ports.upstream;
   responses->store = std::get<response_store_actor>(response_store);
   responses->tools = tools;
+  auto& limits = responses->limits;
+  limits.max_rounds = cfg.responses.max_rounds;
+  limits.max_concurrent_gateway_calls = cfg.responses.max_concurrent_gateway_calls;
+  limits.gateway_tool_timeout_seconds = cfg.responses.gateway_tool_timeout;
+  limits.max_tool_output_bytes = static_cast<std::size_t>(cfg.responses.max_tool_output_bytes);
+  limits.max_summary_tokens = cfg.responses.max_summary_tokens;
+  limits.client_stall_timeout_seconds = cfg.responses.client_stall_timeout;
   io::fail_unfinished_responses(sys, responses->store); // RS-55
-  auto live = std::make_shared<live_responses>();
+  auto live = std::make_shared<live_responses>(static_cast<std::size_t>(cfg.responses.background_max_active));
   caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs
 
   auto routes = std::make_shared<io::router>();

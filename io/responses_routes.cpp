@@ -465,7 +465,7 @@ void rehydrate(caf::event_based_actor* self, creation_ptr c) {
 }
 
 void create_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
-  auto parsed = rs::parse_request(req.body);
+  auto parsed = rs::parse_request(req.body, ctx->config.responses.compact_default_threshold);
   if (auto err = std::get_if<rs::api_error>(&parsed))
     return ex->respond(api_response(*err));
   auto c = std::make_shared<creation>();

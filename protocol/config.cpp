@@ -109,6 +109,19 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   auto auth = root.child("auth");
   read_auth_config(auth, service, c.auth);
 
+  auto executor = root.child("executor");
+  executor.integer("max_rounds", c.responses.max_rounds, 1, 1000);
+  executor.integer("max_concurrent_gateway_calls", c.responses.max_concurrent_gateway_calls, 1, 1024);
+  executor.seconds("gateway_tool_timeout", c.responses.gateway_tool_timeout, 0.001);
+  executor.integer("max_tool_output_bytes", c.responses.max_tool_output_bytes, 1, int64_t{1} << 34);
+  auto compaction = root.child("compaction");
+  compaction.integer("default_threshold", c.responses.compact_default_threshold, 1, int64_t{1} << 40);
+  compaction.integer("max_summary_tokens", c.responses.max_summary_tokens, 16, int64_t{1} << 30);
+  auto background = root.child("background");
+  background.integer("max_active", c.responses.background_max_active, 1, 1 << 20);
+  auto stream = root.child("stream");
+  stream.seconds("client_stall_timeout", c.responses.client_stall_timeout, 0.001);
+
   auto store = root.child("store");
   store.string("path", c.store_path);
   auto paths = root.child("paths");

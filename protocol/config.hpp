@@ -69,8 +69,22 @@ struct mcp_config {
   double call_timeout_seconds = 120; // per server: timeout_seconds (AS-64)
 };
 
+// The Responses gateway's executor limits (responses.md: executor.*, compaction.*, background.*,
+// stream.*), defaults from the spec.
+struct responses_config {
+  int max_rounds = 10;                            // executor.max_rounds (RS-23)
+  int max_concurrent_gateway_calls = 5;           // executor.max_concurrent_gateway_calls (RS-25)
+  double gateway_tool_timeout = 60;               // executor.gateway_tool_timeout, seconds (RS-25)
+  int64_t max_tool_output_bytes = int64_t{1} << 20; // executor.max_tool_output_bytes (RS-26)
+  int64_t compact_default_threshold = 100000;     // compaction.default_threshold (RS-14)
+  int64_t max_summary_tokens = 4096;              // compaction.max_summary_tokens (RS-51)
+  int64_t background_max_active = 64;             // background.max_active (RS-55)
+  double client_stall_timeout = 60;               // stream.client_stall_timeout, seconds (RS-39)
+};
+
 struct config {
   service_config service;
+  responses_config responses;
   model_config model;
   react_config react;
   exec_config exec;

@@ -51,6 +51,34 @@ TEST_CASE("errors name the JSON path, what is expected and what was there", "[co
   CHECK(r.errors[4].rfind("react.max_iterations: expected an integer 1..", 0) == 0);
 }
 
+TEST_CASE("the Responses executor's limits default to the spec's and are read from their sections", "[config]") {
+  auto defaults = parse("");
+  REQUIRE(defaults.ok());
+  CHECK(defaults.value.responses.max_rounds == 10); // RS-23
+  CHECK(defaults.value.responses.max_concurrent_gateway_calls == 5);
+  CHECK(defaults.value.responses.gateway_tool_timeout == 60);
+  CHECK(defaults.value.responses.max_tool_output_bytes == 1024 * 1024);
+  CHECK(defaults.value.responses.compact_default_threshold == 100000);
+  CHECK(defaults.value.responses.max_summary_tokens == 4096);
+  CHECK(defaults.value.responses.background_max_active == 64);
+  CHECK(defaults.value.responses.client_stall_timeout == 60);
+  auto r = parse(R"({"executor":{"max_rounds":3,"max_concurrent_gateway_calls":2,"gateway_tool_timeout":1.5,
+                     "max_tool_output_bytes":4096},"compaction":{"default_threshold":500,"max_summary_tokens":256},
+                     "background":{"max_active":8},"stream":{"client_stall_timeout":5}})");
+  REQUIRE(r.ok());
+  CHECK(r.value.responses.max_rounds == 3);
+  CHECK(r.value.responses.max_concurrent_gateway_calls == 2);
+  CHECK(r.value.responses.gateway_tool_timeout == 1.5);
+  CHECK(r.value.responses.max_tool_output_bytes == 4096);
+  CHECK(r.value.responses.compact_default_threshold == 500);
+  CHECK(r.value.responses.max_summary_tokens == 256);
+  CHECK(r.value.responses.background_max_active == 8);
+  CHECK(r.value.responses.client_stall_timeout == 5);
+  auto bad = parse(R"({"executor":{"max_rounds":0}})");
+  REQUIRE(bad.errors.size() == 1);
+  CHECK(bad.errors[0].rfind("executor.max_rounds: expected an integer 1..", 0) == 0);
+}
+
 TEST_CASE("a section that is not an object is an error at its path", "[config]") {
   auto r = parse(R"({"service":[1]})");
   REQUIRE(r.errors.size() == 1);

@@ -197,7 +197,7 @@ std::vector<std::string> rs37_problems(const std::vector<stream_event>& events) 
     std::string done_json;
   };
   std::vector<folded> items;
-  std::optional<std::size_t> open;
+  std::size_t open = SIZE_MAX; // the open item's position, SIZE_MAX when none
   int in_progress = 0;
   int terminals = 0;
   std::optional<std::string> terminal_output;
@@ -243,8 +243,8 @@ std::vector<std::string> rs37_problems(const std::vector<stream_event>& events) 
       }
       if (index != items.size())
         bad(i, "output_index " + std::to_string(index) + " is not the next one, " + std::to_string(items.size()));
-      if (open)
-        bad(i, "an item is added while item " + std::to_string(*open) + " is open");
+      if (open != SIZE_MAX)
+        bad(i, "an item is added while item " + std::to_string(open) + " is open");
       folded f;
       f.id = json::get_string(*it, "id");
       f.type = json::get_string(*it, "type");
@@ -269,7 +269,7 @@ std::vector<std::string> rs37_problems(const std::vector<stream_event>& events) 
         bad(i, "no item");
         continue;
       }
-      if (!open || *open != index || f.done)
+      if (open != index || f.done)
         bad(i, "done for an item that is not the open one");
       if (json::get_string(*it, "id") != f.id || json::get_string(*it, "type") != f.type)
         bad(i, "done item's id or type differs from the added one");
@@ -296,13 +296,13 @@ std::vector<std::string> rs37_problems(const std::vector<stream_event>& events) 
           bad(i, "arguments differ from the fold of their deltas");
       f.done = true;
       f.done_json = json::serialize(*it);
-      open.reset();
+      open = SIZE_MAX;
       continue;
     }
     // Item-scoped events.
     if (json::get_string(ev, "item_id") != f.id)
       bad(i, "item_id is not the id of the item at output_index " + std::to_string(index));
-    if (!open || *open != index || f.done)
+    if (open != index || f.done)
       bad(i, "outside its item's added..done");
     if (family_of(type, ev) != f.type)
       bad(i, "belongs to a " + family_of(type, ev) + " item, not a " + f.type);
