@@ -245,18 +245,33 @@ std::string snapshot(const run_state& st, const std::string& status, const std::
 }
 
 // The stored row of the response as it stands.
-response_row row_of(const run_state& st, const std::string& status, const std::string& snapshot_json) {
+// What every stored row of a response holds from the start: who it is, its history and input.
+response_row base_row(const response_job& job) {
   response_row row;
-  row.id = st.job.id;
-  row.created_at = st.job.created_at;
+  row.id = job.id;
+  row.created_at = job.created_at;
+  row.background = job.req.background;
+  row.model = job.req.model;
+  for (auto& it : job.history)
+    row.history_item_ids.push_back(it.id);
+  for (auto& it : job.input)
+    row.history_item_ids.push_back(it.id);
+  row.input_count = static_cast<int64_t>(row.history_item_ids.size());
+  row.previous_response_id = job.req.previous_response_id;
+  row.conversation_id = job.req.conversation_id;
+  return row;
+}
+
+response_row row_of(const run_state& st, const std::string& status, const std::string& snapshot_json) {
+  auto row = base_row(st.job);
   row.status = status;
-  row.background = st.background();
-  row.model = st.job.req.model;
   row.snapshot = snapshot_json;
   // The window, then what the response added after it that the client saw end (RS-20, RS-51).
+  row.history_item_ids.clear();
   for (auto& it : st.window)
     row.history_item_ids.push_back(it.id);
-  row.input_count = static_cast<int64_t>(st.mark == 0 ? st.job.history.size() + st.job.input.size() : st.window.size());
+  if (st.mark > 0)
+    row.input_count = static_cast<int64_t>(st.window.size());
   std::set<std::string> done;
   auto& output = st.stream->output();
   for (std::size_t i = 0; i < output.size(); ++i)
@@ -266,8 +281,6 @@ response_row row_of(const run_state& st, const std::string& status, const std::s
   for (auto i = st.mark; i < produced.size(); ++i)
     if (done.count(produced[i].id))
       row.history_item_ids.push_back(produced[i].id);
-  row.previous_response_id = st.job.req.previous_response_id;
-  row.conversation_id = st.job.req.conversation_id;
   return row;
 }
 
@@ -850,6 +863,17 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
 }
 
 } // namespace
+
+response_row queued_row(const response_job& job) {
+  auto row = base_row(job);
+  row.status = "queued";
+  rs::response_state s;
+  s.id = job.id;
+  s.created_at = job.created_at;
+  s.status = "queued";
+  row.snapshot = rs::response_json(job.req, s);
+  return row;
+}
 
 response_run_actor spawn_response_run(caf::actor_system& sys, std::shared_ptr<const response_environment> env,
                                       std::shared_ptr<live_responses> live, response_job job, caf::actor waiter,

@@ -125,6 +125,9 @@ private:
   std::deque<std::pair<std::string, response_run_actor>> waiting_;
 };
 
+// The stored row of a response not yet started (RS-55): its history and input, its queued object.
+response_row queued_row(const response_job& job);
+
 // Spawns a response's run; it waits for start_atom. `waiter` (may be null) is its first subscriber
 // and, for a foreground response, the one it waits on; `sink` (may be null) is the streaming
 // client, written to directly, whose backlog holds a foreground run back (RS-39).

@@ -311,14 +311,6 @@ std::optional<rs::api_error> bind_servers(creation& c) {
   return std::nullopt;
 }
 
-std::string queued_snapshot(const response_job& job) {
-  rs::response_state s;
-  s.id = job.id;
-  s.created_at = job.created_at;
-  s.status = "queued";
-  return rs::response_json(job.req, s);
-}
-
 void launch(creation_ptr c) {
   auto& ctx = *c->ctx;
   auto& sys = *ctx.sys;
@@ -338,23 +330,10 @@ void launch(creation_ptr c) {
   }
   // RS-55: a background response is stored, queued, before anything else.
   response_commit commit;
-  auto& row = commit.response;
-  row.id = c->job.id;
-  row.created_at = c->job.created_at;
-  row.status = "queued";
-  row.background = true;
-  row.model = c->job.req.model;
-  row.snapshot = queued_snapshot(c->job);
-  for (auto& it : c->job.history)
-    row.history_item_ids.push_back(it.id);
-  row.input_count = static_cast<int64_t>(row.history_item_ids.size() + c->job.input.size());
-  for (auto& it : c->job.input)
-    row.history_item_ids.push_back(it.id);
-  row.previous_response_id = c->job.req.previous_response_id;
-  row.conversation_id = c->job.req.conversation_id;
+  commit.response = queued_row(c->job);
   for (auto& it : c->job.input)
     commit.items.push_back({it.id, rs::to_json(it)});
-  auto snapshot = row.snapshot;
+  auto snapshot = commit.response.snapshot;
   spawn_task(sys, [c, commit = std::move(commit), snapshot, streaming](caf::event_based_actor* self) mutable {
     auto& ctx = *c->ctx;
     self->request(ctx.env->store, ask_timeout, save_response_atom::value, std::move(commit))

@@ -878,6 +878,21 @@ std::vector<item> model_view(const std::vector<item>& history) {
 
 namespace {
 
+// A function tool's name, description, parameters and strict: the same in either upstream protocol,
+// which differ only in where they nest them.
+void write_function_members(json::writer& w, const upstream_tool& t) {
+  w.Key("name");
+  w.String(t.name.c_str());
+  w.Key("description");
+  w.String(t.description.c_str(), static_cast<rapidjson::SizeType>(t.description.size()));
+  w.Key("parameters");
+  json::write_raw(w, t.parameters);
+  if (!t.strict.empty()) {
+    w.Key("strict");
+    json::write_raw(w, t.strict);
+  }
+}
+
 void write_tools_chat(json::writer& w, const std::vector<upstream_tool>& tools) {
   w.Key("tools");
   w.StartArray();
@@ -887,16 +902,7 @@ void write_tools_chat(json::writer& w, const std::vector<upstream_tool>& tools) 
     w.String("function");
     w.Key("function");
     w.StartObject();
-    w.Key("name");
-    w.String(t.name.c_str());
-    w.Key("description");
-    w.String(t.description.c_str(), static_cast<rapidjson::SizeType>(t.description.size()));
-    w.Key("parameters");
-    json::write_raw(w, t.parameters);
-    if (!t.strict.empty()) {
-      w.Key("strict");
-      json::write_raw(w, t.strict);
-    }
+    write_function_members(w, t);
     w.EndObject();
     w.EndObject();
   }
@@ -1127,16 +1133,7 @@ std::string render_responses_request(const round_request& r) {
         w.StartObject();
         w.Key("type");
         w.String("function");
-        w.Key("name");
-        w.String(t.name.c_str());
-        w.Key("description");
-        w.String(t.description.c_str(), static_cast<rapidjson::SizeType>(t.description.size()));
-        w.Key("parameters");
-        json::write_raw(w, t.parameters);
-        if (!t.strict.empty()) {
-          w.Key("strict");
-          json::write_raw(w, t.strict);
-        }
+        write_function_members(w, t);
         w.EndObject();
       }
       w.EndArray();

@@ -17,26 +17,25 @@ int64_t int_of(const json::value& obj, const char* key) {
   return json::get_int(obj, key).value_or(0);
 }
 
-usage chat_usage(const json::value& u) {
+// Token counts under either protocol's names (RS-19, RS-48).
+usage usage_of(const json::value& u, const char* input, const char* output, const char* input_details,
+               const char* output_details) {
   usage out;
-  out.input_tokens = int_of(u, "prompt_tokens");
-  out.output_tokens = int_of(u, "completion_tokens");
-  if (auto d = json::member(u, "prompt_tokens_details"))
+  out.input_tokens = int_of(u, input);
+  out.output_tokens = int_of(u, output);
+  if (auto d = json::member(u, input_details))
     out.cached_tokens = int_of(*d, "cached_tokens");
-  if (auto d = json::member(u, "completion_tokens_details"))
+  if (auto d = json::member(u, output_details))
     out.reasoning_tokens = int_of(*d, "reasoning_tokens");
   return out;
 }
 
+usage chat_usage(const json::value& u) {
+  return usage_of(u, "prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details");
+}
+
 usage responses_usage(const json::value& u) {
-  usage out;
-  out.input_tokens = int_of(u, "input_tokens");
-  out.output_tokens = int_of(u, "output_tokens");
-  if (auto d = json::member(u, "input_tokens_details"))
-    out.cached_tokens = int_of(*d, "cached_tokens");
-  if (auto d = json::member(u, "output_tokens_details"))
-    out.reasoning_tokens = int_of(*d, "reasoning_tokens");
-  return out;
+  return usage_of(u, "input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details");
 }
 
 // Arguments of a call whose name has not come yet wait in a bounded buffer (RS-39).
