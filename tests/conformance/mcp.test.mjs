@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { package_bin } from './packages.mjs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import {
@@ -20,7 +21,6 @@ import {
 const wait_mcp_ready = (troupe, names, timeout_ms = mcp_ready_timeout_ms) => wait_ready(troupe, names, timeout_ms);
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const node_modules = path.join(here, 'node_modules');
 
 const builtins = ['exec', 'read_file', 'write_file', 'edit_file', 'list_dir'];
 const mcp_ready_timeout_ms = 60_000; // three node servers starting on a loaded 2-core machine
@@ -31,17 +31,6 @@ const exit_timeout_ms = 20_000;
 // reuse it for the HTTP MCP server so the scenario cleans it up and failures show its output.
 const harness_child = Object.getPrototypeOf(fake_upstream);
 
-// The file a package's bin entry names, e.g. @modelcontextprotocol/server-everything → …/dist/index.js.
-function package_bin(pkg) {
-  const dir = path.join(node_modules, pkg);
-  const manifest_file = path.join(dir, 'package.json');
-  if (!fs.existsSync(manifest_file))
-    throw new Error(`${pkg} is not installed: run \`npm ci\` in ${here}`);
-  const { bin } = JSON.parse(fs.readFileSync(manifest_file, 'utf8'));
-  const rel = typeof bin === 'string' ? bin : Object.values(bin ?? {})[0];
-  if (!rel) throw new Error(`${pkg} declares no bin entry`);
-  return path.join(dir, rel);
-}
 
 const everything_bin = package_bin('@modelcontextprotocol/server-everything');
 const filesystem_bin = package_bin('@modelcontextprotocol/server-filesystem');

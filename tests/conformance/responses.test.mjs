@@ -10,33 +10,18 @@
 // Needs `npm ci` in tests/conformance (scripts/test does it) and TROUPE_BIN (see the integration
 // harness, which this file reuses).
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { package_bin } from './packages.mjs';
 import OpenAI, { BadRequestError, NotFoundError, OpenAIError } from 'openai';
 import {
   scenario, open_sse, until, upstream_config, wait_mcp_ready,
 } from '../integration/harness.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const node_modules = path.join(here, 'node_modules');
 
 const model = 'fake-model';
 const protocols = ['chat_completions', 'responses'];
 const sdk_timeout_ms = 60_000;
 const mcp_ready_timeout_ms = 60_000;
 
-// The file a package's bin entry names, e.g. @modelcontextprotocol/server-everything → …/dist/index.js.
-function package_bin(pkg) {
-  const dir = path.join(node_modules, pkg);
-  const manifest_file = path.join(dir, 'package.json');
-  if (!fs.existsSync(manifest_file))
-    throw new Error(`${pkg} is not installed: run \`npm ci\` in ${here}`);
-  const { bin } = JSON.parse(fs.readFileSync(manifest_file, 'utf8'));
-  const rel = typeof bin === 'string' ? bin : Object.values(bin ?? {})[0];
-  if (!rel) throw new Error(`${pkg} declares no bin entry`);
-  return path.join(dir, rel);
-}
 
 const everything_bin = package_bin('@modelcontextprotocol/server-everything');
 const everything_server = {

@@ -658,3 +658,27 @@ export async function wait_run(troupe, run_id, pred, { timeout_ms = 30_000, mess
     throw err;
   }
 }
+
+// Preloaded (node --import) before tests/fake_mcp/fake_mcp_server.mjs: appends each request the server
+// reads on stdin to $FAKE_MCP_LOG as `request <method> <tool name|-> <id json>`.
+export const fake_mcp_spy_source = `import fs from 'node:fs';
+const log_file = process.env.FAKE_MCP_LOG;
+let buffered = '';
+const emit = process.stdin.emit;
+process.stdin.emit = function (event, ...args) {
+  if (event === 'data' && log_file) {
+    buffered += String(args[0]);
+    let nl;
+    while ((nl = buffered.indexOf('\\n')) >= 0) {
+      const line = buffered.slice(0, nl).trim();
+      buffered = buffered.slice(nl + 1);
+      try {
+        const msg = JSON.parse(line);
+        if (msg && msg.method !== undefined && msg.id !== undefined)
+          fs.appendFileSync(log_file, 'request ' + msg.method + ' ' + (msg.params?.name ?? '-') + ' ' + JSON.stringify(msg.id) + '\\n');
+      } catch { /* the server answers it */ }
+    }
+  }
+  return emit.call(this, event, ...args);
+};
+`;

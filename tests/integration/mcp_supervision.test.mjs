@@ -15,7 +15,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import {
-  scenario, check_event_stream, check_attempt_order, source_dir, until, user, wait_mcp_ready as wait_ready,
+  scenario, check_event_stream, check_attempt_order, source_dir, fake_mcp_spy_source, until, user, wait_mcp_ready as wait_ready,
 } from './harness.mjs';
 
 const wait_mcp_ready = (troupe, names, timeout_ms = mcp_ready_timeout_ms) => wait_ready(troupe, names, timeout_ms);
@@ -25,28 +25,6 @@ const mcp_ready_timeout_ms = 30_000; // a node server starting on a loaded 2-cor
 const run_timeout_ms = 60_000;
 const exit_timeout_ms = 20_000;
 
-const spy_source = `// Appends every request read on stdin to $FAKE_MCP_LOG: request <method> <tool name|-> <id>.
-import fs from 'node:fs';
-const log_file = process.env.FAKE_MCP_LOG;
-let buffered = '';
-const emit = process.stdin.emit;
-process.stdin.emit = function (event, ...args) {
-  if (event === 'data' && log_file) {
-    buffered += String(args[0]);
-    let nl;
-    while ((nl = buffered.indexOf('\\n')) >= 0) {
-      const line = buffered.slice(0, nl).trim();
-      buffered = buffered.slice(nl + 1);
-      try {
-        const msg = JSON.parse(line);
-        if (msg && msg.method !== undefined && msg.id !== undefined)
-          fs.appendFileSync(log_file, 'request ' + msg.method + ' ' + (msg.params?.name ?? '-') + ' ' + JSON.stringify(msg.id) + '\\n');
-      } catch { /* the server answers it */ }
-    }
-  }
-  return emit.call(this, event, ...args);
-};
-`;
 
 const call = (name, args) => ({ name, arguments: args });
 
@@ -56,7 +34,7 @@ function fake_mcp(s, { flags = [], timeout_seconds = 30, name = 'fake' } = {}) {
   const log_file = path.join(dir, 'fake_mcp.log');
   const pid_file = path.join(dir, 'fake_mcp.pid');
   const spy_file = path.join(dir, 'spy.mjs');
-  fs.writeFileSync(spy_file, spy_source);
+  fs.writeFileSync(spy_file, fake_mcp_spy_source);
   const server = {
     name,
     command: process.execPath,

@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import {
-  scenario, deep_merge, open_sse, source_dir, until, upstream_config, wait_mcp_ready,
+  scenario, deep_merge, open_sse, source_dir, fake_mcp_spy_source, until, upstream_config, wait_mcp_ready,
 } from './harness.mjs';
 
 const model = 'fake-model';
@@ -697,36 +697,13 @@ scenario('a store:false response on a conversation sees its items but appends no
 // ---------------------------------------------------------------------------------------------
 // RS-23, RS-24: gateway-call limits, with the fake MCP server as a configured stdio server
 
-// Runs before the fake server and appends each request it reads on stdin to $FAKE_MCP_LOG as
-// `request <method> <tool name|-> <id json>` (the server itself logs notifications and touches).
-const spy_source = `import fs from 'node:fs';
-const log_file = process.env.FAKE_MCP_LOG;
-let buffered = '';
-const emit = process.stdin.emit;
-process.stdin.emit = function (event, ...args) {
-  if (event === 'data' && log_file) {
-    buffered += String(args[0]);
-    let nl;
-    while ((nl = buffered.indexOf('\\n')) >= 0) {
-      const line = buffered.slice(0, nl).trim();
-      buffered = buffered.slice(nl + 1);
-      try {
-        const msg = JSON.parse(line);
-        if (msg && msg.method !== undefined && msg.id !== undefined)
-          fs.appendFileSync(log_file, 'request ' + msg.method + ' ' + (msg.params?.name ?? '-') + ' ' + JSON.stringify(msg.id) + '\\n');
-      } catch { /* the server answers it */ }
-    }
-  }
-  return emit.call(this, event, ...args);
-};
-`;
 
 // The fake MCP server as the configured stdio server `fake`, with what it logged.
 function fake_mcp(s) {
   const dir = s.tmpdir('troupe-rs-mcp-');
   const log_file = path.join(dir, 'fake_mcp.log');
   const spy_file = path.join(dir, 'spy.mjs');
-  fs.writeFileSync(spy_file, spy_source);
+  fs.writeFileSync(spy_file, fake_mcp_spy_source);
   const server = {
     name: 'fake', command: process.execPath, args: ['--import', pathToFileURL(spy_file).href, fake_mcp_script],
     env: { FAKE_MCP_LOG: log_file }, transport: 'stdio', isolation: 'shared',
