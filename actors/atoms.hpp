@@ -78,4 +78,14 @@ using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 using stall_atom = caf::atom_constant<caf::atom("stall")>;
 using drained_atom = caf::atom_constant<caf::atom("drained")>;
 
+using command_atom = caf::atom_constant<caf::atom("command")>;
+using read_atom = caf::atom_constant<caf::atom("read")>;
+using head_atom = caf::atom_constant<caf::atom("head")>;
+using wake_atom = caf::atom_constant<caf::atom("wake")>;
+using idle_atom = caf::atom_constant<caf::atom("idle")>;
+using hello_atom = caf::atom_constant<caf::atom("hello")>;
+using frame_atom = caf::atom_constant<caf::atom("frame")>;
+using closed_atom = caf::atom_constant<caf::atom("closed")>;
+using prune_atom = caf::atom_constant<caf::atom("prune")>;
+
 } // namespace troupe

@@ -122,6 +122,9 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   auto stream = root.child("stream");
   stream.seconds("client_stall_timeout", c.responses.client_stall_timeout, 0.001);
 
+  auto workspaces = root.child("workspaces");
+  read_workspaces_config(workspaces, c.workspaces);
+
   auto store = root.child("store");
   store.string("path", c.store_path);
   auto paths = root.child("paths");

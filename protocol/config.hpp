@@ -6,6 +6,7 @@
 #include "protocol/identity.hpp"
 #include "protocol/mcp.hpp"
 #include "protocol/policy.hpp"
+#include "protocol/workspace_config.hpp"
 
 #include <functional>
 #include <map>
@@ -91,6 +92,7 @@ struct config {
   mcp_config mcp;
   policy_config policy;
   safety_config safety;
+  workspaces_config workspaces;
   auth_config auth; // auth.* and the per-user limits of service.* (AS-4..AS-8)
   std::string data_dir = "./var";
   std::string store_path;       // default <data_dir>/troupe.db

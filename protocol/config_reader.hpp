@@ -29,6 +29,8 @@ public:
   std::string path_of(const char* key) const;
   void fail(const char* key, const std::string& expected, const json::value& got);
   void error(const char* key, const std::string& text);
+  // Where this reader records errors, for readers of nested elements (arrays of objects).
+  std::vector<std::string>& errors() { return errors_; }
 
   // Each read keeps `into` unless the member is present and valid; the bool ones say whether it was.
   bool string(const char* key, std::string& into);

@@ -6,7 +6,9 @@
 
 namespace troupe::protocol {
 
-std::string iso_timestamp(std::chrono::system_clock::time_point t) {
+namespace {
+
+std::string utc_text(std::chrono::system_clock::time_point t, const char* zone) {
   using namespace std::chrono;
   auto us = duration_cast<microseconds>(t.time_since_epoch()).count();
   auto secs = static_cast<std::time_t>(us / 1000000);
@@ -18,9 +20,19 @@ std::string iso_timestamp(std::chrono::system_clock::time_point t) {
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ld+00:00", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ld%s", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac, zone);
   return buf;
+}
+
+} // namespace
+
+std::string iso_timestamp(std::chrono::system_clock::time_point t) {
+  return utc_text(t, "+00:00");
+}
+
+std::string utc_timestamp(std::chrono::system_clock::time_point t) {
+  return utc_text(t, "Z");
 }
 
 std::string iso_now() {

@@ -10,6 +10,9 @@ namespace troupe::protocol {
 std::string iso_timestamp(std::chrono::system_clock::time_point t);
 std::string iso_now();
 
+// The workspace log's form (WS-2): UTC, microseconds, "Z". Equal-length texts, so they order as strings.
+std::string utc_timestamp(std::chrono::system_clock::time_point t);
+
 // The time an iso_timestamp names; nullopt for any other text.
 std::optional<std::chrono::system_clock::time_point> parse_iso_timestamp(const std::string& text);
 

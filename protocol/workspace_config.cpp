@@ -1,0 +1,124 @@
+#include "protocol/workspace_config.hpp"
+
+#include "protocol/duration.hpp"
+#include "protocol/workspace_names.hpp"
+
+#include <cctype>
+#include <initializer_list>
+
+namespace troupe::protocol {
+
+namespace {
+
+// An array member read element by element, each an object checked for unknown keys.
+template <class Each>
+void objects(config_reader& section, const char* key, std::initializer_list<const char*> known, Each each) {
+  auto v = section.find(key);
+  if (!v)
+    return;
+  if (!v->IsArray()) {
+    section.fail(key, "expected an array of objects", *v);
+    return;
+  }
+  for (rapidjson::SizeType i = 0; i < v->Size(); ++i) {
+    auto path = section.path_of(key) + "[" + std::to_string(i) + "]";
+    auto& item = (*v)[i];
+    if (!item.IsObject()) {
+      section.errors().push_back(path + ": expected an object, got " + json_preview(item));
+      continue;
+    }
+    for (auto m = item.MemberBegin(); m != item.MemberEnd(); ++m) {
+      std::string_view name(m->name.GetString(), m->name.GetStringLength());
+      bool ok = false;
+      for (auto k : known)
+        ok = ok || name == k;
+      if (!ok)
+        section.errors().push_back(path + "." + std::string(name) + ": unknown field");
+    }
+    each(config_reader(&item, path, section.errors()));
+  }
+}
+
+bool is_sha256_hex(const std::string& s) {
+  if (s.size() != 64)
+    return false;
+  for (char c : s)
+    if (!std::isxdigit(static_cast<unsigned char>(c)) || std::isupper(static_cast<unsigned char>(c)))
+      return false;
+  return true;
+}
+
+} // namespace
+
+void read_workspaces_config(config_reader& section, workspaces_config& into) {
+  objects(section, "event_types", {"name", "schema", "published_by"}, [&](config_reader r) {
+    workspace_event_type t;
+    if (!r.string("name", t.name) || !is_event_type(t.name))
+      r.error("name", "expected a qualified event type name such as 'ops:service.error'");
+    else if (namespace_of(t.name) == reserved_namespace)
+      r.error("name", reserved_namespace_message);
+    r.raw("schema", t.schema, false);
+    std::string by = "clients";
+    r.one_of("published_by", by, {"clients", "runs"});
+    t.published_by_runs = by == "runs";
+    into.event_types.push_back(std::move(t));
+  });
+  objects(section, "feedback_types", {"name", "targets", "schema"}, [&](config_reader r) {
+    workspace_feedback_type t;
+    if (!r.string("name", t.name) || t.name.empty())
+      r.error("name", "expected a non-empty string");
+    r.strings("targets", t.targets);
+    for (auto& k : t.targets)
+      if (k != "run" && k != "firing" && k != "chain")
+        r.error("targets", "expected run, firing or chain, got \"" + k + "\"");
+    if (t.targets.empty())
+      r.error("targets", "expected at least one of run, firing, chain");
+    r.raw("schema", t.schema, false);
+    into.feedback_types.push_back(std::move(t));
+  });
+  objects(section, "credentials", {"token_sha256", "tenant", "actor", "client_id", "workspaces"},
+          [&](config_reader r) {
+            workspace_credential c;
+            r.string("token_sha256", c.token_sha256);
+            if (!is_sha256_hex(c.token_sha256))
+              r.error("token_sha256", "expected the token's SHA-256 as 64 lowercase hex digits");
+            if (!r.string("tenant", c.tenant) || c.tenant.empty())
+              r.error("tenant", "expected a non-empty string");
+            if (auto a = r.find("actor")) {
+              auto parsed = parse_actor(*a);
+              if (auto err = std::get_if<std::string>(&parsed))
+                r.error("actor", *err);
+              else
+                c.actor = std::get<workspace_actor>(parsed);
+            } else {
+              r.error("actor", "expected an actor such as {\"kind\":\"user\",\"id\":\"alice\"}");
+            }
+            r.string("client_id", c.client_id);
+            if (auto w = r.find("workspaces"); w && w->IsString() && std::string(w->GetString()) == "*")
+              c.all_workspaces = true;
+            else
+              r.strings("workspaces", c.workspaces);
+            into.credentials.push_back(std::move(c));
+          });
+  section.integer("max_depth", into.max_depth, 1, 1000);
+  auto stream = section.child("stream");
+  if (auto v = stream.find("hello_timeout")) {
+    auto d = duration_value(*v);
+    if (d && *d > 0)
+      into.hello_timeout = *d;
+    else
+      stream.fail("hello_timeout", "expected a duration such as \"PT10S\" or a number of seconds > 0", *v);
+  }
+  stream.integer("outbox_frames", into.outbox_frames, 1, 1 << 24);
+  auto results = section.child("command_results");
+  if (auto v = results.find("retention")) {
+    auto d = duration_value(*v);
+    if (d && *d >= 3600)
+      into.command_result_retention = *d;
+    else
+      results.fail("retention", "expected a duration of at least PT1H such as \"P7D\"", *v);
+  }
+  section.seconds("log_idle_timeout", into.log_idle_timeout, 0.001);
+}
+
+} // namespace troupe::protocol
