@@ -95,10 +95,42 @@ std::string chunk(std::string_view payload) {
 
 } // namespace
 
+// Anything stop() has to end: for now an HTTP session.
+class connection {
+public:
+  virtual ~connection() = default;
+  // Ends the connection at once, from any thread.
+  virtual void close_now() = 0;
+};
+
 struct server_state {
   http_server_options options;
   std::shared_ptr<const router> routes;
   std::atomic<int64_t> open_exchanges{0};
+
+  // Registers a connection for stop(); false once stop() has begun, so that nothing opened during the
+  // stop is missed.
+  bool track(const std::shared_ptr<connection>& c) {
+    std::lock_guard<std::mutex> lock(connections_mu);
+    if (stopping)
+      return false;
+    for (auto it = connections.begin(); it != connections.end();)
+      it = it->second.expired() ? connections.erase(it) : std::next(it);
+    connections.emplace(c.get(), c);
+    return true;
+  }
+
+  void close_all() {
+    std::lock_guard<std::mutex> lock(connections_mu);
+    stopping = true;
+    for (auto& [ptr, weak] : connections)
+      if (auto c = weak.lock())
+        c->close_now();
+  }
+
+  std::mutex connections_mu;
+  bool stopping = false;
+  std::unordered_map<connection*, std::weak_ptr<connection>> connections;
 };
 
 class session;
@@ -125,7 +157,7 @@ private:
   std::atomic<bool> responded_{false};
 };
 
-class session : public std::enable_shared_from_this<session> {
+class session : public connection, public std::enable_shared_from_this<session> {
 public:
   session(tcp::socket&& socket, std::shared_ptr<server_state> state)
     : stream_(std::move(socket)), state_(std::move(state)), heartbeat_(stream_.get_executor()) {}
@@ -134,7 +166,7 @@ public:
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
   }
 
-  void close() {
+  void close_now() override {
     net::post(stream_.get_executor(), [self = shared_from_this()] { self->shutdown_now(); });
   }
 
@@ -489,8 +521,6 @@ struct http_server::impl {
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   tcp::acceptor acceptor{net::make_strand(ioc)};
   std::vector<std::thread> threads;
-  std::mutex sessions_mu;
-  std::unordered_map<session*, std::weak_ptr<session>> sessions;
 
   void accept() {
     acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
@@ -502,17 +532,10 @@ struct http_server::impl {
       beast::error_code opt_ec;
       socket.set_option(tcp::no_delay(true), opt_ec);
       auto s = std::make_shared<session>(std::move(socket), state);
-      track(s);
-      s->run();
+      if (state->track(s))
+        s->run();
       accept();
     });
-  }
-
-  void track(const std::shared_ptr<session>& s) {
-    std::lock_guard<std::mutex> lock(sessions_mu);
-    for (auto it = sessions.begin(); it != sessions.end();)
-      it = it->second.expired() ? sessions.erase(it) : std::next(it);
-    sessions.emplace(s.get(), s);
   }
 };
 
@@ -558,12 +581,7 @@ void http_server::stop() {
   if (impl_->threads.empty())
     return;
   stop_accepting();
-  {
-    std::lock_guard<std::mutex> lock(impl_->sessions_mu);
-    for (auto& [ptr, weak] : impl_->sessions)
-      if (auto s = weak.lock())
-        s->close();
-  }
+  impl_->state->close_all();
   impl_->work.reset();
   // Closing sockets ends their pending operations; whatever still runs after a moment is stopped.
   auto deadline = steady_clock::now() + std::chrono::seconds(2);
