@@ -12,6 +12,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
 #include <spdlog/spdlog.h>
 
 #include <sys/socket.h>
@@ -30,6 +31,7 @@ namespace troupe::io {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace beast_ws = beast::websocket;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using std::chrono::steady_clock;
@@ -84,6 +86,18 @@ void split_target(std::string_view target, http_request& req) {
   }
 }
 
+// RFC 6455 leaves 123 bytes for a close reason; a cut never splits a UTF-8 sequence.
+std::string cut_reason(std::string reason) {
+  constexpr std::size_t max_reason = 123;
+  if (reason.size() <= max_reason)
+    return reason;
+  auto n = max_reason;
+  while (n > 0 && (static_cast<unsigned char>(reason[n]) & 0xC0) == 0x80)
+    --n;
+  reason.resize(n);
+  return reason;
+}
+
 std::string chunk(std::string_view payload) {
   char size[20];
   std::snprintf(size, sizeof size, "%zx\r\n", payload.size());
@@ -95,7 +109,7 @@ std::string chunk(std::string_view payload) {
 
 } // namespace
 
-// Anything stop() has to end: for now an HTTP session.
+// Anything stop() has to end: an HTTP session, or a WebSocket upgraded from one.
 class connection {
 public:
   virtual ~connection() = default;
@@ -120,6 +134,11 @@ struct server_state {
     return true;
   }
 
+  void untrack(connection* c) {
+    std::lock_guard<std::mutex> lock(connections_mu);
+    connections.erase(c);
+  }
+
   void close_all() {
     std::lock_guard<std::mutex> lock(connections_mu);
     stopping = true;
@@ -135,14 +154,227 @@ struct server_state {
 
 class session;
 
+// A WebSocket after the upgrade: it owns the TCP stream the HTTP session gave up, reads messages for the
+// route and writes its bounded outbox one frame at a time, all on the connection's strand.
+class websocket_session : public websocket, public connection, public std::enable_shared_from_this<websocket_session> {
+public:
+  websocket_session(net::any_io_executor strand, std::shared_ptr<server_state> state, std::size_t outbox_frames)
+    : strand_(std::move(strand)), state_(std::move(state)), outbox_frames_(outbox_frames) {}
+
+  // A route that drops a WebSocket it never started lets it go without an end(): the exchange it counted
+  // still closes.
+  ~websocket_session() override {
+    if (counted_)
+      --state_->open_exchanges;
+  }
+
+  void start(websocket_handlers handlers) override {
+    net::post(strand_, [self = shared_from_this(), h = std::move(handlers)]() mutable {
+      if (self->started_)
+        return;
+      self->started_ = true;
+      self->handlers_ = std::move(h);
+      if (self->ended_)
+        self->report_closed();
+      else
+        self->read_next();
+    });
+  }
+
+  bool send(std::string text) override {
+    if (closing_.load())
+      return false;
+    // Counted before queuing so that a full outbox refuses at once, on the caller's thread.
+    if (queued_.fetch_add(1) >= outbox_frames_) {
+      --queued_;
+      return false;
+    }
+    net::post(strand_, [self = shared_from_this(), t = std::move(text)]() mutable {
+      if (self->ended_ || self->close_sent_) {
+        --self->queued_;
+        return;
+      }
+      self->outbox_.push_back(std::move(t));
+      self->write_next();
+    });
+    return true;
+  }
+
+  void close(uint16_t code, std::string reason) override {
+    closing_ = true;
+    if (close_called_.exchange(true))
+      return;
+    net::post(strand_, [self = shared_from_this(), code, r = cut_reason(std::move(reason))]() mutable {
+      if (self->ended_)
+        return;
+      self->close_reason_.emplace(static_cast<beast_ws::close_code>(code), beast::string_view(r));
+      self->write_next();
+    });
+  }
+
+  std::size_t queued() const override { return queued_.load(); }
+
+  void close_now() override {
+    net::post(strand_, [self = shared_from_this()] { self->end(); });
+  }
+
+  // On the strand: takes over the HTTP session's socket and answers the upgrade request. The open
+  // exchange the session counted is this WebSocket's from now on.
+  void accept(tcp::socket socket, const http::request<http::string_body>& request, const std::string& subprotocol) {
+    ws_.emplace(std::move(socket));
+    counted_ = true;
+    if (!state_->track(shared_from_this())) {
+      end();
+      return;
+    }
+    ws_->set_option(beast_ws::stream_base::timeout::suggested(beast::role_type::server));
+    ws_->set_option(beast_ws::stream_base::decorator([subprotocol](beast_ws::response_type& res) {
+      res.set(http::field::server, "troupe");
+      if (!subprotocol.empty())
+        res.set(http::field::sec_websocket_protocol, subprotocol);
+    }));
+    ws_->read_message_max(max_message_bytes);
+    ws_->async_accept(request, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) {
+        self->end();
+        return;
+      }
+      self->accepted_ = true;
+      self->read_next();
+      self->write_next();
+    });
+  }
+
+  // The upgrade did not happen (the connection ended or was answered first): a WebSocket that has ended.
+  void abandon() { close_now(); }
+
+private:
+  // WS-44: a bigger message is refused by Beast, which closes with 1009.
+  static constexpr uint64_t max_message_bytes = 1024 * 1024;
+
+  void read_next() {
+    if (!started_ || !accepted_ || reading_ || ended_ || close_reason_)
+      return;
+    reading_ = true;
+    ws_->async_read(read_buffer_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      self->reading_ = false;
+      if (ec) {
+        self->end();
+        return;
+      }
+      if (self->ended_)
+        return;
+      auto data = beast::buffers_to_string(self->read_buffer_.data());
+      self->read_buffer_.consume(self->read_buffer_.size());
+      // Once the route has closed, what the client still sends is dropped.
+      if (self->close_reason_)
+        return;
+      if (self->handlers_.on_message) {
+        try {
+          self->handlers_.on_message(std::move(data), self->ws_->got_binary());
+        } catch (const std::exception& e) {
+          spdlog::error("http: websocket message handler threw: {}", e.what());
+          self->close(1011, "the server failed to handle a message"); // WS-57
+        }
+      }
+      self->read_next();
+    });
+  }
+
+  void write_next() {
+    if (!accepted_ || writing_ || ended_ || close_sent_)
+      return;
+    if (!outbox_.empty()) {
+      writing_ = true;
+      ws_->text(true);
+      ws_->async_write(net::buffer(outbox_.front()), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+        self->writing_ = false;
+        if (ec || self->ended_) {
+          self->end();
+          return;
+        }
+        self->outbox_.pop_front();
+        --self->queued_;
+        self->write_next();
+      });
+      return;
+    }
+    if (close_reason_) {
+      close_sent_ = true;
+      writing_ = true;
+      // Beast reads up to the client's answering close frame, then closes the socket.
+      ws_->async_close(*close_reason_, [self = shared_from_this()](beast::error_code) {
+        self->writing_ = false;
+        self->end();
+      });
+    }
+  }
+
+  // The one way out: every path that ends the connection comes here, and on_closed runs once.
+  void end() {
+    if (ended_)
+      return;
+    ended_ = true;
+    closing_ = true;
+    queued_ -= outbox_.size();
+    outbox_.clear();
+    if (ws_)
+      beast::get_lowest_layer(*ws_).close();
+    if (counted_) {
+      counted_ = false;
+      --state_->open_exchanges;
+    }
+    state_->untrack(this);
+    report_closed();
+  }
+
+  void report_closed() {
+    if (!started_ || reported_)
+      return;
+    reported_ = true;
+    // The handlers may hold this WebSocket; dropping them breaks the cycle.
+    auto handlers = std::move(handlers_);
+    handlers_ = {};
+    if (!handlers.on_closed)
+      return;
+    try {
+      handlers.on_closed();
+    } catch (const std::exception& e) {
+      spdlog::error("http: websocket close handler threw: {}", e.what());
+    }
+  }
+
+  net::any_io_executor strand_;
+  std::shared_ptr<server_state> state_;
+  const std::size_t outbox_frames_;
+  std::optional<beast_ws::stream<beast::tcp_stream>> ws_;
+  beast::flat_buffer read_buffer_;
+  websocket_handlers handlers_;
+  std::deque<std::string> outbox_;
+  std::optional<beast_ws::close_reason> close_reason_;
+  bool started_ = false;
+  bool accepted_ = false;
+  bool reading_ = false;
+  bool writing_ = false;
+  bool close_sent_ = false;
+  bool ended_ = false;
+  bool reported_ = false;
+  bool counted_ = false;
+  std::atomic<std::size_t> queued_{0};
+  std::atomic<bool> closing_{false};
+  std::atomic<bool> close_called_{false};
+};
+
 // The handler's view of one request: forwards to the session's strand, tagged with the request's
 // generation so that a late answer can never reach the connection's next request.
 class exchange_impl : public http_exchange, public event_stream, public std::enable_shared_from_this<exchange_impl> {
 public:
-  exchange_impl(std::shared_ptr<session> s, uint64_t gen) : session_(std::move(s)), gen_(gen) {}
+  exchange_impl(std::shared_ptr<session> s, uint64_t gen, bool upgradable)
+    : session_(std::move(s)), gen_(gen), upgradable_(upgradable) {}
   void respond(http_response response) override;
   std::shared_ptr<event_stream> open_event_stream(header_list headers) override;
   void on_disconnect(std::function<void()> callback) override;
+  std::shared_ptr<websocket> upgrade(std::string subprotocol, std::size_t outbox_frames) override;
   bool send(std::string frame) override;
   void finish() override;
   bool backlogged() const override;
@@ -153,6 +385,7 @@ public:
 private:
   std::shared_ptr<session> session_;
   uint64_t gen_;
+  bool upgradable_; // a WebSocket upgrade request, known when the request was read
   std::atomic<bool> answered_{false};
   std::atomic<bool> responded_{false};
 };
@@ -168,6 +401,30 @@ public:
 
   void close_now() override {
     net::post(stream_.get_executor(), [self = shared_from_this()] { self->shutdown_now(); });
+  }
+
+  net::any_io_executor executor() { return stream_.get_executor(); }
+  std::shared_ptr<server_state> state() const { return state_; }
+
+  // Hands the connection to `ws`, which answers the upgrade request; this session is then done.
+  void upgrade(uint64_t gen, std::shared_ptr<websocket_session> ws, std::string subprotocol) {
+    net::post(stream_.get_executor(), [self = shared_from_this(), gen, ws = std::move(ws),
+                                       sp = std::move(subprotocol)] {
+      if (gen != self->gen_ || self->phase_ != phase::handling || !self->upgrade_request_) {
+        ws->abandon();
+        return;
+      }
+      // The open exchange moves to the WebSocket uncounted twice and never zero in between.
+      self->exchange_open_ = false;
+      self->on_disconnect_ = nullptr;
+      self->phase_ = phase::closed;
+      self->closed_ = true;
+      self->heartbeat_.cancel();
+      auto request = std::move(*self->upgrade_request_);
+      self->upgrade_request_.reset();
+      // Cancels the disconnect watch too; its handler finds the session closed.
+      ws->accept(self->stream_.release_socket(), request, sp);
+    });
   }
 
   // dispatch: a handler that answers at once, on the session's strand, writes without a second hop.
@@ -275,6 +532,7 @@ private:
     }
     auto msg = parser_->release();
     keep_alive_ = msg.keep_alive();
+    auto upgradable = beast_ws::is_upgrade(msg);
     http_request req;
     req.method = std::string(msg.method_string());
     req.target = std::string(msg.target());
@@ -286,13 +544,17 @@ private:
       req.headers[name] = std::string(field.value());
     }
     req.body = std::move(msg.body());
+    if (upgradable)
+      upgrade_request_ = std::move(msg);
+    else
+      upgrade_request_.reset();
 
     ++gen_;
     phase_ = phase::handling;
     exchange_open_ = true;
     ++state_->open_exchanges;
     stream_.expires_never();
-    auto ex = std::make_shared<exchange_impl>(shared_from_this(), gen_);
+    auto ex = std::make_shared<exchange_impl>(shared_from_this(), gen_, upgradable);
     try {
       state_->routes->dispatch(req, ex);
     } catch (const std::exception& e) {
@@ -470,6 +732,7 @@ private:
   beast::flat_buffer buffer_;
   std::shared_ptr<server_state> state_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::request<http::string_body>> upgrade_request_; // kept for upgrade() to answer
   net::steady_timer heartbeat_;
   phase phase_ = phase::reading;
   uint64_t gen_ = 0;
@@ -501,6 +764,19 @@ std::shared_ptr<event_stream> exchange_impl::open_event_stream(header_list heade
 
 void exchange_impl::on_disconnect(std::function<void()> callback) {
   session_->set_disconnect(gen_, std::move(callback));
+}
+
+std::shared_ptr<websocket> exchange_impl::upgrade(std::string subprotocol, std::size_t outbox_frames) {
+  if (!upgradable_)
+    return nullptr;
+  auto ws = std::make_shared<websocket_session>(session_->executor(), session_->state(), outbox_frames);
+  if (answered_.exchange(true)) {
+    ws->abandon(); // answered already: the caller gets a WebSocket that has ended
+    return ws;
+  }
+  responded_ = true; // the socket is handed over; there is no client to watch here
+  session_->upgrade(gen_, ws, std::move(subprotocol));
+  return ws;
 }
 
 bool exchange_impl::send(std::string frame) {

@@ -1,7 +1,9 @@
 // HTTP as the handlers see it: plain request and response values, and the exchange through which
-// a handler answers later, or streams server-sent events. No Beast here.
+// a handler answers later, streams server-sent events or upgrades to a WebSocket. No Beast here.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -50,7 +52,29 @@ public:
   virtual bool backlogged() const = 0;
 };
 
-// One request's answer. Thread-safe; the first of respond/open_event_stream wins.
+struct websocket_handlers {
+  std::function<void(std::string data, bool binary)> on_message;
+  // Once, when the connection ends for any reason (client close, error, server close, server stop).
+  std::function<void()> on_closed;
+};
+
+// An upgraded WebSocket connection. Thread-safe.
+class websocket {
+public:
+  virtual ~websocket() = default;
+  // Starts reading; call once. Messages and the end of the connection reach `handlers` on an I/O thread.
+  virtual void start(websocket_handlers handlers) = 0;
+  // Queues one text frame. False when the connection is closing/closed, or when `outbox_frames` frames are
+  // already queued and unwritten (the caller decides what that means, e.g. close 4429).
+  virtual bool send(std::string text) = 0;
+  // Sends a close frame with `code` and `reason` (cut to 123 bytes, at a UTF-8 boundary) once the frames queued
+  // before it are written, then ends the connection. Later sends return false. Safe to call before start() and twice.
+  virtual void close(uint16_t code, std::string reason) = 0;
+  // Frames queued and not yet written.
+  virtual std::size_t queued() const = 0;
+};
+
+// One request's answer. Thread-safe; the first of respond/open_event_stream/upgrade wins.
 class http_exchange {
 public:
   virtual ~http_exchange() = default;
@@ -59,6 +83,16 @@ public:
   virtual std::shared_ptr<event_stream> open_event_stream(header_list headers) = 0;
   // Runs once, on an I/O thread, if the client goes away before the answer is complete.
   virtual void on_disconnect(std::function<void()> callback) = 0;
+  // Answers this request by upgrading it to a WebSocket, selecting `subprotocol` when not empty (the caller
+  // decides whether the client offered it). nullptr when the request is not a WebSocket upgrade (then the
+  // exchange is still unanswered). The handshake is written asynchronously; frames sent meanwhile wait.
+  // After an upgrade the WebSocket's on_closed, not on_disconnect, reports the client leaving.
+  // Not pure so that exchanges that never see an upgrade (test doubles) need not say so.
+  virtual std::shared_ptr<websocket> upgrade(std::string subprotocol, std::size_t outbox_frames) {
+    (void)subprotocol;
+    (void)outbox_frames;
+    return nullptr;
+  }
 };
 
 using http_handler = std::function<void(http_request& request, std::shared_ptr<http_exchange> exchange)>;
