@@ -1,0 +1,197 @@
+#include "actors/workspace_log.hpp"
+
+#include "protocol/workspace_events.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace troupe {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+using workspace_log_actor = caf::typed_actor<
+  caf::replies_to<command_atom, workspace_command>::with<workspace_outcome>,
+  caf::replies_to<read_atom, workspace_key, workspace_read>::with<workspace_slice>,
+  caf::replies_to<subscribe_atom, workspace_key, caf::actor>::with<int64_t, ring_ptr>,
+  caf::reacts_to<idle_atom>>;
+
+struct log_state {
+  static inline const char* name = "workspace_log";
+  workspace_key key;
+  workspace_store_actor store;
+  workspaces_actor registry;
+  workspaces_options options;
+  std::shared_ptr<envelope_ring> ring;
+  std::set<caf::actor> subscribers;
+  uint64_t handled = 0; // messages from the registry, for a safe retirement
+  int in_flight = 0;    // commands sent to the store and not answered yet
+  clock::time_point last_activity = clock::now();
+};
+
+using log_pointer = workspace_log_actor::stateful_pointer<log_state>;
+
+// New envelopes go into the ring, then every subscriber learns the new head and pulls on its own.
+void publish(log_pointer self, const workspace_outcome& o) {
+  if (o.appended.empty())
+    return;
+  std::vector<envelope_ring::entry> entries;
+  entries.reserve(o.appended.size());
+  for (std::size_t i = 0; i < o.appended.size(); ++i)
+    entries.push_back({o.first_seq + static_cast<int64_t>(i),
+                       std::make_shared<const std::string>(protocol::reflexr::event_frame(o.appended[i])),
+                       o.types[i]});
+  self->state.ring->append(std::move(entries));
+  auto head = self->state.ring->head();
+  for (auto& s : self->state.subscribers)
+    caf::anon_send(s, wake_atom::value, head);
+}
+
+void touch(log_pointer self) {
+  ++self->state.handled;
+  self->state.last_activity = clock::now();
+}
+
+std::chrono::milliseconds idle_period(const workspaces_options& o) {
+  return std::chrono::milliseconds(static_cast<int64_t>(o.log_idle_timeout * 1000 / 2) + 1);
+}
+
+workspace_log_actor::behavior_type workspace_log(log_pointer self, workspace_key key, workspace_store_actor store,
+                                                 workspaces_actor registry, workspaces_options options) {
+  auto& st = self->state;
+  st.key = key;
+  st.store = store;
+  st.registry = registry;
+  st.options = options;
+  // Nothing is served before the head is known: the ring starts there.
+  self->request(store, caf::infinite, head_atom::value, key)
+    .await([=](int64_t head) { self->state.ring = std::make_shared<envelope_ring>(head, self->state.options.ring_capacity); },
+           [=](caf::error& err) {
+             spdlog::error("workspace {}/{}: cannot read the log's head: {}", self->state.key.tenant,
+                           self->state.key.workspace, self->system().render(err));
+             self->quit(err);
+           });
+  self->set_down_handler([=](caf::down_msg& msg) {
+    for (auto it = self->state.subscribers.begin(); it != self->state.subscribers.end(); ++it)
+      if (it->address() == msg.source) {
+        self->state.subscribers.erase(it);
+        break;
+      }
+  });
+  self->delayed_send(self, idle_period(options), idle_atom::value);
+  return {
+    [=](command_atom, workspace_command& c) -> caf::result<workspace_outcome> {
+      touch(self);
+      auto rp = self->make_response_promise<workspace_outcome>();
+      ++self->state.in_flight;
+      // Commands are pipelined: the store carries them out in arrival order, so their answers (and
+      // the ring) stay in seq order without waiting for one commit before sending the next.
+      self->request(self->state.store, caf::infinite, command_atom::value, std::move(c))
+        .then(
+          [=](workspace_outcome& o) mutable {
+            --self->state.in_flight;
+            publish(self, o);
+            rp.deliver(std::move(o));
+          },
+          [=](caf::error& err) mutable {
+            --self->state.in_flight;
+            rp.deliver(std::move(err));
+          });
+      return rp;
+    },
+    [=](read_atom a, workspace_key& k, workspace_read& r) {
+      touch(self);
+      return self->delegate(self->state.store, a, std::move(k), std::move(r));
+    },
+    [=](subscribe_atom, const workspace_key&, caf::actor& subscriber) -> caf::result<int64_t, ring_ptr> {
+      touch(self);
+      self->monitor(subscriber);
+      self->state.subscribers.insert(subscriber);
+      return caf::result<int64_t, ring_ptr>(self->state.ring->head(), ring_ptr(self->state.ring));
+    },
+    [=](idle_atom) {
+      auto& s = self->state;
+      auto quiet = clock::now() - s.last_activity >= std::chrono::duration<double>(s.options.log_idle_timeout);
+      if (quiet && s.subscribers.empty() && s.in_flight == 0)
+        self->send(s.registry, idle_atom::value, s.key, s.handled);
+      self->delayed_send(self, idle_period(s.options), idle_atom::value);
+    },
+  };
+}
+
+struct registry_state {
+  static inline const char* name = "workspaces";
+  struct log_entry {
+    workspace_log_actor log;
+    uint64_t sent = 0;
+  };
+  std::map<workspace_key, log_entry> logs;
+  workspace_store_actor store;
+  workspaces_options options;
+};
+
+using registry_pointer = workspaces_actor::stateful_pointer<registry_state>;
+
+workspace_log_actor& log_for(registry_pointer self, const workspace_key& key) {
+  auto& logs = self->state.logs;
+  auto it = logs.find(key);
+  if (it == logs.end()) {
+    auto log = self->spawn(workspace_log, key, self->state.store, workspaces_actor(self), self->state.options);
+    self->monitor(log);
+    it = logs.emplace(key, registry_state::log_entry{log, 0}).first;
+  }
+  ++it->second.sent;
+  return it->second.log;
+}
+
+workspaces_actor::behavior_type workspaces(registry_pointer self, workspace_store_actor store,
+                                           workspaces_options options) {
+  self->state.store = std::move(store);
+  self->state.options = options;
+  self->set_down_handler([=](caf::down_msg& msg) {
+    auto& logs = self->state.logs;
+    for (auto it = logs.begin(); it != logs.end(); ++it)
+      if (it->second.log.address() == msg.source) {
+        if (msg.reason && msg.reason != caf::exit_reason::user_shutdown)
+          spdlog::warn("workspace {}/{}: log stopped: {}", it->first.tenant, it->first.workspace,
+                       self->system().render(msg.reason));
+        logs.erase(it);
+        break;
+      }
+  });
+  return {
+    [=](command_atom a, workspace_command& c) { return self->delegate(log_for(self, c.key), a, std::move(c)); },
+    [=](read_atom a, workspace_key& k, workspace_read& r) {
+      auto& log = log_for(self, k);
+      return self->delegate(log, a, std::move(k), std::move(r));
+    },
+    [=](subscribe_atom a, workspace_key& k, caf::actor& subscriber) {
+      auto& log = log_for(self, k);
+      return self->delegate(log, a, std::move(k), std::move(subscriber));
+    },
+    [=](idle_atom, const workspace_key& key, uint64_t handled) {
+      // Only a log that has handled everything sent to it may go: nothing is in its mailbox.
+      auto it = self->state.logs.find(key);
+      if (it == self->state.logs.end() || it->second.sent != handled)
+        return;
+      self->demonitor(it->second.log->address());
+      self->send_exit(it->second.log, caf::exit_reason::user_shutdown);
+      self->state.logs.erase(it);
+    },
+  };
+}
+
+} // namespace
+
+workspaces_actor spawn_workspaces(caf::actor_system& sys, workspace_store_actor store, workspaces_options options) {
+  return sys.spawn(workspaces, std::move(store), options);
+}
+
+} // namespace troupe

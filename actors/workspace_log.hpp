@@ -1,0 +1,43 @@
+// Workspace logs (workspace-stream.md WS-25, WS-128, WS-133): one log actor per (tenant, workspace)
+// carries out its commands through the store, keeps the shared ring of recent envelopes and wakes its
+// subscribers; the `workspaces` actor starts logs on first use and retires idle ones.
+#pragma once
+
+#include "actors/atoms.hpp"
+#include "actors/envelope_ring.hpp"
+#include "actors/workspace_store.hpp"
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+#include <memory>
+
+namespace troupe {
+
+using ring_ptr = std::shared_ptr<const envelope_ring>;
+
+// Every message names its workspace; the `workspaces` actor hands it to that workspace's log.
+using workspaces_actor = caf::typed_actor<
+  caf::replies_to<command_atom, workspace_command>::with<workspace_outcome>,
+  caf::replies_to<read_atom, workspace_key, workspace_read>::with<workspace_slice>,
+  // Subscribes an actor to the log: it gets `(wake_atom, int64_t head)` after appends and reads new
+  // envelopes from the ring (or the store once behind it). Answers the head at subscription, read
+  // atomically with it (WS-50), and the ring. The subscription ends when the subscriber does.
+  caf::replies_to<subscribe_atom, workspace_key, caf::actor>::with<int64_t, ring_ptr>,
+  // A log asking to retire after `handled` messages, idle (sent by the logs).
+  caf::reacts_to<idle_atom, workspace_key, uint64_t>>;
+
+struct workspaces_options {
+  double log_idle_timeout = 300; // seconds without a message or subscriber before a log stops
+  std::size_t ring_capacity = 4096;
+};
+
+workspaces_actor spawn_workspaces(caf::actor_system& sys, workspace_store_actor store, workspaces_options options);
+
+} // namespace troupe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::ring_ptr)

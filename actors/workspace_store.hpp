@@ -1,0 +1,84 @@
+// The workspace logs' store port (workspace-stream.md WS-15, WS-29, WS-40): envelopes in seq order
+// and remembered command results, each command carried out inside one transaction. Adapters live in
+// io/ (SQLite).
+#pragma once
+
+#include "actors/atoms.hpp"
+#include "protocol/workspace_commands.hpp"
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace troupe {
+
+// WS-1: a workspace is a tenant's workspace id.
+struct workspace_key {
+  std::string tenant;
+  std::string workspace;
+  bool operator<(const workspace_key& o) const {
+    return tenant < o.tenant || (tenant == o.tenant && workspace < o.workspace);
+  }
+};
+
+// One command for the store to carry out against the log it names, keyed by its sender's
+// participant and command id (WS-38; a REST publish body has no key).
+struct workspace_command {
+  workspace_key key;
+  std::string participant;
+  protocol::reflexr::command_request request;
+  protocol::reflexr::command_context context;
+};
+
+// What a command answered and what it appended. `body` is the answer's JSON: a `command_result`
+// frame, or for a publish body the outcomes array or the `{"detail": …}` of its rejection.
+struct workspace_outcome {
+  std::string body;
+  int status = 200;
+  bool ok = true;
+  int64_t max_seq = 0;               // WS-132
+  std::vector<std::string> appended; // envelope JSON, in seq order
+  std::vector<std::string> types;    // the event type of each appended envelope
+  int64_t first_seq = 0;             // seq of appended[0]
+  bool remembered = false;           // the key's first result, read back (WS-39)
+};
+
+// A slice of a log: `after_seq` < seq < `before_seq` (0: no bound), of `types` (empty: all), the
+// first `limit` or, with `from_end`, the last `limit`, oldest first.
+struct workspace_read {
+  int64_t after_seq = 0;
+  int64_t before_seq = 0;
+  std::vector<std::string> types;
+  int64_t limit = 1000;
+  bool from_end = false;
+};
+
+// Envelopes read: JSON and type, oldest first.
+struct workspace_slice {
+  std::vector<int64_t> seqs;
+  std::vector<std::string> envelopes;
+  std::vector<std::string> types;
+};
+
+using workspace_store_actor = caf::typed_actor<
+  // Carries out a command in one transaction with its envelopes and, for a keyed command, its
+  // result; a key already answered returns that first answer and changes nothing.
+  caf::replies_to<command_atom, workspace_command>::with<workspace_outcome>,
+  caf::replies_to<read_atom, workspace_key, workspace_read>::with<workspace_slice>,
+  // The log's head seq (0 when empty).
+  caf::replies_to<head_atom, workspace_key>::with<int64_t>,
+  // Forgets command results older than `retention` seconds (WS-40).
+  caf::reacts_to<prune_atom, double>,
+  caf::reacts_to<flush_atom>>;
+
+} // namespace troupe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::workspace_key)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::workspace_command)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::workspace_outcome)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::workspace_read)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::workspace_slice)
