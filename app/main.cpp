@@ -3,6 +3,7 @@
 #include "actors/errors.hpp"
 #include "actors/run_registry.hpp"
 #include "actors/tool_router.hpp"
+#include "actors/workspace_log.hpp"
 #include "io/agent_routes.hpp"
 #include "io/builtin_tools.hpp"
 #include "io/data_dir.hpp"
@@ -16,8 +17,12 @@
 #include "io/scripted_model_port.hpp"
 #include "io/sqlite_response_store.hpp"
 #include "io/sqlite_store.hpp"
+#include "io/sqlite_workspace_store.hpp"
+#include "io/workspace_routes.hpp"
 #include "protocol/config.hpp"
+#include "protocol/reflexr_schema.hpp"
 #include "protocol/scripted_model.hpp"
+#include "protocol/workspace_events.hpp"
 
 #include "troupe_default_config.hpp"
 #include "troupe_version.hpp"
@@ -32,6 +37,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -45,7 +51,10 @@ struct cli_options {
   int port = -1;
   std::string data_dir;
   std::vector<std::string> set;
+  std::string schema_output = "schemas/reflexr.v1.json";
 };
+
+using event_types = std::shared_ptr<const protocol::reflexr::event_registry>;
 
 // Loads the file (or the embedded default), then --set, the environment and the flags (AS-2: an
 // invalid config exits 2 naming the offending key).
@@ -78,7 +87,23 @@ protocol::config_result load_config(const cli_options& cli) {
     if (auto err = std::get_if<std::string>(&book))
       result.errors.push_back(*err);
   }
+  if (result.ok()) {
+    auto types = protocol::reflexr::event_registry::build(c.workspaces);
+    if (auto errors = std::get_if<std::vector<std::string>>(&types))
+      result.errors.insert(result.errors.end(), errors->begin(), errors->end());
+  }
   return result;
+}
+
+// WS-125: the reflexr.v1 JSON Schema, written from the definitions the frame parser validates with.
+int write_schema(const cli_options& cli) {
+  std::ofstream out(cli.schema_output, std::ios::binary | std::ios::trunc);
+  if (out << protocol::reflexr::schema_text() && out.flush()) {
+    std::cout << "wrote " << cli.schema_output << "\n";
+    return 0;
+  }
+  std::cerr << "troupe: cannot write " << cli.schema_output << "\n";
+  return 2;
 }
 
 int report_errors(const protocol::config_result& r, const cli_options& cli) {
@@ -226,11 +251,28 @@ int serve(const cli_options& cli) {
   auto live = std::make_shared<live_responses>(static_cast<std::size_t>(cfg.responses.background_max_active));
   caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs
 
+  auto workspace_store = io::spawn_sqlite_workspace_store(sys, cfg.store_path);
+  if (auto err = std::get_if<std::string>(&workspace_store)) {
+    std::cerr << "troupe: " << *err << "\n";
+    return 2;
+  }
+  auto surface = std::make_shared<io::workspace_surface>();
+  surface->sys = &sys;
+  surface->types = std::get<event_types>(protocol::reflexr::event_registry::build(cfg.workspaces));
+  surface->config = cfg.workspaces;
+  surface->service_tokens = cfg.service.service_tokens;
+  workspaces_options ws_options;
+  ws_options.log_idle_timeout = cfg.workspaces.log_idle_timeout;
+  surface->logs = spawn_workspaces(sys, std::get<workspace_store_actor>(workspace_store), ws_options);
+  if (cfg.workspaces.credentials.empty() && cfg.service.service_tokens.empty())
+    spdlog::warn("workspaces: no credentials configured; every caller is tenant default, user local (WS-59)");
+
   auto routes = std::make_shared<io::router>();
   io::add_agent_routes(*routes, sys, registry, {cfg, tools, env->store, TROUPE_VERSION});
   io::add_run_routes(*routes, sys, registry, env->store, env->metrics, cfg);
   io::add_policy_routes(*routes, sys, env->approvals, env->store, cfg);
   io::add_responses_routes(*routes, sys, responses, live, cfg);
+  io::add_workspace_routes(*routes, surface);
   io::http_server_options http;
   http.host = cfg.service.host;
   http.port = static_cast<uint16_t>(cfg.service.port);
@@ -275,6 +317,8 @@ int serve(const cli_options& cli) {
   anon_send_exit(env->approvals, caf::exit_reason::user_shutdown);
   anon_send_exit(env->store, caf::exit_reason::user_shutdown);
   anon_send_exit(responses->store, caf::exit_reason::user_shutdown);
+  anon_send_exit(surface->logs, caf::exit_reason::user_shutdown);
+  anon_send_exit(std::get<workspace_store_actor>(workspace_store), caf::exit_reason::user_shutdown);
   tools->stop(); // every MCP instance closes its child: no orphans
   spdlog::info("serve: stopped");
   return 0;
@@ -302,9 +346,15 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--data-dir", cli.data_dir, "data directory (data_dir, TROUPE_DATA_DIR)");
   auto check_cmd = app.add_subcommand("check-config", "validate the configuration and explain every error");
   add_config(check_cmd);
+  auto schema_cmd = app.add_subcommand("schema", "write a protocol's JSON Schema");
+  schema_cmd->require_subcommand(1);
+  auto schema_protocol = schema_cmd->add_subcommand("protocol", "write the reflexr.v1 JSON Schema (WS-125)");
+  schema_protocol->add_option("--output", cli.schema_output, "file to write (default: schemas/reflexr.v1.json)");
   CLI11_PARSE(app, argc, argv);
 
   if (check_cmd->parsed())
     return check_config(cli);
+  if (schema_cmd->parsed())
+    return write_schema(cli);
   return serve(cli);
 }
