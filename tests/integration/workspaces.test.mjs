@@ -455,6 +455,33 @@ scenario('a command_id is one command per participant: a credential gets its fir
   const twice = await command(troupe, 'prod', 'c1', { type: 'publish', event: deploy('bob again') }, bearer(bob));
   assert.equal(twice.text, other.text);
   assert.equal(await head_of(troupe, 'prod', bearer(bob)), 2);
+
+  // Event ids are not per participant: bob reusing the id of alice's event is a duplicate (WS-29).
+  const [alices] = await log_of(troupe, 'prod', 'limit=1', bearer(bob));
+  const reuse = await command(troupe, 'prod', 'c2', { type: 'publish', event: deploy('bob'), id: alices.id }, bearer(bob));
+  assert_result(reuse, 200, 'c2', { outcome: { type: 'published', seq: 1, id: alices.id, duplicate: true } }, 'another sender\'s id');
+});
+
+// WS-15, WS-39, WS-41.
+scenario('one command_id sent many times at once runs once and every arrival gets the same answer, while distinct ones get gap-free seqs', async (s) => {
+  const troupe = await s.troupe();
+  const n = 20;
+  const same = await Promise.all(Array.from({ length: n }, (_, i) =>
+    command(troupe, 'prod', 'racing', { type: 'publish', event: deploy(`racer-${i}`) })));
+  for (const r of same) {
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.text, same[0].text, 'every arrival answers the first result, byte for byte');
+  }
+  assert.equal(same[0].json.outcome.seq, 1);
+  assert.equal(await head_of(troupe, 'prod'), 1, 'the key ran once');
+
+  const distinct = await Promise.all(Array.from({ length: n }, (_, i) =>
+    command(troupe, 'prod', `distinct-${i}`, { type: 'publish', event: deploy(`d-${i}`) })));
+  for (const r of distinct) assert.equal(r.status, 200, r.text);
+  assert.deepEqual(distinct.map((r) => r.json.outcome.seq).sort((a, b) => a - b), Array.from({ length: n }, (_, i) => i + 2));
+  const log = await log_of(troupe, 'prod');
+  check_log(log, 'prod');
+  assert.equal(log.length, n + 1);
 });
 
 // WS-24, WS-26, WS-33..WS-35, WS-39, WS-129.
@@ -584,6 +611,42 @@ scenario('a missing or unknown token is 401 and a workspace outside the credenti
   // "*" admits any workspace.
   const any = await publish(troupe, 'anything-at-all', { event: deploy() }, bearer(carol));
   assert.equal(published_one(any).seq, 1);
+});
+
+// WS-59.
+scenario('the service token acts as user service in tenant default, beside the credentials', async (s) => {
+  const troupe = await s.troupe({
+    config: { service: { service_token: 'svc-file-token' }, workspaces: { credentials: acme_credentials } },
+    env: { FASTREACT_SERVICE_TOKEN: 'svc-env-token' },
+  });
+  for (const token of ['svc-file-token', 'svc-env-token']) {
+    const r = await publish(troupe, 'prod', { event: deploy(token) }, bearer(token));
+    assert.equal(r.status, 200, `${token}: ${r.text}`);
+  }
+  const log = await log_of(troupe, 'prod', '', bearer('svc-env-token'));
+  check_log(log, 'prod');
+  assert.deepEqual(log.map((e) => e.event.service), ['svc-file-token', 'svc-env-token']);
+  for (const e of log) {
+    assert.equal(e.actor.kind, 'user', JSON.stringify(e.actor));
+    assert.equal(e.actor.id, 'service', JSON.stringify(e.actor));
+  }
+  assert.deepEqual(await log_of(troupe, 'prod', '', bearer(alice)), [], 'tenant default is not acme');
+  assert.deepEqual(await log_of(troupe, 'prod', '', bearer(carol)), [], 'nor globex');
+  const none = await read(troupe, 'prod');
+  assert.equal(none.status, 401, none.text);
+  assert.deepEqual(none.json, { detail: 'unauthorized' });
+});
+
+// WS-59: a service token alone closes the open mode too.
+scenario('with only a service token configured, workspace calls need it', async (s) => {
+  const troupe = await s.troupe({ config: { service: { service_token: 'only-token' } } });
+  const none = await publish(troupe, 'prod', { event: deploy() });
+  assert.equal(none.status, 401, none.text);
+  assert.deepEqual(none.json, { detail: 'unauthorized' });
+  const ok = await publish(troupe, 'prod', { event: deploy() }, bearer('only-token'));
+  assert.equal(published_one(ok).seq, 1);
+  const [e] = await log_of(troupe, 'prod', '', bearer('only-token'));
+  assert.equal(e.actor.id, 'service', JSON.stringify(e.actor));
 });
 
 // WS-1, WS-38.
