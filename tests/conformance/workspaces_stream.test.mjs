@@ -465,6 +465,13 @@ stream_scenario('a first frame that is not a valid hello closes 4400 with the re
     send(c);
     await assert_closed_at_once(c, 4400, reason, what);
   }
+  // WS-45: reasons are cut to 123 bytes.
+  const long = s.client(troupe, 'prod');
+  await long.opened;
+  const asked = 'x'.repeat(200);
+  long.hello({ protocol: asked });
+  await assert_closed_at_once(long, 4400,
+    `this server speaks reflexr.v1; the client asked for ${asked}`.slice(0, 123), 'a long protocol name');
   // The protocol check comes before the from_head check.
   const both = s.client(troupe, 'prod');
   await both.opened;
@@ -678,4 +685,118 @@ stream_scenario('tail then follow: GET last=N, then hello resuming after its hig
     writing = false;
     await writer.catch(() => {});
   }
+});
+
+// WS-44.
+stream_scenario('a frame over 1 MiB closes 1009, while a large one under it is carried out', async (s) => {
+  const troupe = await s.troupe();
+  const c = s.client(troupe, 'prod');
+  await c.start();
+  const big = (service) => ({ type: 'command', command_id: `big-${service.length}`, command: { type: 'publish', event: deploy(service) } });
+  const under = big('u'.repeat(512 * 1024));
+  c.send(under);
+  const result = await c.wait_for((f) => f.type === 'command_result', { what: 'the result of a 512 KiB frame' });
+  assert.equal(result.ok, true, JSON.stringify(result).slice(0, 300));
+
+  const frame = big('o'.repeat(1024 * 1024));
+  assert.ok(Buffer.byteLength(JSON.stringify(frame)) > 1024 * 1024);
+  c.send(frame);
+  const info = await c.wait_close();
+  assert.equal(info.code, 1009, c.describe());
+  assert.equal((await log_of(troupe, 'prod')).length, 1, 'the oversized frame was not carried out');
+});
+
+// WS-132: the result waits for the delivery position, not for a frame the filter would send.
+stream_scenario('a command whose event the types filter leaves out still gets its command_result', async (s) => {
+  const troupe = await s.troupe();
+  const c = s.client(troupe, 'prod');
+  const { complete_at } = await c.start({ types: ['ops:service.error'] });
+  c.command('hidden', { type: 'publish', event: deploy('hidden') });
+  const hidden = await c.wait_for((f) => f.type === 'command_result' && f.command_id === 'hidden', { what: 'the result of a filtered-out publish' });
+  assert.deepEqual(hidden.outcome, { type: 'published', seq: 1, id: hidden.outcome?.id, duplicate: false });
+  c.command('shown', { type: 'publish', event: error('shown') });
+  const at = await c.wait_index((f) => f.type === 'command_result' && f.command_id === 'shown', { what: 'the result of an admitted publish' });
+  const frames = c.frames.slice(complete_at + 1, at + 1);
+  assert.deepEqual(frames.map((f) => f.type), ['command_result', 'event', 'command_result'], c.describe());
+  assert.equal(frames[1].seq, 2);
+  assert.equal(frames[2].outcome.seq, 2);
+});
+
+// WS-54, WS-132, WS-53.
+stream_scenario('a command sent during a long replay gets its result after replay_complete and after its own event', async (s) => {
+  const troupe = await s.troupe();
+  const n = 600;
+  await publish_many(troupe, 'prod', Array.from({ length: n }, (_, i) => deploy(`r${i}`)));
+  const c = s.client(troupe, 'prod');
+  await c.opened;
+  c.hello();
+  c.command('during', { type: 'publish', event: error('during') });
+  const at = await c.wait_index((f) => f.type === 'command_result', { what: 'the command_result', ms: 30_000 });
+  assert_welcome(c.frames[0], { head: n });
+  const complete_at = c.frames.findIndex((f) => f.type === 'replay_complete');
+  assert.deepEqual(c.frames[complete_at], { type: 'replay_complete', up_to_seq: n });
+  assert.equal(c.frames[complete_at - 1].seq, n, 'replay_complete right after seq head');
+  assert.deepEqual(seqs(c.events()), range(1, n + 1), 'every seq once, in order, across the boundary');
+  const event_at = c.frames.findIndex((f) => f.type === 'event' && f.seq === n + 1);
+  assert.ok(complete_at < event_at && event_at < at, `replay_complete ${complete_at} < event ${event_at} < result ${at}`);
+  assert.equal(c.frames[at].outcome.seq, n + 1);
+});
+
+// WS-41, WS-130 (without a hook holding the first): REST and the socket share a key.
+stream_scenario('one command_id sent over REST and over the socket at the same moment has one effect and two identical results', async (s) => {
+  const troupe = await s.troupe();
+  const c = s.client(troupe, 'prod');
+  await c.start();
+  const rounds = 20;
+  for (let i = 0; i < rounds; i++) {
+    const id = `both-${i}`;
+    const cmd = { type: 'publish', event: deploy(id) };
+    const socket_result = c.wait_index((f) => f.type === 'command_result' && f.command_id === id, { what: `the socket's result of ${id}` });
+    c.command(id, cmd);
+    const rest = await troupe.request('POST', '/v1/workspaces/prod/commands', { body: { type: 'command', command_id: id, command: cmd } });
+    const at = await socket_result;
+    assert.equal(rest.status, 200, rest.text);
+    assert.equal(c.texts[at], rest.text, `${id}: the same result, byte for byte`);
+  }
+  const log = await log_of(troupe, 'prod');
+  assert.equal(log.length, rounds, 'each key ran once');
+  await c.wait_for((f) => f.type === 'event' && f.seq === rounds, { what: `seq ${rounds}` });
+  assert.deepEqual(seqs(c.events()), range(1, rounds));
+});
+
+// WS-133: the outbox bounds each connection alone.
+stream_scenario('a client that stops reading is closed 4429 alone, while the clients that read get every seq in order', async (s) => {
+  const troupe = await s.troupe({ config: { workspaces: { stream: { outbox_frames: 64 } } } });
+  const readers = [];
+  for (let i = 0; i < 5; i++) {
+    const c = s.client(troupe, 'prod');
+    await c.start();
+    readers.push(c);
+  }
+  const stalled = s.client(troupe, 'prod');
+  await stalled.start();
+  stalled.ws._socket.pause(); // reads nothing more: the kernel buffers, then its outbox, fill up
+
+  // 20 KiB events in batches that fit an outbox, each batch read by every reader before the next.
+  const fat = 'f'.repeat(20 * 1024);
+  const batches = 12;
+  const per_batch = 40;
+  for (let b = 0; b < batches; b++) {
+    const outcomes = await publish_many(troupe, 'prod',
+      Array.from({ length: per_batch }, (_, i) => ({ ...error(`b${b}`, i), message: fat })));
+    const last = outcomes.at(-1).seq;
+    for (const c of readers) await c.wait_for((f) => f.type === 'event' && f.seq === last, { what: `seq ${last}`, ms: 20_000 });
+  }
+  const total = batches * per_batch;
+  for (const c of readers) {
+    assert.equal(c.close_info, null, `a reading client stays open\n${c.describe()}`);
+    assert.deepEqual(seqs(c.events()), range(1, total));
+  }
+  // Reading again, the stalled client finds what was sent before its outbox overflowed, then the close.
+  stalled.ws._socket.resume();
+  const info = await stalled.wait_close(20_000);
+  assert.deepEqual(info, { code: 4429, reason: 'the client is not keeping up' }, `${stalled.frames.length} frames`);
+  const got = seqs(stalled.events());
+  assert.ok(got.length < total, `the stalled client did not get all ${total} events: ${got.length}`);
+  assert.deepEqual(got, range(1, got.length), 'what it got is in order without gaps');
 });
