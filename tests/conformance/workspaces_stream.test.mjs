@@ -595,6 +595,9 @@ stream_scenario('with an outbox of one frame, a live client sent a 30-event batc
   const troupe = await s.troupe({ config: { workspaces: { stream: { outbox_frames: 1 } } } });
   const c = s.client(troupe, 'prod');
   await c.start();
+  // A client whose filter admits none of the batch gets no frame of it, so nothing overflows there.
+  const filtered = s.client(troupe, 'prod');
+  await filtered.start({ types: ['ops:service.error'] });
   await publish_many(troupe, 'prod', Array.from({ length: 30 }, (_, i) => deploy(`s${i}`)));
   const info = await c.wait_close();
   assert.deepEqual(info, { code: 4429, reason: 'the client is not keeping up' }, c.describe());
@@ -602,8 +605,12 @@ stream_scenario('with an outbox of one frame, a live client sent a 30-event batc
   assert.ok(got.length < 30, `a client closed for not keeping up did not get all 30: ${got}`);
   assert.deepEqual(got, range(1, got.length), 'what it did get is in order without gaps');
 
-  // The log is whole, and a reconnecting client resumes after what it had (WS-57).
+  // The log is whole.
   assert.equal((await log_of(troupe, 'prod', 'last=1'))[0].seq, 30);
+  await publish_many(troupe, 'prod', [error('after')]);
+  const after = await filtered.wait_for((f) => f.type === 'event', { what: 'the admitted event after the batch' });
+  assert.equal(after.seq, 31, filtered.describe());
+  assert.equal(filtered.close_info, null);
 });
 
 // WS-54, WS-132.
@@ -799,4 +806,38 @@ stream_scenario('a client that stops reading is closed 4429 alone, while the cli
   const got = seqs(stalled.events());
   assert.ok(got.length < total, `the stalled client did not get all ${total} events: ${got.length}`);
   assert.deepEqual(got, range(1, got.length), 'what it got is in order without gaps');
+});
+
+// WS-50, WS-53: head_seq is read atomically with subscribing.
+stream_scenario('clients joining while events are appended each get every seq exactly once across the replay boundary', async (s) => {
+  const troupe = await s.troupe();
+  let writing = true;
+  let head = 0;
+  const writer = (async () => {
+    let n = 0;
+    while (writing) {
+      const outcomes = await publish_many(troupe, 'prod', Array.from({ length: 3 }, () => deploy(`w${n++}`)));
+      head = outcomes.at(-1).seq;
+    }
+  })();
+  const joined = [];
+  try {
+    for (let i = 0; i < 12; i++) {
+      // Each client joins once more events have landed since the previous one.
+      const before = head;
+      await until(() => head > before, { message: 'appends between joins' });
+      const c = s.client(troupe, 'prod');
+      const hello = i % 3 === 0 ? { from_head: true } : i % 3 === 1 ? {} : { resume_after_seq: Math.floor(head / 2) };
+      const started = await c.start(hello);
+      joined.push({ c, hello, welcome: started.welcome });
+    }
+  } finally {
+    writing = false;
+    await writer;
+  }
+  for (const { c, hello, welcome } of joined) {
+    await c.wait_for((f) => f.type === 'event' && f.seq === head, { what: `seq ${head} (hello ${JSON.stringify(hello)})` });
+    const first = hello.from_head ? welcome.head_seq + 1 : (hello.resume_after_seq ?? 0) + 1;
+    assert.deepEqual(seqs(c.events()), range(first, head), `hello ${JSON.stringify(hello)}, welcome ${JSON.stringify(welcome)}`);
+  }
 });
