@@ -155,6 +155,12 @@ workspaces_actor::behavior_type workspaces(registry_pointer self, workspace_stor
                                            workspaces_options options) {
   self->state.store = std::move(store);
   self->state.options = options;
+  // The logs go with the registry (a shutdown stops them all); a log that stops alone is forgotten.
+  self->set_exit_handler([=](caf::exit_msg& msg) {
+    for (auto& [key, entry] : self->state.logs)
+      self->send_exit(entry.log, msg.reason);
+    self->quit(msg.reason);
+  });
   self->set_down_handler([=](caf::down_msg& msg) {
     auto& logs = self->state.logs;
     for (auto it = logs.begin(); it != logs.end(); ++it)
