@@ -191,13 +191,19 @@ workspaces_actor::behavior_type workspaces(registry_pointer self, workspace_stor
       self->send_exit(it->second.log, caf::exit_reason::user_shutdown);
       self->state.logs.erase(it);
     },
+    [=](prune_atom) {
+      self->send(self->state.store, prune_atom::value, self->state.options.command_result_retention);
+      self->delayed_send(self, std::chrono::hours(1), prune_atom::value);
+    },
   };
 }
 
 } // namespace
 
 workspaces_actor spawn_workspaces(caf::actor_system& sys, workspace_store_actor store, workspaces_options options) {
-  return sys.spawn(workspaces, std::move(store), options);
+  auto registry = sys.spawn(workspaces, std::move(store), options);
+  caf::anon_send(registry, prune_atom::value);
+  return registry;
 }
 
 } // namespace troupe

@@ -29,11 +29,14 @@ using workspaces_actor = caf::typed_actor<
   // atomically with it (WS-50), and the ring. The subscription ends when the subscriber does.
   caf::replies_to<subscribe_atom, workspace_key, caf::actor>::with<int64_t, ring_ptr>,
   // A log asking to retire after `handled` messages, idle (sent by the logs).
-  caf::reacts_to<idle_atom, workspace_key, uint64_t>>;
+  caf::reacts_to<idle_atom, workspace_key, uint64_t>,
+  // Forgets command results past their retention, then again every hour (WS-40).
+  caf::reacts_to<prune_atom>>;
 
 struct workspaces_options {
   double log_idle_timeout = 300; // seconds without a message or subscriber before a log stops
   std::size_t ring_capacity = 4096;
+  double command_result_retention = 7 * 86400.0; // seconds
 };
 
 workspaces_actor spawn_workspaces(caf::actor_system& sys, workspace_store_actor store, workspaces_options options);

@@ -263,6 +263,7 @@ int serve(const cli_options& cli) {
   surface->service_tokens = cfg.service.service_tokens;
   workspaces_options ws_options;
   ws_options.log_idle_timeout = cfg.workspaces.log_idle_timeout;
+  ws_options.command_result_retention = cfg.workspaces.command_result_retention;
   surface->logs = spawn_workspaces(sys, std::get<workspace_store_actor>(workspace_store), ws_options);
   if (cfg.workspaces.credentials.empty() && cfg.service.service_tokens.empty())
     spdlog::warn("workspaces: no credentials configured; every caller is tenant default, user local (WS-59)");

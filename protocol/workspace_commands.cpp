@@ -357,7 +357,7 @@ std::variant<command_request, problems> parse_publish_body(std::string_view text
       auto at = loc;
       at.push_back(key);
       if (key == "id") {
-        if (!m->value.IsString())
+        if (!m->value.IsString() && !m->value.IsNull()) // null: absent (WS-3)
           out.push_back({at, "Input should be a valid string", "string_type"});
       } else if (key == "event") {
         check_event(m->value, at, types, out);
@@ -375,7 +375,7 @@ std::variant<command_request, problems> parse_publish_body(std::string_view text
     auto& events = (*doc)["events"];
     for (auto m = doc->MemberBegin(); m != doc->MemberEnd(); ++m) {
       std::string key = m->name.GetString();
-      if (key == "correlation_id" && !m->value.IsString())
+      if (key == "correlation_id" && !m->value.IsString() && !m->value.IsNull())
         out.push_back({{"body", key}, "Input should be a valid string", "string_type"});
       else if (key != "events" && key != "correlation_id")
         out.push_back({{"body", key}, "Extra inputs are not permitted", "extra_forbidden"});

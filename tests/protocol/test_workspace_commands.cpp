@@ -308,3 +308,15 @@ TEST_CASE("the workspaces configuration refuses the reserved namespace and bad c
   CHECK(defaults.value.workspaces.outbox_frames == 1000);
   CHECK(defaults.value.workspaces.command_result_retention == 7 * 86400);
 }
+
+TEST_CASE("null stands for an absent id or correlation id in a publish body", "[workspace]") { // WS-3
+  memory_log log;
+  auto single = parse_publish_body(R"({"event":{"type":"ops:deploy.finished","service":"a"},"id":null})", *registry());
+  REQUIRE(std::holds_alternative<command_request>(single));
+  CHECK(run(log, std::get<command_request>(single)).appended[0].id.rfind("evt_", 0) == 0);
+  auto batch = parse_publish_body(R"({"events":[{"event":{"type":"ops:deploy.finished","service":"b"}}],"correlation_id":null})",
+                                  *registry());
+  REQUIRE(std::holds_alternative<command_request>(batch));
+  auto e = run(log, std::get<command_request>(batch));
+  CHECK(e.appended[0].correlation_id == e.appended[0].id);
+}
