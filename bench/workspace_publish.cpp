@@ -69,12 +69,12 @@ using report_atom = caf::atom_constant<caf::atom("bench_rep")>;
 
 struct options {
   std::string dir;
-  int raw_publishes = 1000;
+  int raw_publishes = 500;
   int batch = 100;
   int c1_publishes = 500;
   int c16_publishes = 100;
   int c100_publishes = 50;
-  int rounds = 5;
+  int rounds = 7;
 };
 
 double seconds_since(steady::time_point t) {
