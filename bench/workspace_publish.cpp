@@ -51,6 +51,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace troupe;
@@ -492,6 +493,8 @@ int main(int argc, char** argv) {
   auto db_path = (fs::path(o.dir) / "workspace-bench.db").string();
 
   caf::actor_system_config cfg;
+  // As `troupe serve` does: one scheduler worker per core (CAF's default of at least 4 polls).
+  cfg.set("scheduler.max-threads", static_cast<size_t>(std::max(2u, std::thread::hardware_concurrency())));
   caf::actor_system sys{cfg};
 
   io::workspace_surface base;
