@@ -17,6 +17,7 @@
 
 #include <sys/socket.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cctype>
@@ -105,6 +106,86 @@ std::string chunk(std::string_view payload) {
   out.append(payload);
   out += "\r\n";
   return out;
+}
+
+// The TCP stream under a WebSocket: Beast's own, but with a teardown of our own, which Beast finds by
+// argument-dependent lookup on this type.
+class ws_transport : public beast::tcp_stream {
+public:
+  using beast::tcp_stream::tcp_stream;
+};
+
+// How long, and how many bytes, a teardown waits for the peer's end of the connection before it gives up.
+constexpr auto teardown_deadline = std::chrono::seconds(5);
+constexpr std::size_t teardown_max_bytes = 16 * 1024 * 1024;
+
+// Ends the connection after a close frame went out (an answer to the peer's close, a close of our own, or
+// a failure such as 1009 for a message over read_message_max): shuts down the send side, then reads and
+// drops what the peer still sends until its end of the connection, and only then closes the socket.
+//
+// Beast's teardown_tcp_op (Boost 1.74 here, unchanged in later releases) means to do the same but stops
+// after one successful read of at most 2 KiB: it tests the coroutine's `bytes_transferred`, which its
+// synchronous read_some never sets. A peer that was still sending, e.g. the rest of a frame over 1 MiB,
+// leaves unread data behind, and closing a socket with unread data sends a TCP RST, which can reach the
+// peer before it has read the close frame: it then sees an abnormal closure (1006) instead of 1009. Nor
+// does Beast bound its drain. This one is bounded by a deadline and a byte count, past which the
+// connection is closed anyway.
+template <class Handler>
+class teardown_op : public beast::stable_async_base<Handler, beast::executor_type<ws_transport>>,
+                    public net::coroutine {
+  using discard_buffer = std::array<char, 16 * 1024>;
+
+public:
+  template <class H>
+  teardown_op(H&& handler, ws_transport& stream, beast::role_type role)
+    : beast::stable_async_base<Handler, beast::executor_type<ws_transport>>(std::forward<H>(handler),
+                                                                             stream.get_executor()),
+      stream_(stream), role_(role), buffer_(beast::allocate_stable<discard_buffer>(*this)) {
+    (*this)({}, 0, false);
+  }
+
+  void operator()(beast::error_code ec = {}, std::size_t bytes = 0, bool cont = true) {
+    BOOST_ASIO_CORO_REENTER(*this) {
+      if (role_ == beast::role_type::server)
+        stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+      if (!ec) {
+        stream_.expires_after(teardown_deadline);
+        for (;;) {
+          BOOST_ASIO_CORO_YIELD stream_.async_read_some(net::buffer(buffer_), std::move(*this));
+          if (ec)
+            break;
+          discarded_ += bytes;
+          if (discarded_ > teardown_max_bytes) {
+            ec = net::error::message_size;
+            break;
+          }
+        }
+        // The peer's end of the connection is the one success.
+        if (ec == net::error::eof) {
+          ec = {};
+          if (role_ == beast::role_type::client)
+            stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+        }
+      }
+      {
+        beast::error_code ignored;
+        stream_.expires_never();
+        stream_.socket().close(ignored);
+      }
+      this->complete(cont, ec);
+    }
+  }
+
+private:
+  ws_transport& stream_;
+  beast::role_type role_;
+  discard_buffer& buffer_;
+  std::size_t discarded_ = 0;
+};
+
+template <class TeardownHandler>
+void async_teardown(beast::role_type role, ws_transport& stream, TeardownHandler&& handler) {
+  teardown_op<typename std::decay<TeardownHandler>::type>(std::forward<TeardownHandler>(handler), stream, role);
 }
 
 } // namespace
@@ -249,7 +330,8 @@ public:
   void abandon() { close_now(); }
 
 private:
-  // WS-44: a bigger message is refused by Beast, which closes with 1009.
+  // WS-44: a bigger message is refused by Beast, which closes with 1009 and then ends the connection through
+  // the async_teardown above, so that the client reads the 1009 even while it is still sending.
   static constexpr uint64_t max_message_bytes = 1024 * 1024;
 
   void read_next() {
@@ -302,7 +384,8 @@ private:
     if (close_reason_) {
       close_sent_ = true;
       writing_ = true;
-      // Beast reads up to the client's answering close frame, then closes the socket.
+      // Beast reads (and drops) up to the client's answering close frame, then ends the connection through
+      // the async_teardown above.
       ws_->async_close(*close_reason_, [self = shared_from_this()](beast::error_code) {
         self->writing_ = false;
         self->end();
@@ -347,7 +430,7 @@ private:
   net::any_io_executor strand_;
   std::shared_ptr<server_state> state_;
   const std::size_t outbox_frames_;
-  std::optional<beast_ws::stream<beast::tcp_stream>> ws_;
+  std::optional<beast_ws::stream<ws_transport>> ws_;
   beast::flat_buffer read_buffer_;
   websocket_handlers handlers_;
   std::deque<std::string> outbox_;

@@ -226,6 +226,61 @@ ending read_until_closed(uint16_t port, const std::string& target) {
   return end;
 }
 
+// A client over a raw socket that keeps writing after the server has closed: a text frame that announces
+// `size` bytes, written to the end in 64 KiB pieces, then a close frame answering 1009. It records what the
+// server sent and how the server's end of the connection came.
+struct raw_exchange {
+  beast::error_code write_error;
+  std::string received;
+  beast::error_code end; // net::error::eof for an orderly end, connection_reset for an RST
+};
+
+std::string frame_header(uint8_t first, uint64_t size) {
+  // Masked, with an all-zero key: the payload goes as it is.
+  std::string h(1, static_cast<char>(first));
+  if (size < 126) {
+    h += static_cast<char>(0x80 | size);
+  } else {
+    h += static_cast<char>(0x80 | 127);
+    for (int shift = 56; shift >= 0; shift -= 8)
+      h += static_cast<char>((size >> shift) & 0xff);
+  }
+  return h + std::string(4, '\0');
+}
+
+raw_exchange keep_writing(uint16_t port, const std::string& target, std::size_t size) {
+  net::io_context ioc;
+  beast_ws::stream<tcp::socket> ws(ioc);
+  auto& socket = ws.next_layer();
+  socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  REQUIRE(!run_op(ioc, socket, [&](auto handler) { ws.async_handshake("127.0.0.1", target, handler); }));
+  raw_exchange got;
+  auto write = [&](const std::string& bytes) {
+    if (!got.write_error)
+      got.write_error =
+        run_op(ioc, socket, [&](auto handler) { net::async_write(socket, net::buffer(bytes), handler); });
+  };
+  write(frame_header(0x81, size));
+  const std::string piece(64 * 1024, 'z');
+  for (std::size_t sent = 0; sent < size; sent += piece.size())
+    write(piece.substr(0, std::min(piece.size(), size - sent)));
+  write(frame_header(0x88, 2) + "\x03\xf1");
+  char buffer[4096];
+  for (;;) {
+    std::size_t n = 0;
+    got.end = run_op(ioc, socket, [&](auto handler) {
+      socket.async_read_some(net::buffer(buffer), [&n, handler](beast::error_code ec, std::size_t bytes) mutable {
+        n = bytes;
+        handler(ec);
+      });
+    });
+    got.received.append(buffer, n);
+    if (got.end || got.received.size() > 1024)
+      break;
+  }
+  return got;
+}
+
 } // namespace
 
 TEST_CASE("a text message is echoed back and the subprotocol is selected only when the route selects it",
@@ -318,6 +373,51 @@ TEST_CASE("a message of 1 MiB is read and a bigger one closes the connection wit
   CHECK(got.empty());
   CHECK(c.reason().code == beast_ws::close_code::too_big);
   REQUIRE(s.seen->wait([&] { return s.seen->closed == 1; }));
+}
+
+// WS-44: the server closes 1009 while the client is still sending the rest of the frame; what the client
+// still sends is read to its end, so the close frame is never lost to a TCP reset (an abnormal closure, 1006,
+// for a browser or the `ws` client).
+TEST_CASE("a client still writing a frame over 1 MiB reads the close 1009 and an orderly end, every time",
+          "[websocket]") {
+  ws_server s;
+  const std::string close_1009 = "\x88\x02\x03\xf1"; // unmasked close frame, code 1009, no reason
+  for (int i = 1; i <= 20; ++i) {
+    INFO("attempt " << i);
+    // More than the loopback socket buffers hold, so that the client is still writing when the server closes.
+    auto got = keep_writing(s.port, "/ws/echo", 6 * 1024 * 1024 + 1);
+    CHECK(got.write_error.message() == beast::error_code().message());
+    CHECK(got.received == close_1009);
+    CHECK(got.end.message() == beast::error_code(net::error::eof).message());
+    REQUIRE(s.seen->wait([&] { return s.seen->closed == i; }));
+  }
+  CHECK(s.seen->messages.empty());
+  REQUIRE(s.seen->wait([&] { return s.server->open_exchanges() == 0; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(s.seen->closed == 20);
+}
+
+// WS-45: the same for a close of the route's own (4400 here, as for 4401 and 4429) when the client keeps
+// sending messages: what it sent before its answering close is dropped and the close still arrives.
+TEST_CASE("a client still writing messages reads the route's close and an orderly end", "[websocket]") {
+  ws_server s;
+  for (int i = 1; i <= 10; ++i) {
+    INFO("attempt " << i);
+    net::io_context ioc;
+    beast_ws::stream<tcp::socket> ws(ioc);
+    auto& socket = ws.next_layer();
+    socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), s.port));
+    REQUIRE(!run_op(ioc, socket, [&](auto handler) { ws.async_handshake("127.0.0.1", "/ws/long-reason", handler); }));
+    const std::string message(64 * 1024, 'm');
+    for (int m = 0; m < 32; ++m)
+      CHECK(!run_op(ioc, socket, [&](auto handler) { ws.async_write(net::buffer(message), handler); }));
+    // The Beast client answers the close and reads the server's end of the connection, or fails.
+    beast::flat_buffer buffer;
+    auto ec = run_op(ioc, socket, [&](auto handler) { ws.async_read(buffer, handler); });
+    CHECK(ec == beast_ws::error::closed);
+    CHECK(ws.reason().code == 4400);
+  }
+  REQUIRE(s.seen->wait([&] { return s.server->open_exchanges() == 0; }));
 }
 
 TEST_CASE("on_closed runs once when the client closes, vanishes, or the server stops", "[websocket]") {
