@@ -157,7 +157,7 @@ std::vector<row> make_rows(const io::workspace_surface& s, const rx::workspace_c
   rows.reserve(count);
   memory_log log;
   for (int k = 0; k < count; ++k) {
-    auto c = io::address_command(s, caller, {caller.tenant, ws}, parse_body(*s.types, body_of(0, k)));
+    auto c = io::address_command(s, caller, {caller.tenant, ws}, parse_body(*s.types, body_of(0, k)), "");
     auto effect = rx::carry_out(c.request, c.context, log);
     if (effect.rejected || effect.appended.size() != 1)
       fail("carry_out did not append one envelope");
@@ -303,7 +303,7 @@ void publish_next(publisher_pointer self) {
     return;
   }
   st.sent = steady::now();
-  auto command = io::address_command(*st.surface, st.caller, st.key, st.requests[st.next]);
+  auto command = io::address_command(*st.surface, st.caller, st.key, st.requests[st.next], "");
   self->request(st.surface->logs, caf::infinite, command_atom::value, std::move(command))
     .then(
       [=](workspace_outcome& o) {

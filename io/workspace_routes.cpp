@@ -56,7 +56,9 @@ void post_commands(std::shared_ptr<const workspace_surface> s, http_request& req
   auto parsed = rx::parse_command_frame(req.body, *s->types);
   if (auto bad = std::get_if<rx::problems>(&parsed))
     return ex->respond(json_response(422, rx::problems_detail(*bad)));
-  submit(s, address_command(*s, *caller, {caller->tenant, ws}, std::get<rx::command_request>(std::move(parsed))), ex);
+  submit(s, address_command(*s, *caller, {caller->tenant, ws}, std::get<rx::command_request>(std::move(parsed)),
+                            req.header("traceparent")),
+         ex);
 }
 
 void post_events(std::shared_ptr<const workspace_surface> s, http_request& req, std::shared_ptr<http_exchange> ex) {
@@ -68,7 +70,9 @@ void post_events(std::shared_ptr<const workspace_surface> s, http_request& req, 
   auto parsed = rx::parse_publish_body(req.body, *s->types);
   if (auto bad = std::get_if<rx::problems>(&parsed))
     return ex->respond(json_response(422, rx::problems_detail(*bad)));
-  submit(s, address_command(*s, *caller, {caller->tenant, ws}, std::get<rx::command_request>(std::move(parsed))), ex);
+  submit(s, address_command(*s, *caller, {caller->tenant, ws}, std::get<rx::command_request>(std::move(parsed)),
+                            req.header("traceparent")),
+         ex);
 }
 
 void get_events(std::shared_ptr<const workspace_surface> s, http_request& req, std::shared_ptr<http_exchange> ex) {
@@ -107,7 +111,7 @@ void get_events(std::shared_ptr<const workspace_surface> s, http_request& req, s
 } // namespace
 
 workspace_command address_command(const workspace_surface& s, const rx::workspace_caller& caller,
-                                  const workspace_key& key, rx::command_request request) {
+                                  const workspace_key& key, rx::command_request request, std::string_view traceparent) {
   workspace_command c;
   c.key = key;
   c.participant = protocol::participant(caller.actor);
@@ -115,6 +119,7 @@ workspace_command address_command(const workspace_surface& s, const rx::workspac
   c.context.workspace_id = key.workspace;
   c.context.actor = caller.actor;
   c.context.now = protocol::utc_timestamp(std::chrono::system_clock::now());
+  c.context.traceparent = rx::append_traceparent(traceparent);
   c.context.max_depth = s.config.max_depth;
   c.context.types = s.types;
   return c;

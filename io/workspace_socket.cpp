@@ -44,6 +44,7 @@ struct socket_state {
   std::shared_ptr<websocket> ws;
   rx::workspace_caller caller;
   workspace_key key;
+  std::string traceparent; // the upgrade request's, parent of every append this connection makes
   phase at = phase::hello;
   std::optional<std::set<std::string>> types; // null: every type
   ring_ptr ring;
@@ -225,7 +226,8 @@ void on_command(socket_actor* self, const std::string& text, bool binary) {
   auto parsed = rx::parse_command_frame(text, *st.surface->types);
   if (auto bad = std::get_if<rx::problems>(&parsed))
     return send_frame(self, error_frame("not a command frame: " + rx::first_problem(*bad)));
-  auto command = address_command(*st.surface, st.caller, st.key, std::get<rx::command_request>(std::move(parsed)));
+  auto command = address_command(*st.surface, st.caller, st.key, std::get<rx::command_request>(std::move(parsed)),
+                                 st.traceparent);
   auto id = command.request.command_id;
   self->request(st.surface->logs, std::chrono::seconds(60), command_atom::value, std::move(command))
     .then(
@@ -238,8 +240,10 @@ void on_command(socket_actor* self, const std::string& text, bool binary) {
 }
 
 caf::behavior workspace_socket(socket_actor* self, std::shared_ptr<const workspace_surface> surface,
-                               std::shared_ptr<websocket> ws, rx::workspace_caller caller, workspace_key key) {
+                               std::shared_ptr<websocket> ws, rx::workspace_caller caller, workspace_key key,
+                               std::string traceparent) {
   auto& st = self->state;
+  st.traceparent = std::move(traceparent);
   st.surface = std::move(surface);
   st.ws = std::move(ws);
   st.caller = std::move(caller);
@@ -310,7 +314,7 @@ void open_workspace_stream(std::shared_ptr<const workspace_surface> s, const htt
   if (!rx::is_workspace_id(workspace_id) || !rx::may_use(*caller, workspace_id))
     return ws->close(4403, rx::not_yours_message);
   workspace_key key{caller->tenant, workspace_id};
-  s->sys->spawn(workspace_socket, s, std::move(ws), std::move(*caller), std::move(key));
+  s->sys->spawn(workspace_socket, s, std::move(ws), std::move(*caller), std::move(key), req.header("traceparent"));
 }
 
 } // namespace troupe::io

@@ -23,9 +23,11 @@ struct workspace_surface {
   std::vector<std::string> service_tokens;
 };
 
-// The command `request` from `caller` for the log `key`, stamped with the time it arrives.
+// The command `request` from `caller` for the log `key`, stamped with the time it arrives and the
+// trace context of its append (a child of the request's `traceparent`, WS-20).
 workspace_command address_command(const workspace_surface& s, const protocol::reflexr::workspace_caller& caller,
-                                  const workspace_key& key, protocol::reflexr::command_request request);
+                                  const workspace_key& key, protocol::reflexr::command_request request,
+                                  std::string_view traceparent);
 
 // WS-59/WS-60: the caller allowed to use `workspace_id`, or the refusal to answer with (401, 403, or
 // 422 for an id that cannot name a workspace).

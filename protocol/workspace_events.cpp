@@ -112,6 +112,20 @@ std::string new_event_id() {
   return "evt_" + random_hex(16);
 }
 
+std::string append_traceparent(std::string_view incoming) {
+  auto lower_hex = [](std::string_view s) {
+    return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  };
+  // 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>; all-zero ids are invalid.
+  bool valid = incoming.size() == 55 && incoming.substr(0, 3) == "00-" && incoming[35] == '-' && incoming[52] == '-'
+               && lower_hex(incoming.substr(3, 32)) && lower_hex(incoming.substr(36, 16))
+               && lower_hex(incoming.substr(53, 2)) && incoming.substr(3, 32) != std::string(32, '0')
+               && incoming.substr(36, 16) != std::string(16, '0');
+  if (!valid)
+    return {};
+  return "00-" + std::string(incoming.substr(3, 32)) + "-" + random_hex(16) + "-" + std::string(incoming.substr(53, 2));
+}
+
 std::variant<std::shared_ptr<const event_registry>, std::vector<std::string>>
 event_registry::build(const workspaces_config& config) {
   auto r = std::make_shared<event_registry>();

@@ -41,6 +41,10 @@ std::string event_frame(std::string_view envelope_json);
 // WS-17: `evt_` and 16 random lowercase hex digits.
 std::string new_event_id();
 
+// WS-20: the W3C trace context of an append's span, a child of `incoming` (a request's `traceparent`
+// header); "" (null) when the request carries no valid version-00 context, as troupe starts no traces.
+std::string append_traceparent(std::string_view incoming);
+
 // Declared event types (WS-12) and troupe's facts (WS-98), with the schemas that check their fields
 // while a frame is parsed (WS-13).
 class event_registry {

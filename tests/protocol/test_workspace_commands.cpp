@@ -320,3 +320,15 @@ TEST_CASE("null stands for an absent id or correlation id in a publish body", "[
   auto e = run(log, std::get<command_request>(batch));
   CHECK(e.appended[0].correlation_id == e.appended[0].id);
 }
+
+TEST_CASE("an append's trace context is a child of the request's, and null without one", "[workspace]") { // WS-20
+  auto parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  auto child = append_traceparent(parent);
+  REQUIRE(child.size() == 55);
+  CHECK(child.substr(0, 36) == "00-4bf92f3577b34da6a3ce929d0e0e4736-");
+  CHECK(child.substr(36, 16) != "00f067aa0ba902b7");
+  CHECK(child.substr(52) == "-01");
+  for (auto bad : {"", "junk", "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                   "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"})
+    CHECK(append_traceparent(bad).empty());
+}
