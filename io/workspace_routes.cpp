@@ -47,27 +47,16 @@ std::string raw_query(const http_request& req) {
   return q == std::string::npos ? std::string() : req.target.substr(q + 1);
 }
 
-void post_commands(std::shared_ptr<const workspace_surface> s, http_request& req, std::shared_ptr<http_exchange> ex) {
+// POST …/commands and POST …/events: the same admission and submission around their own parser.
+template <class Parse>
+void post(std::shared_ptr<const workspace_surface> s, http_request& req, std::shared_ptr<http_exchange> ex,
+          Parse parse) {
   std::optional<http_response> refusal;
   auto& ws = req.params["workspace_id"];
   auto caller = admit(*s, req, ws, refusal);
   if (!caller)
     return ex->respond(std::move(*refusal));
-  auto parsed = rx::parse_command_frame(req.body, *s->types);
-  if (auto bad = std::get_if<rx::problems>(&parsed))
-    return ex->respond(json_response(422, rx::problems_detail(*bad)));
-  submit(s, address_command(*s, *caller, {caller->tenant, ws}, std::get<rx::command_request>(std::move(parsed)),
-                            req.header("traceparent")),
-         ex);
-}
-
-void post_events(std::shared_ptr<const workspace_surface> s, http_request& req, std::shared_ptr<http_exchange> ex) {
-  std::optional<http_response> refusal;
-  auto& ws = req.params["workspace_id"];
-  auto caller = admit(*s, req, ws, refusal);
-  if (!caller)
-    return ex->respond(std::move(*refusal));
-  auto parsed = rx::parse_publish_body(req.body, *s->types);
+  auto parsed = parse(req.body, *s->types);
   if (auto bad = std::get_if<rx::problems>(&parsed))
     return ex->respond(json_response(422, rx::problems_detail(*bad)));
   submit(s, address_command(*s, *caller, {caller->tenant, ws}, std::get<rx::command_request>(std::move(parsed)),
@@ -148,9 +137,9 @@ std::optional<rx::workspace_caller> admit(const workspace_surface& s, const http
 void add_workspace_routes(router& routes, std::shared_ptr<const workspace_surface> surface) {
   auto s = std::move(surface);
   routes.add("POST", "/v1/workspaces/{workspace_id}/commands",
-             [s](http_request& req, std::shared_ptr<http_exchange> ex) { post_commands(s, req, std::move(ex)); });
+             [s](http_request& req, std::shared_ptr<http_exchange> ex) { post(s, req, std::move(ex), rx::parse_command_frame); });
   routes.add("POST", "/v1/workspaces/{workspace_id}/events",
-             [s](http_request& req, std::shared_ptr<http_exchange> ex) { post_events(s, req, std::move(ex)); });
+             [s](http_request& req, std::shared_ptr<http_exchange> ex) { post(s, req, std::move(ex), rx::parse_publish_body); });
   routes.add("GET", "/v1/workspaces/{workspace_id}/events",
              [s](http_request& req, std::shared_ptr<http_exchange> ex) { get_events(s, req, std::move(ex)); });
   routes.add("GET", "/v1/workspaces/{workspace_id}/stream",
