@@ -5,6 +5,8 @@
 #include "protocol/mcp.hpp"
 #include "protocol/openai_chat_codec.hpp"
 #include "protocol/sse_parser.hpp"
+#include "protocol/workspace_commands.hpp"
+#include "protocol/workspace_stream.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -16,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     return 0;
   std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   using namespace troupe::protocol;
-  switch (data[0] % 6) {
+  switch (data[0] % 8) {
     case 0:
       parse_chat_request(input);
       break;
@@ -48,6 +50,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     }
     case 5:
       repair_arguments(input);
+      break;
+    case 6: { // reflexr.v1 frames and bodies: the JSON Schema validator and the declared types' schemas
+      static auto types = std::get<0>(reflexr::event_registry::build(parse_config("", {}, [](const std::string&) {
+                                                                        return std::nullopt;
+                                                                      }).value.workspaces));
+      parse_hello(input);
+      reflexr::parse_command_frame(input, *types);
+      reflexr::parse_publish_body(input, *types);
+      break;
+    }
+    case 7:
+      reflexr::parse_event_query(input, {"ops:deploy.finished"});
       break;
   }
   return 0;
