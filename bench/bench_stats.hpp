@@ -2,12 +2,18 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 namespace troupe::bench {
+
+// Seconds since `t` on the steady clock.
+inline double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 // The nearest-rank p-th percentile (p in 0..100); -1 for no samples.
 inline double percentile(std::vector<double> v, double p) {

@@ -48,6 +48,7 @@ namespace {
 using troupe::bench::json_list;
 using troupe::bench::median;
 using troupe::bench::percentile;
+using troupe::bench::seconds_since;
 
 using go_atom = caf::atom_constant<caf::atom("bench_go")>;
 using report_atom = caf::atom_constant<caf::atom("bench_rep")>;
@@ -60,10 +61,6 @@ struct options {
   int batch = 100;
   int rounds = 3;
 };
-
-double seconds_since(steady::time_point t) {
-  return std::chrono::duration<double>(steady::now() - t).count();
-}
 
 std::string run_id_of(int i) {
   char buf[48];

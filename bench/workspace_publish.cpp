@@ -64,6 +64,7 @@ namespace {
 using troupe::bench::json_list;
 using troupe::bench::median;
 using troupe::bench::percentile;
+using troupe::bench::seconds_since;
 
 using go_atom = caf::atom_constant<caf::atom("bench_go")>;
 using report_atom = caf::atom_constant<caf::atom("bench_rep")>;
@@ -77,10 +78,6 @@ struct options {
   int c100_publishes = 50;
   int rounds = 7;
 };
-
-double seconds_since(steady::time_point t) {
-  return std::chrono::duration<double>(steady::now() - t).count();
-}
 
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "troupe_bench_workspace: %s\n", what.c_str());
