@@ -1,5 +1,7 @@
 #include "protocol/ids.hpp"
 
+#include <openssl/sha.h>
+
 #include <chrono>
 #include <random>
 
@@ -49,6 +51,18 @@ std::string uuid7_id(std::string_view prefix) {
   rest[0] = '7';                                // version
   rest[4] = hex_digits[8 + (next_random() & 3)]; // variant 10xx
   return out + rest;
+}
+
+std::string sha256_hex(std::string_view text) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  std::string out;
+  out.reserve(2 * SHA256_DIGEST_LENGTH);
+  for (auto b : digest) {
+    out.push_back(hex_digits[b >> 4]);
+    out.push_back(hex_digits[b & 0xf]);
+  }
+  return out;
 }
 
 } // namespace troupe::protocol

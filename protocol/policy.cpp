@@ -3,7 +3,7 @@
 #include "protocol/auth.hpp"
 #include "protocol/errors.hpp"
 
-#include <openssl/sha.h>
+#include "protocol/ids.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -284,15 +284,7 @@ policy_config parse_policy(const json::value* policy, std::vector<std::string>& 
 }
 
 std::string policy_hash(const policy_config& p) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(p.canonical.data()), p.canonical.size(), digest);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (int i = 0; i < 8; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 15];
-  }
-  return out;
+  return sha256_hex(p.canonical).substr(0, 16);
 }
 
 decision decide(const policy_config& p, const safety_config& safety, const std::string& tool_name,

@@ -3,7 +3,6 @@
 #include "protocol/ids.hpp"
 #include "protocol/utf8.hpp"
 
-#include <openssl/sha.h>
 
 #include <algorithm>
 #include <cmath>
@@ -737,15 +736,7 @@ std::string mcp_function_name(const std::string& server_label, const std::string
   }
   if (name.size() <= 64)
     return name;
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(full.data()), full.size(), digest);
-  static const char hex[] = "0123456789abcdef";
-  std::string suffix = "_";
-  for (int i = 0; i < 4; ++i) {
-    suffix.push_back(hex[digest[i] >> 4]);
-    suffix.push_back(hex[digest[i] & 0xf]);
-  }
-  return name.substr(0, 55) + suffix;
+  return name.substr(0, 55) + "_" + sha256_hex(full).substr(0, 8);
 }
 
 std::optional<api_error> check_history(const std::vector<item>& history, const std::vector<item>& input,

@@ -1,10 +1,9 @@
 #include "protocol/workspace_commands.hpp"
 
 #include "protocol/auth.hpp"
+#include "protocol/ids.hpp"
 #include "protocol/reflexr_schema.hpp"
 #include "protocol/workspace_names.hpp"
-
-#include <openssl/sha.h>
 
 #include <algorithm>
 #include <map>
@@ -227,18 +226,6 @@ effect give_feedback(const json::value& cmd, const command_context& ctx, log_rea
   }));
   out.max_seq = e.seq;
   out.appended = a.take();
-  return out;
-}
-
-std::string sha256_hex(std::string_view text) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (auto b : digest) {
-    out += hex[b >> 4];
-    out += hex[b & 15];
-  }
   return out;
 }
 
