@@ -1,6 +1,7 @@
 #include "io/http_server.hpp"
 
 #include "protocol/errors.hpp"
+#include "protocol/query_string.hpp"
 #include "protocol/responses_items.hpp"
 #include "protocol/sse.hpp"
 
@@ -43,48 +44,12 @@ std::chrono::milliseconds to_ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-// `+` means a space only in a query (form encoding), never in a path.
-std::string percent_decode(std::string_view s, bool plus_is_space) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+' && plus_is_space) {
-      out += ' ';
-    } else if (s[i] == '%' && i + 2 < s.size() && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
-      out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 void split_target(std::string_view target, http_request& req) {
   auto q = target.find('?');
-  req.path = percent_decode(target.substr(0, q), false);
-  if (q == std::string_view::npos)
-    return;
-  auto query = target.substr(q + 1);
-  std::size_t start = 0;
-  while (start < query.size()) {
-    auto amp = query.find('&', start);
-    auto pair = query.substr(start, amp == std::string_view::npos ? std::string_view::npos : amp - start);
-    auto eq = pair.find('=');
-    if (!pair.empty())
-      req.query[percent_decode(pair.substr(0, eq), true)] =
-        eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1), true);
-    if (amp == std::string_view::npos)
-      break;
-    start = amp + 1;
-  }
+  req.path = protocol::percent_decode(target.substr(0, q), false);
+  if (q != std::string_view::npos)
+    for (auto& [key, value] : protocol::query_pairs(target.substr(q + 1)))
+      req.query[std::move(key)] = std::move(value);
 }
 
 // RFC 6455 leaves 123 bytes for a close reason; a cut never splits a UTF-8 sequence.

@@ -1,6 +1,7 @@
 #include "protocol/workspace_events.hpp"
 
 #include "protocol/ids.hpp"
+#include "protocol/query_string.hpp"
 #include "protocol/reflexr_schema.hpp"
 #include "protocol/workspace_names.hpp"
 
@@ -58,27 +59,6 @@ std::optional<int64_t> integer_param(const std::string& text) {
     if (!std::isdigit(static_cast<unsigned char>(text[j])))
       return std::nullopt;
   return std::strtoll(text.c_str(), nullptr, 10);
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-std::string query_decode(std::string_view s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+')
-      out += ' ';
-    else if (s[i] == '%' && i + 2 < s.size() && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
-      out += static_cast<char>(hex_digit(s[i + 1]) * 16 + hex_digit(s[i + 2]));
-      i += 2;
-    } else
-      out += s[i];
-  }
-  return out;
 }
 
 } // namespace
@@ -203,22 +183,11 @@ std::variant<event_query, query_error> parse_event_query(std::string_view raw_qu
   event_query q;
   std::map<std::string, std::string> single;
   std::vector<std::string> types;
-  std::size_t start = 0;
-  while (start <= raw_query.size() && !raw_query.empty()) {
-    auto amp = raw_query.find('&', start);
-    auto pair = raw_query.substr(start, amp == std::string_view::npos ? std::string_view::npos : amp - start);
-    auto eq = pair.find('=');
-    if (!pair.empty()) {
-      auto key = query_decode(pair.substr(0, eq));
-      auto value = eq == std::string_view::npos ? std::string() : query_decode(pair.substr(eq + 1));
-      if (key == "type")
-        types.push_back(std::move(value));
-      else
-        single[key] = std::move(value);
-    }
-    if (amp == std::string_view::npos)
-      break;
-    start = amp + 1;
+  for (auto& [key, value] : query_pairs(raw_query)) {
+    if (key == "type")
+      types.push_back(std::move(value));
+    else
+      single[key] = std::move(value);
   }
   // Values that are not integers are refused first, all together, as a FastAPI-style list.
   query_error not_integers;
