@@ -17,7 +17,6 @@ namespace {
 namespace rx = protocol::reflexr;
 
 constexpr auto command_timeout = std::chrono::seconds(60);
-constexpr int64_t default_read_limit = 1000;
 
 template <class F>
 void spawn_task(caf::actor_system& sys, F fn) {
@@ -80,7 +79,7 @@ void get_events(std::shared_ptr<const workspace_surface> s, http_request& req, s
   r.before_seq = q.before_seq.value_or(0);
   r.types = q.types;
   r.from_end = q.last.has_value();
-  r.limit = q.last ? *q.last : q.limit.value_or(default_read_limit);
+  r.limit = q.last ? *q.last : q.limit.value_or(r.limit); // the port's default bounds an open read
   if (q.before_seq && *q.before_seq == 0) // nothing lies below seq 0
     return ex->respond(json_response(200, "[]"));
   workspace_key key{caller->tenant, ws};
