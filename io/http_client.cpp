@@ -20,6 +20,7 @@ namespace http = boost::beast::http;
 using tcp = boost::asio::ip::tcp;
 
 constexpr std::size_t read_chunk_bytes = 16 * 1024;
+constexpr std::size_t read_buffer_bytes = 16 * 1024;
 
 } // namespace
 
@@ -101,6 +102,9 @@ public:
       host_header_(url.host_header), resolver_(executor), chunk_(read_chunk_bytes) {
     parser_.header_limit(header_limit);
     parser_.body_limit(body_limit);
+    // Beast reads as much as the buffer's free capacity, at least 512 bytes: a buffer left at its
+    // first 512 bytes would read a streaming upstream two or three events at a time.
+    buffer_.reserve(read_buffer_bytes);
   }
 
   void open(step_handler done) {
@@ -167,12 +171,30 @@ public:
     auto on_read = [self = shared_from_this(), done = std::move(done)](beast::error_code ec, std::size_t) {
       if (ec == http::error::need_buffer) // the chunk is full: consume it, then read on
         ec = {};
+      if (!ec)
+        self->parse_buffered(ec);
       if (ec)
         return done("response interrupted", ec, {});
       std::size_t got = self->chunk_.size() - self->parser_.get().body().size;
       done(nullptr, ec, std::string_view(self->chunk_.data(), got));
     };
     with_stream([&](auto& stream) { http::async_read_some(stream, buffer_, parser_, std::move(on_read)); });
+  }
+
+  // Parses what the buffer already holds, as far as it goes without waiting for the socket. Beast's
+  // read_some hands back one HTTP chunk, and a streaming upstream sends one chunk per event; eager
+  // parsing would instead hold finished chunks back until the next one's header arrives.
+  void parse_buffered(beast::error_code& ec) {
+    while (!parser_.is_done() && buffer_.size() > 0 && parser_.get().body().size > 0) {
+      auto used = parser_.put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more || ec == http::error::need_buffer) {
+        ec = {};
+        return;
+      }
+      if (ec || used == 0)
+        return;
+    }
   }
 
   int status() const {

@@ -5,6 +5,9 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -16,6 +19,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <condition_variable>
+#include <mutex>
 #include <future>
 #include <memory>
 #include <regex>
@@ -217,6 +223,151 @@ TEST_CASE("a tool call streamed in pieces of three characters arrives whole", "[
   CHECK(out.reply.finish_reason == "tool_calls");
   auto requests = upstream.requests();
   CHECK(json::get_string(requests[0], "tool_choice") == "auto");
+}
+
+// A Responses round read through the upstream port, batch by batch, with resume() in the test's hands.
+class round_reader {
+public:
+  round_reader(openai_chat_client& client, const troupe::protocol::responses::request& req) {
+    troupe::protocol::responses::round_request round;
+    round.req = &req;
+    troupe::protocol::responses::item hello;
+    hello.type = "message";
+    hello.role = "user";
+    troupe::protocol::responses::content_part text;
+    text.type = "input_text";
+    text.text = "hello";
+    hello.content.push_back(text);
+    round.history.push_back(hello);
+    round_ = client.open(round, [this](std::vector<troupe::protocol::responses::upstream_event> events) {
+      std::lock_guard<std::mutex> lock(mu_);
+      batches_.push_back(std::move(events));
+      cv_.notify_all();
+    });
+  }
+
+  // Waits until `n` batches came; false after `limit`.
+  bool wait_batches(std::size_t n, std::chrono::milliseconds limit = 10000ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, limit, [&] { return batches_.size() >= n; });
+  }
+  // Takes every batch so far (resuming the reader once for each) and returns them.
+  std::vector<std::vector<troupe::protocol::responses::upstream_event>> take() {
+    std::vector<std::vector<troupe::protocol::responses::upstream_event>> out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      out.swap(batches_);
+    }
+    for (std::size_t i = 0; i < out.size(); ++i)
+      round_->resume();
+    return out;
+  }
+
+private:
+  std::shared_ptr<troupe::upstream_round> round_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::vector<troupe::protocol::responses::upstream_event>> batches_;
+};
+
+bool ends_round(const std::vector<troupe::protocol::responses::upstream_event>& batch) {
+  using kind = troupe::protocol::responses::upstream_event::kind;
+  return !batch.empty() && (batch.back().what == kind::finish || batch.back().what == kind::failure);
+}
+
+// Answers one request with a whole chat-completions SSE stream of `chunks` text chunks, written
+// in one piece (each event its own HTTP chunk, as streaming servers send them), then closes.
+class burst_server {
+public:
+  explicit burst_server(int chunks) : acceptor_(ioc_, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
+    std::string body;
+    auto event = [&](const std::string& data) {
+      auto frame = "data: " + data + "\n\n";
+      char size[16];
+      std::snprintf(size, sizeof size, "%zx\r\n", frame.size());
+      body += size + frame + "\r\n";
+    };
+    for (int i = 0; i < chunks; ++i)
+      event(R"({"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"abcd"}}]})");
+    event(R"({"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})");
+    event("[DONE]");
+    response_ = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                + body + "0\r\n\r\n";
+    thread_ = std::thread([this] {
+      boost::asio::ip::tcp::socket socket(ioc_);
+      acceptor_.accept(socket);
+      boost::asio::streambuf request;
+      boost::asio::read_until(socket, request, "\r\n\r\n");
+      boost::asio::write(socket, boost::asio::buffer(response_));
+      boost::system::error_code ec;
+      socket.shutdown(boost::asio::ip::tcp::socket::shutdown_send, ec);
+      char drain[1024];
+      while (!ec)
+        socket.read_some(boost::asio::buffer(drain), ec);
+    });
+  }
+  ~burst_server() { thread_.join(); }
+  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port()) + "/v1"; }
+
+private:
+  boost::asio::io_context ioc_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::string response_;
+  std::thread thread_;
+};
+
+TEST_CASE("a round's events that arrive together reach the consumer together, not one batch per event",
+          "[openai_client]") {
+  // RS-39, RS-48: a streaming upstream sends one HTTP chunk per event; every chunk already received
+  // is handed over in one batch.
+  burst_server server(400);
+  openai_chat_options options;
+  options.base_url = server.base_url();
+  options.timeout_seconds = 10;
+  openai_chat_client client(options);
+  troupe::protocol::responses::request req;
+  req.model = "m";
+  round_reader reader(client, req);
+  std::size_t batches = 0, deltas = 0;
+  bool ended = false;
+  std::string text;
+  while (!ended) {
+    REQUIRE(reader.wait_batches(1));
+    for (auto& batch : reader.take()) {
+      ++batches;
+      for (auto& e : batch)
+        if (e.what == troupe::protocol::responses::upstream_event::kind::text) {
+          ++deltas;
+          text += e.text;
+        }
+      ended = ended || ends_round(batch);
+    }
+  }
+  CHECK(deltas == 400);
+  CHECK(text.size() == 1600);
+  CHECK(batches < 40); // 72 KB: a handful of reads
+}
+
+TEST_CASE("a paced round hands each event over as it arrives, not when the next one comes", "[openai_client]") {
+  // RS-39: reading ahead never holds back a chunk that is complete.
+  fake_upstream upstream;
+  upstream.script(R"({"replies":[{"content":"Hello","chunk_size":3,"chunk_delay_ms":1500}]})");
+  openai_chat_client client(options_for(upstream));
+  troupe::protocol::responses::request req;
+  req.model = "fake-model";
+  auto started = std::chrono::steady_clock::now();
+  round_reader reader(client, req);
+  std::string text;
+  while (text.empty()) {
+    REQUIRE(reader.wait_batches(1));
+    for (auto& batch : reader.take())
+      for (auto& e : batch)
+        if (e.what == troupe::protocol::responses::upstream_event::kind::text)
+          text += e.text;
+  }
+  // The fake pauses 1.5 s after each chunk: "Hel" comes at 1.5 s, "lo" at 3 s.
+  CHECK(text == "Hel");
+  CHECK(std::chrono::steady_clock::now() - started < 2800ms);
 }
 
 TEST_CASE("a non-streamed call posts stream false and decodes the JSON reply", "[openai_client]") {
