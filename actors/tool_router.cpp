@@ -77,7 +77,10 @@ caf::behavior idle_sweeper(caf::event_based_actor* self, std::weak_ptr<tool_rout
 } // namespace
 
 tool_router::tool_router(caf::actor_system& sys, std::shared_ptr<tool_port> builtins)
-  : sys_(sys), builtins_(std::move(builtins)), builtin_schemas_(builtins_->tools()) {}
+  : sys_(sys), builtins_(std::move(builtins)) {
+  if (builtins_)
+    builtin_schemas_ = builtins_->tools();
+}
 
 tool_router::server_entry& tool_router::entry(const std::string& name) {
   for (auto& s : servers_)
@@ -94,9 +97,11 @@ tool_router::server_entry& tool_router::entry(const std::string& name) {
 void tool_router::add_server(mcp_server_options options, mcp_transport_factory factory) {
   std::weak_ptr<tool_router> self = weak_from_this();
   auto first = options;
-  first.on_status = [self](const mcp_server_status& s) {
+  first.on_status = [self, also = options.on_status](const mcp_server_status& s) {
     if (auto r = self.lock())
       r->update(s);
+    if (also)
+      also(s);
   };
   auto actor = spawn_mcp_server(sys_, first, factory);
   std::lock_guard<std::mutex> lock(mu_);
@@ -225,8 +230,12 @@ std::shared_ptr<cancel_handle> tool_router::execute(tool_invocation call, comple
     for (auto& r : routes_)
       if (r.registered == call.name)
         found = &r;
-    if (!found)
+    if (!found && builtins_)
       return builtins_->execute(std::move(call), std::move(done));
+    if (!found) {
+      sys_.spawn(answer_later, std::move(done), "[MCP_ERROR] unknown tool: " + call.name);
+      return handle;
+    }
     auto& server = servers_[found->server];
     tool = found->tool.name;
     if (!per_user(server.options)) {

@@ -18,6 +18,7 @@ namespace troupe {
 
 class tool_router : public tool_port, public std::enable_shared_from_this<tool_router> {
 public:
+  // `builtins` may be null: a router of MCP servers only, such as one request's own (RS-30).
   tool_router(caf::actor_system& sys, std::shared_ptr<tool_port> builtins);
 
   // Starts a configured server (call on a router owned by a shared_ptr). `shared` servers get their
@@ -25,6 +26,7 @@ public:
   // reports readiness; a user's own instance starts on that user's first call, at most
   // max_instances at once (the least recently used idle one makes room), and a lazy_per_user
   // instance stops after idle_timeout without calls. Servers added first win a clash of names.
+  // The options' own on_status, if any, is told too, after the router has recorded the status.
   void add_server(mcp_server_options options, mcp_transport_factory factory);
 
   // Records a server's latest status (thread-safe; the server's on_status hook calls it).

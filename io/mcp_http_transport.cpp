@@ -285,6 +285,7 @@ public:
     }
     if (k != kind::initialize && !owner.protocol_version_.empty())
       req_.fields.emplace_back("MCP-Protocol-Version", owner.protocol_version_);
+    req_.fields.insert(req_.fields.end(), owner.config_.headers.begin(), owner.config_.headers.end());
     req_.close = true; // one exchange, one connection: the server may hang up after it
     req_.body = std::move(body);
   }

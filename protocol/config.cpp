@@ -162,6 +162,9 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
 
   auto mcp = root.child("mcp");
   mcp.seconds("call_timeout_seconds", c.mcp.call_timeout_seconds, 0.001);
+  mcp.boolean("allow_request_servers", c.mcp.allow_request_servers);
+  mcp.strings("allowed_hosts", c.mcp.allowed_hosts);
+  mcp.seconds("connect_timeout", c.mcp.connect_timeout_seconds, 0.001);
   std::string servers = "[]";
   mcp.raw("servers", servers, true);
   for (auto& e : parse_mcp_servers(servers, c.mcp.servers))

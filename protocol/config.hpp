@@ -68,6 +68,11 @@ struct exec_config {
 struct mcp_config {
   std::vector<mcp_server_config> servers;
   double call_timeout_seconds = 120; // per server: timeout_seconds (AS-64)
+  // RS-30: request-declared servers (`server_url`) are refused unless an operator allows them; then
+  // only to these hosts (empty: any). Their discovery must finish within connect_timeout.
+  bool allow_request_servers = false;
+  std::vector<std::string> allowed_hosts;
+  double connect_timeout_seconds = 30;
 };
 
 // The Responses gateway's executor limits (responses.md: executor.*, compaction.*, background.*,

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace troupe::protocol {
@@ -24,6 +25,8 @@ struct mcp_server_config {
   int max_instances = 10;
   std::optional<double> timeout_seconds; // else mcp.call_timeout_seconds
   std::string description;
+  // http: sent with every request; a request-declared server's `headers` and `authorization` (RS-30).
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 // Parses mcp.servers (JSON array text; empty text or null is no servers) into `out` and returns the

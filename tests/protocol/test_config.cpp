@@ -127,6 +127,17 @@ TEST_CASE("--set overrides any key with a JSON value or a plain string", "[confi
   CHECK_FALSE(parse("", {}, {"no-equals-sign"}).ok());
 }
 
+TEST_CASE("request-declared MCP servers are allowed only when mcp.allow_request_servers says so, to mcp.allowed_hosts",
+          "[config]") { // RS-30
+  auto r = parse(R"({"mcp":{"allow_request_servers":true,"allowed_hosts":["mcp.example.com"],"connect_timeout":5}})");
+  REQUIRE(r.ok());
+  CHECK(r.value.mcp.allow_request_servers);
+  CHECK(r.value.mcp.allowed_hosts == std::vector<std::string>{"mcp.example.com"});
+  CHECK(r.value.mcp.connect_timeout_seconds == 5);
+  auto bad = parse(R"({"mcp":{"allow_request_servers":"yes","connect_timeout":0}})");
+  CHECK(bad.errors.size() == 2);
+}
+
 TEST_CASE("invalid JSON is reported with its offset", "[config]") {
   auto r = parse("{\"service\":");
   REQUIRE(r.errors.size() == 1);
@@ -144,6 +155,8 @@ TEST_CASE("MCP servers are read from mcp.servers with their isolation", "[config
   CHECK(r.value.mcp.servers[1].timeout_seconds == std::optional<double>(5));
   CHECK(r.value.mcp.servers[2].isolation == "lazy_per_user");
   CHECK(r.value.mcp.servers[2].max_instances == 2);
+  CHECK_FALSE(r.value.mcp.allow_request_servers);
+  CHECK(r.value.mcp.connect_timeout_seconds == 30);
   auto dup = parse(R"({"mcp":{"servers":[{"name":"a","command":"x"},{"name":"a","command":"y"}]}})");
   REQUIRE(dup.errors.size() == 1);
   CHECK(dup.errors[0] == R"(mcp.servers[1].name: duplicate server name "a")");
