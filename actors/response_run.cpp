@@ -414,6 +414,14 @@ void end_call(run_pointer self, uint64_t position, std::string output, std::stri
   calls_done(self);
 }
 
+// The router that serves a server label: the request's own servers, else the configured ones.
+const std::shared_ptr<tool_router>& serves(const run_state& st, const std::string& label) {
+  for (auto& server : st.job.servers)
+    if (server.label == label && server.declared)
+      return st.job.declared;
+  return st.env->tools;
+}
+
 void pump_calls(run_pointer self) {
   auto& st = self->state;
   while (!st.ended && !st.waiting.empty()
@@ -421,7 +429,8 @@ void pump_calls(run_pointer self) {
     auto call = std::move(st.waiting.front());
     st.waiting.pop_front();
     uint64_t key = call.output_position;
-    auto name = st.env->tools ? st.env->tools->registered_name(call.server_label, call.tool) : std::string();
+    auto& tools = serves(st, call.server_label);
+    auto name = tools ? tools->registered_name(call.server_label, call.tool) : std::string();
     st.running[key] = nullptr;
     if (name.empty()) {
       end_call(self, key, {},
@@ -437,7 +446,7 @@ void pump_calls(run_pointer self) {
     inv.tenant_key = "default";
     inv.user_key = "default";
     response_run_actor me = self;
-    st.running[key] = st.env->tools->execute(std::move(inv), [me, key](tool_outcome out) {
+    st.running[key] = tools->execute(std::move(inv), [me, key](tool_outcome out) {
       if (out.cancelled)
         return;
       static const std::string marker = "[MCP_ERROR] ";
@@ -773,6 +782,8 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
   st.env = std::move(env);
   st.live = std::move(live);
   st.job = std::move(job);
+  if (auto declared = st.job.declared)
+    self->attach_functor([declared] { declared->stop(); });
   st.waiter = std::move(waiter);
   st.sink = std::move(sink);
   for (auto& f : st.job.req.functions)

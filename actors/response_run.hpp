@@ -53,6 +53,7 @@ struct mcp_binding {
   std::string require_approval;          // JSON: "always" | "never" | {...}
   bool listed = false;                   // the history already lists it (RS-32)
   std::string error;                     // why it cannot be listed
+  bool declared = false;                 // the request's own server (server_url): response_job::declared
 };
 
 // Everything a response needs to run, resolved by the edge: the validated request, the stored
@@ -65,6 +66,8 @@ struct response_job {
   std::vector<protocol::responses::item> input;
   int64_t conversation_revision = -1;
   std::vector<mcp_binding> servers;
+  // The request-declared servers (RS-30), started for this response and stopped when its run ends.
+  std::shared_ptr<tool_router> declared;
 };
 
 // How a response ended, for the one who waits on it (a non-streaming POST, RS-43).

@@ -2,6 +2,8 @@
 
 #include "actors/errors.hpp"
 #include "actors/tool_router.hpp"
+#include "io/http_client.hpp"
+#include "io/mcp_http_transport.hpp"
 #include "io/route_ask.hpp"
 #include "protocol/ids.hpp"
 #include "protocol/json.hpp"
@@ -13,6 +15,8 @@
 
 #include <chrono>
 #include <set>
+#include <sstream>
+#include <variant>
 
 namespace troupe::io {
 
@@ -271,44 +275,174 @@ bool allowed(const std::string& filter, const protocol::mcp_tool& tool) {
   return true;
 }
 
-// RS-30: each declared MCP server is a configured one; its tools as the request filters them.
-std::optional<rs::api_error> bind_servers(creation& c) {
+constexpr std::size_t max_request_tools = 128; // MCP tools per request (RS-30)
+
+// A request-declared server (RS-30) as troupe reaches it, when this server allows it: an http server
+// at `server_url`, sent the request's `headers` and `authorization`.
+std::variant<protocol::mcp_server_config, rs::api_error> declared_server(const protocol::mcp_config& mcp,
+                                                                         const rs::mcp_declaration& d,
+                                                                         const std::string& at) {
+  auto bad = [&](std::string message, const std::string& field) {
+    return rs::api_error{400, std::move(message), at + "." + field, "invalid_value"};
+  };
+  if (!mcp.allow_request_servers)
+    return bad("Request-declared MCP servers are not enabled on this server (mcp.allow_request_servers).",
+               "server_url");
+  auto url = parse_http_url(d.server_url, "/?#");
+  if (url.problem != url_problem::none)
+    return bad("Invalid 'server_url' for MCP server '" + d.server_label + "': " + describe(url.problem) + ".",
+               "server_url");
+  if (!mcp.allowed_hosts.empty()
+      && std::find(mcp.allowed_hosts.begin(), mcp.allowed_hosts.end(), url.host) == mcp.allowed_hosts.end())
+    return bad("MCP server host '" + url.host + "' is not allowed on this server (mcp.allowed_hosts).", "server_url");
+  protocol::mcp_server_config config;
+  config.name = d.server_label;
+  config.transport = "http";
+  config.url = d.server_url;
+  auto header_safe = [](const std::string& text, bool name) {
+    for (unsigned char ch : text)
+      if (ch == '\r' || ch == '\n' || ch == 0 || (name && (ch <= ' ' || ch == ':' || ch >= 0x7f)))
+        return false;
+    return !(name && text.empty());
+  };
+  if (!d.headers.empty()) {
+    auto doc = protocol::json::parse(d.headers);
+    for (auto& m : doc->GetObject()) {
+      std::string name(m.name.GetString(), m.name.GetStringLength());
+      if (!m.value.IsString())
+        return bad("Invalid header '" + name + "': expected a string.", "headers." + name);
+      std::string value(m.value.GetString(), m.value.GetStringLength());
+      if (!header_safe(name, true) || !header_safe(value, false))
+        return bad("Invalid header '" + name + "': not a valid HTTP header name and value.", "headers." + name);
+      config.headers.emplace_back(std::move(name), std::move(value));
+    }
+  }
+  if (!d.authorization.empty()) {
+    if (!header_safe(d.authorization, false))
+      return bad("Invalid 'authorization': not a valid HTTP header value.", "authorization");
+    config.headers.emplace_back("Authorization", "Bearer " + d.authorization);
+  }
+  return config;
+}
+
+// A server's tools as the request filters them, or why the request cannot use it.
+std::optional<rs::api_error> bind_tools(mcp_binding& b, const mcp_server_status& status, const rs::mcp_declaration& d,
+                                        const std::vector<rs::item>& history) {
+  b.tools.clear();
+  for (auto& t : status.tools)
+    if (allowed(d.allowed_tools, t))
+      b.tools.push_back(t);
+  if (status.tools.size() && b.tools.empty())
+    return rs::api_error{400, "'allowed_tools' leaves no tool of MCP server '" + d.server_label + "'.",
+                         "tools[" + std::to_string(d.index) + "].allowed_tools", "invalid_value"};
+  if (!status.alive)
+    b.error = status.error.empty() ? "the server is not running" : status.error;
+  for (auto& it : history)
+    if (it.type == "mcp_list_tools" && it.server_label == b.label && it.error.empty())
+      b.listed = true;
+  return std::nullopt;
+}
+
+std::optional<rs::api_error> check_tool_count(const response_job& job) {
+  std::size_t tools = 0;
+  for (auto& b : job.servers)
+    tools += b.tools.size();
+  if (tools <= max_request_tools)
+    return std::nullopt;
+  return rs::api_error{400, "The MCP servers of this request offer " + std::to_string(tools) + " tools; at most "
+                              + std::to_string(max_request_tools) + " are allowed. Narrow them with 'allowed_tools'.",
+                       "tools", "invalid_value"};
+}
+
+// RS-30: each declared MCP server is a configured one, bound now, or the request's own, started
+// here (its status reaches `waiter`) and bound once discovered.
+std::optional<rs::api_error> bind_servers(creation& c, const caf::actor& waiter) {
   auto& req = c.job.req;
   if (req.mcp.empty())
     return std::nullopt;
+  auto& ctx = *c.ctx;
   std::vector<mcp_server_status> statuses;
-  if (c.ctx->env->tools)
-    statuses = c.ctx->env->tools->servers();
+  if (ctx.env->tools)
+    statuses = ctx.env->tools->servers();
   for (auto& d : req.mcp) {
     auto at = "tools[" + std::to_string(d.index) + "]";
     auto status = std::find_if(statuses.begin(), statuses.end(), [&](auto& s) { return s.name == d.server_label; });
+    mcp_binding b;
+    b.label = d.server_label;
+    b.require_approval = d.require_approval;
     if (!d.server_url.empty()) {
       if (status != statuses.end())
         return rs::api_error{400, "MCP server '" + d.server_label + "' is configured on this server; omit 'server_url'.",
                              at + ".server_url", "invalid_value"};
-      return rs::api_error{400, "Request-declared MCP servers are not enabled on this server (mcp.allow_request_servers).",
-                           at + ".server_url", "invalid_value"};
+      auto config = declared_server(ctx.config.mcp, d, at);
+      if (auto err = std::get_if<rs::api_error>(&config))
+        return *err;
+      if (!c.job.declared)
+        c.job.declared = std::make_shared<tool_router>(*ctx.sys, nullptr);
+      mcp_server_options o;
+      o.config = std::move(std::get<protocol::mcp_server_config>(config));
+      o.call_timeout_seconds = ctx.config.mcp.call_timeout_seconds;
+      o.start_timeout_seconds = ctx.config.mcp.connect_timeout_seconds;
+      o.on_status = [waiter](const mcp_server_status&) { caf::anon_send(waiter, status_atom::value); };
+      c.job.declared->add_server(std::move(o), [](const protocol::mcp_server_config& config) {
+        return make_mcp_http_transport(config);
+      });
+      b.declared = true;
+      c.job.servers.push_back(std::move(b));
+      continue;
     }
     if (status == statuses.end())
       return rs::api_error{400, "Unknown MCP server '" + d.server_label + "': name one of mcp.servers or give 'server_url'.",
                            at + ".server_label", "invalid_value"};
-    mcp_binding b;
-    b.label = d.server_label;
-    b.require_approval = d.require_approval;
-    for (auto& t : status->tools)
-      if (allowed(d.allowed_tools, t))
-        b.tools.push_back(t);
-    if (status->tools.size() && b.tools.empty())
-      return rs::api_error{400, "'allowed_tools' leaves no tool of MCP server '" + d.server_label + "'.",
-                           at + ".allowed_tools", "invalid_value"};
-    if (!status->alive)
-      b.error = status->error.empty() ? "the server is not running" : status->error;
-    for (auto& it : c.job.history)
-      if (it.type == "mcp_list_tools" && it.server_label == b.label && it.error.empty())
-        b.listed = true;
+    if (auto err = bind_tools(b, *status, d, c.job.history))
+      return err;
     c.job.servers.push_back(std::move(b));
   }
   return std::nullopt;
+}
+
+void launch(creation_ptr c);
+
+// RS-30: the request's own servers are listed before its run starts. A server that neither lists
+// its tools nor fails within mcp.connect_timeout fails its listing (RS-32).
+void await_discovery(caf::event_based_actor* self, creation_ptr c) {
+  auto settle = [self, c](bool out_of_time) {
+    auto statuses = c->job.declared->servers();
+    auto& req = c->job.req;
+    for (auto& b : c->job.servers) {
+      if (!b.declared)
+        continue;
+      auto status = std::find_if(statuses.begin(), statuses.end(), [&](auto& s) { return s.name == b.label; });
+      bool settled = status != statuses.end() && (status->alive || (!status->error.empty() && status->error != "starting"));
+      if (!settled && !out_of_time)
+        return;
+    }
+    for (auto& b : c->job.servers) {
+      if (!b.declared)
+        continue;
+      auto d = std::find_if(req.mcp.begin(), req.mcp.end(), [&](auto& m) { return m.server_label == b.label; });
+      auto status = std::find_if(statuses.begin(), statuses.end(), [&](auto& s) { return s.name == b.label; });
+      mcp_server_status late;
+      std::ostringstream within;
+      within << c->ctx->config.mcp.connect_timeout_seconds;
+      late.error = "no tool list within " + within.str() + " s (mcp.connect_timeout)";
+      bool listed = status != statuses.end() && (status->alive || status->error != "starting");
+      if (auto err = bind_tools(b, listed ? *status : late, *d, c->job.history)) {
+        c->job.declared->stop();
+        return reject(c, *err);
+      }
+    }
+    if (auto err = check_tool_count(c->job)) {
+      c->job.declared->stop();
+      return reject(c, *err);
+    }
+    launch(c);
+    self->quit();
+  };
+  self->become([=](status_atom) { settle(false); }, [=](timeout_atom) { settle(true); });
+  self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(c->ctx->config.mcp.connect_timeout_seconds * 1000)),
+                     timeout_atom::value);
+  settle(false); // every status may have come already
 }
 
 void launch(creation_ptr c) {
@@ -357,7 +491,14 @@ void launch(creation_ptr c) {
 void admit(caf::event_based_actor* self, creation_ptr c) {
   if (auto err = rs::check_history(c->job.history, c->job.input, c->job.req.mcp))
     return reject(c, *err);
-  if (auto err = bind_servers(*c))
+  if (auto err = bind_servers(*c, caf::actor_cast<caf::actor>(self))) {
+    if (c->job.declared)
+      c->job.declared->stop();
+    return reject(c, *err);
+  }
+  if (c->job.declared)
+    return await_discovery(self, c);
+  if (auto err = check_tool_count(c->job))
     return reject(c, *err);
   launch(c);
   self->quit();

@@ -16,6 +16,8 @@ namespace {
 
 using json::value;
 
+constexpr std::size_t max_mcp_servers = 64; // per request (RS-30)
+
 std::string got_type(const value& v) {
   if (v.IsNull())
     return "null";
@@ -336,6 +338,10 @@ std::optional<api_error> parse_tools(const value& tools, request& r) {
     echo.PushBack(copy, alloc);
     ++i;
   }
+  if (r.mcp.size() > max_mcp_servers)
+    return bad("tools", "invalid_value",
+               "A request may declare at most " + std::to_string(max_mcp_servers) + " MCP servers; it declares "
+                 + std::to_string(r.mcp.size()) + ".");
   r.tools_echo = json::serialize(echo);
   return std::nullopt;
 }

@@ -9,8 +9,9 @@
 //     --fail-calls N  answer the first N tools/call POSTs with HTTP 503 (a transport failure)
 //
 // Prints `mcp http listening on http://127.0.0.1:<port>/mcp` once it accepts connections, and one
-// stderr line per HTTP request (`<METHOD> session=<id|-> <jsonrpc method>[(<tool>)] ...`) so tests
-// can count calls and a failing test can show them. Exits on SIGTERM/SIGINT.
+// stderr line per HTTP request (`<METHOD> session=<id|-> <jsonrpc method>[(<tool>)] accept=<…>
+// authorization=<…> x-trace=<…>`) so tests can count calls and check the headers a client sent, and
+// a failing test can show them. Exits on SIGTERM/SIGINT.
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -89,7 +90,7 @@ const httpd = http.createServer(async (req, res) => {
     }
     const messages = body === undefined ? [] : [].concat(body);
     const methods = messages.map((m) => (m.method === 'tools/call' ? `tools/call(${m.params?.name})` : m.method ?? (m.result ? 'result' : 'error'))).join(',');
-    console.error(`${req.method} session=${sid ?? '-'} ${methods} accept=${req.headers.accept ?? '-'}`);
+    console.error(`${req.method} session=${sid ?? '-'} ${methods} accept=${req.headers.accept ?? '-'} authorization=${req.headers.authorization ?? '-'} x-trace=${req.headers['x-trace'] ?? '-'}`);
     if (opts.fail_calls > 0 && messages.some((m) => m.method === 'tools/call')) {
       opts.fail_calls--;
       console.error('  → 503 (--fail-calls)');

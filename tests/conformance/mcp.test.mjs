@@ -10,26 +10,21 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { package_bin } from './packages.mjs';
+import { start_http_mcp_server } from './http_mcp_child.mjs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import {
-  scenario, check_event_stream, check_attempt_order, fake_upstream, until, user, wait_mcp_ready as wait_ready,
+  scenario, check_event_stream, check_attempt_order, until, user, wait_mcp_ready as wait_ready,
 } from '../integration/harness.mjs';
 
 const wait_mcp_ready = (troupe, names, timeout_ms = mcp_ready_timeout_ms) => wait_ready(troupe, names, timeout_ms);
-
-const here = path.dirname(fileURLToPath(import.meta.url));
 
 const builtins = ['exec', 'read_file', 'write_file', 'edit_file', 'list_dir'];
 const mcp_ready_timeout_ms = 60_000; // three node servers starting on a loaded 2-core machine
 const run_timeout_ms = 60_000;
 const exit_timeout_ms = 20_000;
 
-// The harness's process wrapper (output capture, describe(), stop()) is its exported classes' base;
-// reuse it for the HTTP MCP server so the scenario cleans it up and failures show its output.
-const harness_child = Object.getPrototypeOf(fake_upstream);
 
 
 const everything_bin = package_bin('@modelcontextprotocol/server-everything');
@@ -153,26 +148,6 @@ function proc_rchar(pid) {
   } catch {
     return null;
   }
-}
-
-// The HTTP MCP server (http_mcp_server.mjs) as a child of the scenario.
-class http_mcp_server extends harness_child {
-  constructor(args) {
-    super('http mcp server', process.execPath, [path.join(here, 'http_mcp_server.mjs'), '--port', '0', ...args], { env: process.env });
-    this.url = null;
-  }
-
-  async ready() {
-    const m = await this.line(/^mcp http listening on (http:\/\/\S+)$/);
-    this.url = m[1];
-    return this;
-  }
-}
-
-async function start_http_mcp_server(s, args = []) {
-  const server = new http_mcp_server(args);
-  s.children.push(server);
-  return server.ready();
 }
 
 scenario('troupe registers every tool of the three reference stdio servers as {server}_{tool} after the built-ins in GET /v1/tools (AS-60, AS-62)', async (s) => {

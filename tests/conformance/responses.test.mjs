@@ -11,6 +11,7 @@
 // harness, which this file reuses).
 import assert from 'node:assert/strict';
 import { package_bin } from './packages.mjs';
+import { start_http_mcp_server } from './http_mcp_child.mjs';
 import OpenAI, { BadRequestError, NotFoundError, OpenAIError } from 'openai';
 import {
   scenario, open_sse, until, upstream_config, wait_mcp_ready,
@@ -828,6 +829,67 @@ for (const protocol of protocols) {
     assert.equal(up_result?.call_id, up_call.call_id, 'the output answers the call');
     assert.equal(up_result.call_id, call.id, 'RS-46: an mcp_call renders with call_id = its item id');
     assert.match(up_result.output, /Echo: hi/, 'the server\'s output reaches the upstream');
+  });
+
+  scenario(`an MCP server the request declares by server_url is reached over streamable HTTP with the request's authorization and headers, listed, called by the gateway, and its credentials are neither echoed nor stored (RS-30, RS-15, RS-32, RS-34)${via}`, async (s) => {
+    const web = await start_http_mcp_server(s);
+    const { up, troupe, client } = await gateway(s, protocol, { mcp: { allow_request_servers: true, allowed_hosts: ['127.0.0.1'] } });
+    await up.script([
+      { tool_calls: [{ id: 'call_echo_1', name: 'mcp__web__echo', arguments: '{"message":"hi"}' }], chunk_size: 4 },
+      { content: 'The web server said hi.' },
+    ]);
+    const tools = [{ type: 'mcp', server_label: 'web', server_url: web.url, require_approval: 'never',
+      authorization: 'tok-secret-123', headers: { 'X-Trace': 'trace-7' } }];
+    const r = await client.responses.create({ model, input: 'Echo hi via the web server.', tools });
+    assert.equal(r.status, 'completed', JSON.stringify(r));
+    assert.deepEqual(r.output.map((i) => i.type), ['mcp_list_tools', 'mcp_call', 'message']);
+    const [list, call] = r.output;
+    assert.equal(list.server_label, 'web');
+    assert.ok(list.tools.some((t) => t.name === 'echo'), `RS-32: ${JSON.stringify(list.tools)}`);
+    assert.equal(call.name, 'echo');
+    assert.equal(call.status, 'completed', JSON.stringify(call));
+    assert.match(call.output, /hi/);
+    assert.equal(r.output_text, 'The web server said hi.');
+
+    // RS-30: every request troupe made carried the credentials; RS-15: the client never sees them again.
+    const lines = web.stderr.split('\n').filter((l) => l.startsWith('POST '));
+    assert.ok(lines.some((l) => l.includes('tools/call(echo)')), web.stderr);
+    assert.ok(lines.every((l) => l.includes('authorization=Bearer tok-secret-123') && l.includes('x-trace=trace-7')), web.stderr);
+    assert.deepEqual(Object.keys(r.tools[0]).filter((k) => k === 'authorization' || k === 'headers'), []);
+    const stored = await client.responses.retrieve(r.id);
+    assert.ok(!JSON.stringify(stored).includes('tok-secret-123'), 'RS-15: the stored response holds no credentials');
+    const reqs = await up.requests();
+    assert.ok(!JSON.stringify(reqs).includes('tok-secret-123'), 'the upstream never sees the MCP credentials');
+    assert.ok(upstream_tool_names(reqs[0]).includes('mcp__web__echo'), `RS-31: ${upstream_tool_names(reqs[0])}`);
+  });
+
+  scenario(`a declared server_url is refused unless mcp.allow_request_servers is on and its host is in mcp.allowed_hosts, and an unreachable one fails the response's listing (RS-30, RS-32)${via}`, async (s) => {
+    const web = await start_http_mcp_server(s);
+    const closed = await start_http_mcp_server(s);
+    const closed_url = closed.url;
+    await closed.stop();
+    const tools = (url) => [{ type: 'mcp', server_label: 'web', server_url: url, require_approval: 'never' }];
+    {
+      const { client } = await gateway(s, protocol);
+      const e = await rejects_with(client.responses.create({ model, input: 'x', tools: tools(web.url) }), BadRequestError,
+        { status: 400, param: 'tools[0].server_url', code: 'invalid_value' });
+      assert.match(e.error.message, /mcp\.allow_request_servers/);
+    }
+    {
+      const { client } = await gateway(s, protocol, { mcp: { allow_request_servers: true, allowed_hosts: ['mcp.example.com'] } });
+      const e = await rejects_with(client.responses.create({ model, input: 'x', tools: tools(web.url) }), BadRequestError,
+        { status: 400, param: 'tools[0].server_url', code: 'invalid_value' });
+      assert.match(e.error.message, /mcp\.allowed_hosts/);
+    }
+    const { up, client } = await gateway(s, protocol, { mcp: { allow_request_servers: true } });
+    const events = await collect(await client.responses.create({ model, input: 'x', tools: tools(closed_url), stream: true }));
+    const { terminal, types } = check_response_stream(events);
+    assert.equal(terminal.status, 'failed');
+    assert.equal(terminal.error.message, "Error retrieving tool list from MCP server: 'web'.");
+    assert.deepEqual(terminal.output.map((i) => i.type), ['mcp_list_tools']);
+    assert.ok(terminal.output[0].error, 'RS-32: the list item carries the error');
+    assert.ok(types.includes('response.mcp_list_tools.failed'), types.join(', '));
+    assert.equal((await up.requests()).length, 0, 'no upstream round without the tool list');
   });
 
   scenario(`require_approval "always" ends turn 1 with an mcp_approval_request, and approving it runs the call first in turn 2 with its approval_request_id (RS-33, RS-46, RS-63)${via}`, async (s) => {

@@ -202,6 +202,20 @@ TEST_CASE("function tool names are checked: pattern, uniqueness, and never mcp__
   CHECK(ok.functions[0].name == "get_weather");
 }
 
+TEST_CASE("a request may declare at most 64 MCP servers", "[responses]") { // RS-30
+  auto servers = [](int n) {
+    std::string tools = "[";
+    for (int i = 0; i < n; ++i)
+      tools += std::string(i ? "," : "") + R"({"type":"mcp","server_label":"s)" + std::to_string(i) + R"("})";
+    return tools + "]";
+  };
+  CHECK(accepted(with("tools", servers(64))).mcp.size() == 64);
+  auto e = rejected(with("tools", servers(65)));
+  CHECK(e.param == "tools");
+  CHECK(e.code == "invalid_value");
+  CHECK(e.message == "A request may declare at most 64 MCP servers; it declares 65.");
+}
+
 TEST_CASE("an input item of an unknown type is rejected at its index", "[responses]") { // RS-14
   auto e = rejected(R"({"model":"m","input":[{"type":"bogus"}]})");
   CHECK(e.code == "invalid_value");
