@@ -4,6 +4,18 @@
 
 namespace troupe::protocol {
 
+namespace {
+
+// Where the first line break (CR or LF) is. string_view::find_first_of calls memchr once per byte
+// of the chunk; two memchr scans do it in a fraction of the time.
+std::size_t line_end(std::string_view chunk) {
+  auto lf = chunk.find('\n');
+  auto cr = chunk.substr(0, lf).find('\r');
+  return cr != std::string_view::npos ? cr : lf;
+}
+
+} // namespace
+
 sse_parser::sse_parser(std::size_t max_line_bytes, std::size_t max_event_bytes)
   : max_line_bytes_(max_line_bytes), max_event_bytes_(max_event_bytes) {
 }
@@ -22,7 +34,7 @@ bool sse_parser::feed(std::string_view chunk, std::vector<sse_event>& out) {
       chunk.remove_prefix(1);
   }
   while (!chunk.empty() && !failed()) {
-    auto end = chunk.find_first_of("\r\n");
+    auto end = line_end(chunk);
     if (end == std::string_view::npos) {
       if (line_.size() + chunk.size() > max_line_bytes_) {
         fail("sse line longer than " + std::to_string(max_line_bytes_) + " bytes");
