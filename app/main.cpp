@@ -175,10 +175,11 @@ int serve(const cli_options& cli) {
   // One scheduler worker per core: CAF's default of at least 4 has idle workers polling for work on
   // small machines. Nothing blocks a worker (the stores and MCP servers are detached actors).
   caf_cfg.set("scheduler.max-threads", static_cast<size_t>(std::max(2u, std::thread::hardware_concurrency())));
-  // One shared queue whose idle workers sleep on a condition variable: the work-stealing default polls
-  // (sleeping 50 us at a time) for a while after every message, and a run streaming a model at its
-  // pace receives a message every few milliseconds, so its workers never stopped polling.
-  caf_cfg.set("scheduler.policy", caf::atom("sharing"));
+  // An idle worker spins briefly, then sleeps on a condition variable until work comes. CAF's default
+  // polls (sleeping 50 us at a time) for 25 ms after every message, and a run streaming a model at
+  // its pace gets one every few milliseconds, so its workers never stopped polling.
+  caf_cfg.set("work-stealing.aggressive-poll-attempts", size_t{20});
+  caf_cfg.set("work-stealing.moderate-poll-attempts", size_t{1});
   caf::actor_system sys{caf_cfg};
   auto store = io::spawn_sqlite_store(sys, cfg.store_path, (std::filesystem::path(cfg.data_dir) / "audit.jsonl").string());
   if (auto err = std::get_if<std::string>(&store)) {
