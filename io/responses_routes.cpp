@@ -408,26 +408,27 @@ void launch(creation_ptr c);
 void await_discovery(caf::event_based_actor* self, creation_ptr c) {
   auto settle = [self, c](bool out_of_time) {
     auto statuses = c->job.declared->servers();
+    // A server has listed its tools, or failed; until then its error reads "starting".
+    auto discovered = [&](const std::string& label) -> const mcp_server_status* {
+      for (auto& s : statuses)
+        if (s.name == label && (s.alive || (!s.error.empty() && s.error != "starting")))
+          return &s;
+      return nullptr;
+    };
+    for (auto& b : c->job.servers)
+      if (b.declared && !discovered(b.label) && !out_of_time)
+        return;
+    mcp_server_status late;
+    std::ostringstream within;
+    within << c->ctx->config.mcp.connect_timeout_seconds;
+    late.error = "no tool list within " + within.str() + " s (mcp.connect_timeout)";
     auto& req = c->job.req;
     for (auto& b : c->job.servers) {
       if (!b.declared)
         continue;
-      auto status = std::find_if(statuses.begin(), statuses.end(), [&](auto& s) { return s.name == b.label; });
-      bool settled = status != statuses.end() && (status->alive || (!status->error.empty() && status->error != "starting"));
-      if (!settled && !out_of_time)
-        return;
-    }
-    for (auto& b : c->job.servers) {
-      if (!b.declared)
-        continue;
       auto d = std::find_if(req.mcp.begin(), req.mcp.end(), [&](auto& m) { return m.server_label == b.label; });
-      auto status = std::find_if(statuses.begin(), statuses.end(), [&](auto& s) { return s.name == b.label; });
-      mcp_server_status late;
-      std::ostringstream within;
-      within << c->ctx->config.mcp.connect_timeout_seconds;
-      late.error = "no tool list within " + within.str() + " s (mcp.connect_timeout)";
-      bool listed = status != statuses.end() && (status->alive || status->error != "starting");
-      if (auto err = bind_tools(b, listed ? *status : late, *d, c->job.history)) {
+      auto status = discovered(b.label);
+      if (auto err = bind_tools(b, status ? *status : late, *d, c->job.history)) {
         c->job.declared->stop();
         return reject(c, *err);
       }
