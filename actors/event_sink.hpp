@@ -4,6 +4,7 @@
 
 #include "protocol/responses_stream.hpp"
 
+#include <functional>
 #include <vector>
 
 namespace troupe {
@@ -13,8 +14,11 @@ public:
   virtual ~event_sink() = default;
   // Queues the events for the client (thread-safe); false once the client is gone.
   virtual bool send(const std::vector<protocol::responses::stream_event>& events) = 0;
-  // More than half of the client's buffer is queued: a foreground run holds back (RS-39).
+  // The client's queue is full (stream.outbound_queue_events, or half its bytes): a foreground run
+  // holds back (RS-39) until `drained` is told.
   virtual bool backlogged() const = 0;
+  // `drained` runs, on any thread, once a queue that backlogged() found full has room again.
+  virtual void on_drained(std::function<void()> drained) = 0;
   // Ends the stream once what is queued is written.
   virtual void finish() = 0;
 };

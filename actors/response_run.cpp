@@ -85,7 +85,6 @@ namespace {
 // enough to keep the upstream read and the client write overlapping.
 constexpr int unacknowledged_window = 8;
 // How soon a backlogged streaming client is looked at again.
-constexpr auto drain_poll = std::chrono::milliseconds(2);
 
 int64_t epoch_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -128,7 +127,6 @@ struct run_state {
   // Delivery.
   caf::actor waiter;             // a foreground response waits for it to take each batch (RS-39)
   std::shared_ptr<event_sink> sink; // the streaming client
-  bool drain_armed = false;
   std::vector<caf::actor> followers;
   int unacknowledged = 0;
   uint64_t acknowledged = 0;
@@ -610,11 +608,7 @@ void on_upstream(run_pointer self, uint64_t id, std::vector<rs::upstream_event>&
       || st.stream->held_bytes() > st.env->limits.held_back_bytes)
     return fail(self, "too much output held back behind a gateway tool call", 0);
   if (st.sink && !st.background() && st.sink->backlogged()) {
-    ++st.deferred_resumes;
-    if (!st.drain_armed) {
-      st.drain_armed = true;
-      self->delayed_send(self, drain_poll, drained_atom::value);
-    }
+    ++st.deferred_resumes; // until the sink says it drained
   } else if (st.unacknowledged >= unacknowledged_window) {
     ++st.deferred_resumes;
   } else if (st.upstream) {
@@ -786,6 +780,10 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
     self->attach_functor([declared] { declared->stop(); });
   st.waiter = std::move(waiter);
   st.sink = std::move(sink);
+  if (st.sink) {
+    response_run_actor me = self;
+    st.sink->on_drained([me] { caf::anon_send(me, drained_atom::value); });
+  }
   for (auto& f : st.job.req.functions)
     st.function_tools.push_back({f.name, f.description, f.parameters, f.strict});
   for (auto& server : st.job.servers)
@@ -827,14 +825,8 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
     },
     [=](drained_atom) {
       auto& s = self->state;
-      s.drain_armed = false;
-      if (s.ended || !s.sink)
-        return;
-      if (s.sink->backlogged()) {
-        s.drain_armed = true;
-        self->delayed_send(self, drain_poll, drained_atom::value);
-        return;
-      }
+      if (s.ended || !s.sink || s.deferred_resumes == 0 || s.sink->backlogged())
+        return; // nothing waits, or the sink tells again once it drains
       ++s.acknowledged;
       if (s.upstream)
         for (; s.deferred_resumes > 0; --s.deferred_resumes)

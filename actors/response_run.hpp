@@ -86,7 +86,7 @@ using response_run_actor = caf::typed_actor<
   caf::reacts_to<disconnect_atom>,
   // The client stall check (RS-39): the acknowledgements counted when it was armed.
   caf::reacts_to<stall_atom, uint64_t>,
-  // A backlogged client is checked again (RS-39).
+  // A backlogged client's queue has room again (RS-39).
   caf::reacts_to<drained_atom>,
   // Adds a subscriber of events with sequence_number > after. A subscriber gets
   // (event_atom, std::vector<stream_event>) — answered with a bool when the run waits on it

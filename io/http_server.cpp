@@ -424,9 +424,12 @@ public:
   std::shared_ptr<event_stream> open_event_stream(header_list headers) override;
   void on_disconnect(std::function<void()> callback) override;
   std::shared_ptr<websocket> upgrade(std::string subprotocol, std::size_t outbox_frames) override;
-  bool send(std::string frame) override;
+  using event_stream::send;
+  bool send(std::string frame, int64_t events) override;
   void finish() override;
   bool backlogged() const override;
+  int64_t queued_events() const override;
+  void on_events_written(std::function<void()> written) override;
 
   // True once respond() was called: a whole answer is on its way and there is nothing to watch.
   bool responded() const { return responded_.load(); }
@@ -491,7 +494,7 @@ public:
     });
   }
 
-  bool send_frame(uint64_t gen, std::string frame) {
+  bool send_frame(uint64_t gen, std::string frame, int64_t events) {
     if (closed_.load())
       return false;
     auto size = static_cast<int64_t>(frame.size());
@@ -506,17 +509,27 @@ public:
       });
       return false;
     }
-    net::post(stream_.get_executor(), [self = shared_from_this(), gen, f = std::move(frame), size]() mutable {
+    queued_events_ += events;
+    net::post(stream_.get_executor(), [self = shared_from_this(), gen, f = std::move(frame), size, events]() mutable {
       if (gen != self->gen_ || self->phase_ != phase::streaming || self->finishing_) {
         self->queued_bytes_ -= size;
+        self->queued_events_ -= events;
         return;
       }
-      self->enqueue(chunk(f), size);
+      self->enqueue(chunk(f), size, events);
     });
     return true;
   }
 
   bool backlogged() const { return queued_bytes_.load() * 2 > state_->options.max_stream_buffer_bytes; }
+  int64_t queued_events() const { return queued_events_.load(); }
+
+  void set_events_written(uint64_t gen, std::function<void()> written) {
+    net::post(stream_.get_executor(), [self = shared_from_this(), gen, written = std::move(written)]() mutable {
+      if (gen == self->gen_)
+        self->events_written_ = std::move(written);
+    });
+  }
 
   void finish_stream(uint64_t gen) {
     net::post(stream_.get_executor(), [self = shared_from_this(), gen] {
@@ -646,8 +659,8 @@ private:
     arm_heartbeat();
   }
 
-  void enqueue(std::string bytes, int64_t counted) {
-    outbox_.push_back({std::move(bytes), counted});
+  void enqueue(std::string bytes, int64_t counted, int64_t events = 0) {
+    outbox_.push_back({std::move(bytes), counted, events});
     last_frame_ = steady_clock::now();
     if (!writing_)
       write_next();
@@ -677,10 +690,15 @@ private:
         self->client_gone();
         return;
       }
+      int64_t events = 0;
       for (std::size_t i = 0; i < count; ++i) {
         self->queued_bytes_ -= self->outbox_.front().counted;
+        events += self->outbox_.front().events;
         self->outbox_.pop_front();
       }
+      self->queued_events_ -= events;
+      if (events > 0 && self->events_written_)
+        self->events_written_();
       self->write_next();
     });
   }
@@ -758,6 +776,7 @@ private:
       return;
     exchange_open_ = false;
     on_disconnect_ = nullptr;
+    events_written_ = nullptr; // it may hold the producer, which holds this session
     --state_->open_exchanges;
   }
 
@@ -782,6 +801,7 @@ private:
   struct queued {
     std::string bytes;
     int64_t counted; // bytes charged against the stream buffer bound
+    int64_t events;  // the producer's events in it (queued_events())
   };
 
   beast::tcp_stream stream_;
@@ -804,6 +824,8 @@ private:
   std::vector<net::const_buffer> gathered_; // the buffers of the write in flight
   steady_clock::time_point last_frame_ = steady_clock::now();
   std::atomic<int64_t> queued_bytes_{0};
+  std::atomic<int64_t> queued_events_{0};
+  std::function<void()> events_written_; // the event stream's producer, told of progress
   std::atomic<bool> closed_{false};
 };
 
@@ -836,8 +858,16 @@ std::shared_ptr<websocket> exchange_impl::upgrade(std::string subprotocol, std::
   return ws;
 }
 
-bool exchange_impl::send(std::string frame) {
-  return session_->send_frame(gen_, std::move(frame));
+bool exchange_impl::send(std::string frame, int64_t events) {
+  return session_->send_frame(gen_, std::move(frame), events);
+}
+
+int64_t exchange_impl::queued_events() const {
+  return session_->queued_events();
+}
+
+void exchange_impl::on_events_written(std::function<void()> written) {
+  session_->set_events_written(gen_, std::move(written));
 }
 
 void exchange_impl::finish() {

@@ -43,8 +43,14 @@ class event_stream {
 public:
   virtual ~event_stream() = default;
   // Queues one frame; false once the stream is closed or the client was dropped for falling
-  // behind (service.max_stream_buffer_bytes).
-  virtual bool send(std::string frame) = 0;
+  // behind (service.max_stream_buffer_bytes). `events` counts the producer's events in the frame
+  // until it is written (queued_events()).
+  virtual bool send(std::string frame, int64_t events) = 0;
+  bool send(std::string frame) { return send(std::move(frame), 0); }
+  // The counted events of the frames queued and not yet written.
+  virtual int64_t queued_events() const = 0;
+  // `written` runs on an I/O thread after each write that took counted events off the queue.
+  virtual void on_events_written(std::function<void()> written) = 0;
   // Ends the response once the queued frames are written.
   virtual void finish() = 0;
   // True while more than half of the client's buffer is queued: a producer that can re-read what it

@@ -197,19 +197,36 @@ caf::behavior sse_relay(caf::stateful_actor<relay_state>* self, std::shared_ptr<
   };
 }
 
-// A streaming client as the run's sink.
-class sse_sink : public event_sink {
+// A streaming client as the run's sink: its queue holds `limit` events (RS-39).
+class sse_sink : public event_sink, public std::enable_shared_from_this<sse_sink> {
 public:
-  explicit sse_sink(std::shared_ptr<event_stream> stream) : stream_(std::move(stream)) {}
+  sse_sink(std::shared_ptr<event_stream> stream, int64_t limit) : stream_(std::move(stream)), limit_(limit) {}
 
   bool send(const std::vector<rs::stream_event>& events) override {
-    return stream_->send(frames_after(events, last_));
+    return stream_->send(frames_after(events, last_), static_cast<int64_t>(events.size()));
   }
-  bool backlogged() const override { return stream_->backlogged(); }
+  bool backlogged() const override {
+    full_ = true; // before looking: a write that frees room from now on tells on_drained
+    bool full = stream_->queued_events() >= limit_ || stream_->backlogged();
+    if (!full)
+      full_ = false;
+    return full;
+  }
+  void on_drained(std::function<void()> drained) override {
+    std::weak_ptr<sse_sink> self = weak_from_this();
+    stream_->on_events_written([self, drained = std::move(drained)] {
+      auto sink = self.lock();
+      if (sink && sink->full_ && sink->stream_->queued_events() < sink->limit_ && !sink->stream_->backlogged()
+          && sink->full_.exchange(false))
+        drained();
+    });
+  }
   void finish() override { stream_->finish(); }
 
 private:
   std::shared_ptr<event_stream> stream_;
+  const int64_t limit_;
+  mutable std::atomic<bool> full_{false}; // backlogged() said so, and nobody was told of room since
   int64_t last_ = -1;
 };
 
@@ -455,7 +472,7 @@ void launch(creation_ptr c) {
     caf::actor waiter;
     std::shared_ptr<event_sink> sink;
     if (streaming)
-      sink = std::make_shared<sse_sink>(open_stream(*c->ex));
+      sink = std::make_shared<sse_sink>(open_stream(*c->ex), c->ctx->config.responses.outbound_queue_events);
     else
       waiter = sys.spawn(json_waiter, c->ex);
     auto run = spawn_response_run(sys, ctx.env, ctx.live, std::move(c->job), waiter, sink);
@@ -477,7 +494,7 @@ void launch(creation_ptr c) {
           auto& ctx = *c->ctx;
           std::shared_ptr<event_sink> sink;
           if (streaming)
-            sink = std::make_shared<sse_sink>(open_stream(*c->ex));
+            sink = std::make_shared<sse_sink>(open_stream(*c->ex), c->ctx->config.responses.outbound_queue_events);
           auto id = c->job.id;
           auto run = spawn_response_run(*ctx.sys, ctx.env, ctx.live, std::move(c->job), caf::actor{}, sink);
           if (!streaming)

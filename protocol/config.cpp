@@ -121,6 +121,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   background.integer("max_active", c.responses.background_max_active, 1, 1 << 20);
   auto stream = root.child("stream");
   stream.seconds("client_stall_timeout", c.responses.client_stall_timeout, 0.001);
+  stream.integer("outbound_queue_events", c.responses.outbound_queue_events, 1, 1 << 20);
 
   auto workspaces = root.child("workspaces");
   read_workspaces_config(workspaces, c.workspaces);

@@ -86,6 +86,7 @@ struct responses_config {
   int64_t max_summary_tokens = 4096;              // compaction.max_summary_tokens (RS-51)
   int64_t background_max_active = 64;             // background.max_active (RS-55)
   double client_stall_timeout = 60;               // stream.client_stall_timeout, seconds (RS-39)
+  int64_t outbound_queue_events = 64;             // stream.outbound_queue_events (RS-39)
 };
 
 struct config {

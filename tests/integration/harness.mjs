@@ -382,6 +382,9 @@ export function open_sse(url, { method = 'POST', body, headers = {}, timeout_ms 
           req.destroy();
           res.destroy();
         },
+        // Stops reading the socket (the server's writes back up), and reads on.
+        pause() { res.pause(); },
+        resume() { res.resume(); },
         // Resolves with the first frame satisfying pred (already received or future).
         wait_for(pred, ms = start_timeout_ms) {
           const hit = frames.find(pred);

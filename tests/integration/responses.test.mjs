@@ -592,6 +592,31 @@ scenario('a background stream client that drops after event k and reconnects wit
 });
 
 // ---------------------------------------------------------------------------------------------
+// RS-39: backpressure
+
+scenario('a foreground client that stops reading holds the upstream read back instead of being buffered for: with a client buffer far smaller than the stream, it still gets every event once it reads again (RS-39)', async (s) => {
+  const buffer_bytes = 256 * 1024;
+  const { up, troupe } = await gateway(s, { config: { service: { max_stream_buffer_bytes: buffer_bytes } } });
+  const text = 'abcd'.repeat(20_000); // 20,000 deltas: about 4.6 MB of client frames
+  await up.script([{ content: text, chunk_size: 4 }]);
+  const st = await stream_create(troupe, { input: 'A long answer, please.' });
+  assert.equal(st.status, 200);
+  await st.wait_for((f) => f.json?.type === 'response.output_text.delta');
+  st.pause();
+  // Unread, the stream would outgrow the client's buffer many times over within this pause.
+  await new Promise((r) => setTimeout(r, 1500));
+  st.resume();
+  const events = await finished_events(st, 'the paused stream');
+  const terminal = assert_one_terminal(events, 'response.completed', 'the paused stream');
+  const deltas = events.filter((e) => e.json.type === 'response.output_text.delta');
+  assert.equal(deltas.length, 20_000);
+  assert.equal(deltas.map((e) => e.json.delta).join(''), text);
+  assert.equal(terminal.response.output[0].content[0].text, text);
+  assert_contiguous(events, 0, 'the paused stream');
+  assert.ok(!troupe.stderr.includes('dropping a slow event-stream client'), troupe.stderr);
+});
+
+// ---------------------------------------------------------------------------------------------
 // RS-54: one run per conversation
 
 scenario('while a response runs on a conversation a second response, an item create and an item delete on it are 409 conversation_locked; after the run a new response on it works and sees the whole history (RS-54)', async (s) => {

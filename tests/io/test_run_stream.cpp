@@ -98,12 +98,15 @@ public:
     if (gone)
       gone();
   }
-  bool send(std::string frame) override {
+  using io::event_stream::send;
+  bool send(std::string frame, int64_t) override {
     std::lock_guard<std::mutex> lock(mu_);
     frames_.push_back(std::move(frame));
     cv_.notify_all();
     return true;
   }
+  int64_t queued_events() const override { return 0; }
+  void on_events_written(std::function<void()>) override {}
   void finish() override {
     std::lock_guard<std::mutex> lock(mu_);
     finished_ = true;

@@ -62,9 +62,11 @@ TEST_CASE("the Responses executor's limits default to the spec's and are read fr
   CHECK(defaults.value.responses.max_summary_tokens == 4096);
   CHECK(defaults.value.responses.background_max_active == 64);
   CHECK(defaults.value.responses.client_stall_timeout == 60);
+  CHECK(defaults.value.responses.outbound_queue_events == 64);
   auto r = parse(R"({"executor":{"max_rounds":3,"max_concurrent_gateway_calls":2,"gateway_tool_timeout":1.5,
                      "max_tool_output_bytes":4096},"compaction":{"default_threshold":500,"max_summary_tokens":256},
-                     "background":{"max_active":8},"stream":{"client_stall_timeout":5}})");
+                     "background":{"max_active":8},"stream":{"client_stall_timeout":5,
+                     "outbound_queue_events":16}})");
   REQUIRE(r.ok());
   CHECK(r.value.responses.max_rounds == 3);
   CHECK(r.value.responses.max_concurrent_gateway_calls == 2);
@@ -74,6 +76,7 @@ TEST_CASE("the Responses executor's limits default to the spec's and are read fr
   CHECK(r.value.responses.max_summary_tokens == 256);
   CHECK(r.value.responses.background_max_active == 8);
   CHECK(r.value.responses.client_stall_timeout == 5);
+  CHECK(r.value.responses.outbound_queue_events == 16);
   auto bad = parse(R"({"executor":{"max_rounds":0}})");
   REQUIRE(bad.errors.size() == 1);
   CHECK(bad.errors[0].rfind("executor.max_rounds: expected an integer 1..", 0) == 0);
