@@ -297,6 +297,14 @@ void abandon(run_pointer self) {
 
 void watch_stall(run_pointer self);
 
+// Lets the upstream read go on for every batch taken while the client was behind.
+void resume_deferred(run_state& st) {
+  if (!st.upstream)
+    return;
+  for (; st.deferred_resumes > 0; --st.deferred_resumes)
+    st.upstream->resume();
+}
+
 void deliver(run_pointer self, std::vector<rs::stream_event> events) {
   auto& st = self->state;
   if (events.empty())
@@ -328,9 +336,8 @@ void deliver(run_pointer self, std::vector<rs::stream_event> events) {
         auto& s = self->state;
         ++s.acknowledged;
         --s.unacknowledged;
-        if (s.unacknowledged < unacknowledged_window && s.upstream)
-          for (; s.deferred_resumes > 0; --s.deferred_resumes)
-            s.upstream->resume();
+        if (s.unacknowledged < unacknowledged_window)
+          resume_deferred(s);
       },
       [self](caf::error&) { abandon(self); });
 }
@@ -611,8 +618,9 @@ void on_upstream(run_pointer self, uint64_t id, std::vector<rs::upstream_event>&
     ++st.deferred_resumes; // until the sink says it drained
   } else if (st.unacknowledged >= unacknowledged_window) {
     ++st.deferred_resumes;
-  } else if (st.upstream) {
-    st.upstream->resume();
+  } else {
+    ++st.deferred_resumes;
+    resume_deferred(st); // batches held back earlier too: there is room now
   }
 }
 
@@ -828,9 +836,7 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
       if (s.ended || !s.sink || s.deferred_resumes == 0 || s.sink->backlogged())
         return; // nothing waits, or the sink tells again once it drains
       ++s.acknowledged;
-      if (s.upstream)
-        for (; s.deferred_resumes > 0; --s.deferred_resumes)
-          s.upstream->resume();
+      resume_deferred(s);
     },
     [=](subscribe_atom, caf::actor who, int64_t after) {
       auto& s = self->state;

@@ -206,11 +206,10 @@ public:
     return stream_->send(frames_after(events, last_), static_cast<int64_t>(events.size()));
   }
   bool backlogged() const override {
-    full_ = true; // before looking: a write that frees room from now on tells on_drained
-    bool full = stream_->queued_events() >= limit_ || stream_->backlogged();
-    if (!full)
-      full_ = false;
-    return full;
+    // Set before looking, and cleared only by the notice: a write that makes room after this call
+    // always tells on_drained (at worst once more than needed).
+    full_ = true;
+    return stream_->queued_events() >= limit_ || stream_->backlogged();
   }
   void on_drained(std::function<void()> drained) override {
     std::weak_ptr<sse_sink> self = weak_from_this();
@@ -226,7 +225,7 @@ public:
 private:
   std::shared_ptr<event_stream> stream_;
   const int64_t limit_;
-  mutable std::atomic<bool> full_{false}; // backlogged() said so, and nobody was told of room since
+  mutable std::atomic<bool> full_{false}; // backlogged() was asked, and nobody was told of room since
   int64_t last_ = -1;
 };
 
