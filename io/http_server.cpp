@@ -498,8 +498,11 @@ public:
     if (closed_.load())
       return false;
     auto size = static_cast<int64_t>(frame.size());
-    if (queued_bytes_.fetch_add(size) + size > state_->options.max_stream_buffer_bytes) {
-      // A client that cannot keep up is dropped rather than buffered without bound.
+    auto before = queued_bytes_.fetch_add(size);
+    // A client that cannot keep up is dropped rather than buffered without bound. Counted frames come
+    // from a producer that paces itself by queued_events(), and a frame into an empty queue is no sign
+    // of a slow client: neither is dropped for its size, however large one event is.
+    if (events == 0 && before > 0 && before + size > state_->options.max_stream_buffer_bytes) {
       net::post(stream_.get_executor(), [self = shared_from_this(), gen] {
         if (gen == self->gen_) {
           spdlog::warn("http: dropping a slow event-stream client (buffer over {} bytes)",

@@ -44,7 +44,8 @@ public:
   virtual ~event_stream() = default;
   // Queues one frame; false once the stream is closed or the client was dropped for falling
   // behind (service.max_stream_buffer_bytes). `events` counts the producer's events in the frame
-  // until it is written (queued_events()).
+  // until it is written (queued_events()); a producer that counts its events paces itself by them,
+  // so its frames are never dropped for size.
   virtual bool send(std::string frame, int64_t events) = 0;
   bool send(std::string frame) { return send(std::move(frame), 0); }
   // The counted events of the frames queued and not yet written.

@@ -61,7 +61,13 @@ async function finished_events(stream, what = 'the stream', timeout_ms = 60_000)
   return events.map((f) => ({ event: f.event, json: f.json }));
 }
 
-const types = (events) => events.map((e) => e.json.type).join(', ');
+// Event types for a failure message; a long stream is shown by its ends.
+function types(events) {
+  const names = events.map((e) => e.json.type);
+  if (names.length <= 12)
+    return names.join(', ');
+  return `${names.slice(0, 4).join(', ')}, … (${names.length - 10} more), ${names.slice(-6).join(', ')}`;
+}
 
 // RS-37.1: sequence numbers rise by exactly 1 from `first`.
 function assert_contiguous(events, first, what) {
@@ -613,6 +619,21 @@ scenario('a foreground client that stops reading holds the upstream read back in
   assert.equal(deltas.map((e) => e.json.delta).join(''), text);
   assert.equal(terminal.response.output[0].content[0].text, text);
   assert_contiguous(events, 0, 'the paused stream');
+  assert.ok(!troupe.stderr.includes('dropping a slow event-stream client'), troupe.stderr);
+});
+
+scenario('a streamed response whose final events are each larger than the client buffer still reaches the client whole (RS-39)', async (s) => {
+  const buffer_bytes = 64 * 1024;
+  const { troupe, up } = await gateway(s, { config: { service: { max_stream_buffer_bytes: buffer_bytes } } });
+  // output_text.done, content_part.done, output_item.done and response.completed each carry the text.
+  const text = 'x'.repeat(100_000);
+  await up.script([{ content: text, chunk_size: 4_000 }]);
+  const st = await stream_create(troupe, { input: 'A long answer, please.' });
+  assert.equal(st.status, 200);
+  const events = await finished_events(st, 'the stream');
+  const terminal = assert_one_terminal(events, 'response.completed', 'the stream');
+  assert.equal(terminal.response.output[0].content[0].text, text);
+  assert_contiguous(events, 0, 'the stream');
   assert.ok(!troupe.stderr.includes('dropping a slow event-stream client'), troupe.stderr);
 });
 
