@@ -5,6 +5,7 @@
 #include "protocol/agent_loop.hpp"
 #include "protocol/json.hpp"
 #include "protocol/redaction.hpp"
+#include "protocol/responses_request.hpp"
 #include "protocol/timestamp.hpp"
 #include "protocol/workspace_path.hpp"
 
@@ -43,7 +44,8 @@ struct run_state {
   std::string workspace_dir;
   std::string model_name;
   std::vector<protocol::tool_schema> visible_tools;
-  std::vector<protocol::chat_message> conversation;
+  std::string system_prompt;
+  std::vector<protocol::responses::item> history; // the item model; the model reads chat messages of it
   clock::time_point started = clock::now();
   std::string created_at;
 
@@ -130,6 +132,11 @@ struct run_state {
       self->send(current_tool, cancel_atom::value);
   }
 
+  void append(const protocol::chat_message& m) {
+    for (auto& it : protocol::responses::items_of({m}))
+      history.push_back(std::move(it));
+  }
+
   double since_start_ms() const { return protocol::elapsed_ms(started, clock::now()); }
 
   void start() {
@@ -142,10 +149,9 @@ struct run_state {
       for (auto& t : env->tools->tools())
         if (tool_policy.visible(t.name)) // AS-31: hidden tools are never offered
           visible_tools.push_back(std::move(t));
-    conversation.push_back(protocol::text_message("system", protocol::system_prompt(visible_tools)));
-    for (auto& m : protocol::clean_history(spec.request.history))
-      conversation.push_back(std::move(m));
-    conversation.push_back(protocol::text_message("user", spec.request.query));
+    system_prompt = protocol::system_prompt(visible_tools);
+    history = protocol::responses::items_of(protocol::clean_history(spec.request.history));
+    append(protocol::text_message("user", spec.request.query));
 
     auto e = make_event("session_start", spec.request.query);
     e.metadata = protocol::json::object([&](writer& w) {
@@ -180,7 +186,9 @@ struct run_state {
     ++step;
     protocol::model_request req;
     req.model = model_name;
-    req.messages = conversation;
+    req.messages.push_back(protocol::text_message("system", system_prompt));
+    for (auto& m : protocol::responses::chat_messages(history))
+      req.messages.push_back(std::move(m));
     req.tools = visible_tools;
     req.temperature = spec.request.temperature;
     req.top_p = spec.request.top_p;
@@ -262,9 +270,8 @@ struct run_state {
     emit(std::move(end));
 
     auto assistant = protocol::text_message("assistant", reply.content);
-    assistant.content_null = reply.content.empty() && !reply.tool_calls.empty();
     assistant.tool_calls = reply.tool_calls;
-    conversation.push_back(std::move(assistant));
+    append(assistant);
     if (reply.tool_calls.empty()) {
       finish_completed(reply.content.empty() ? latest_step_text : reply.content, "final_answer");
       return;
@@ -484,8 +491,7 @@ struct run_state {
     }
     auto tool_msg = protocol::text_message("tool", std::move(output));
     tool_msg.tool_call_id = c.id;
-    tool_msg.name = c.name;
-    conversation.push_back(std::move(tool_msg));
+    append(tool_msg);
     ++next_call;
     run_next_tool();
   }

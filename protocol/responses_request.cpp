@@ -1211,20 +1211,74 @@ model_request chat_model_request(const round_request& r) {
   auto system = r.system_override ? r.system_override : r.req->instructions;
   if (system)
     out.messages.push_back(text_message("system", *system));
-  for (auto& it : model_view(r.history)) {
+  for (auto& m : chat_messages(r.history))
+    out.messages.push_back(std::move(m));
+  return out;
+}
+
+std::vector<chat_message> chat_messages(const std::vector<item>& history) {
+  std::vector<chat_message> out;
+  std::map<std::string, std::string> names; // call_id → the called tool
+  for (auto& it : model_view(history)) {
     if (it.type == "message") {
-      out.messages.push_back(text_message(it.role == "assistant" ? "assistant" : it.role == "user" ? "user" : "system",
-                                          message_text(it)));
+      out.push_back(text_message(it.role == "assistant" ? "assistant" : it.role == "user" ? "user" : "system",
+                                 message_text(it)));
     } else if (it.type == "function_call") {
-      if (out.messages.empty() || out.messages.back().role != "assistant") {
-        out.messages.push_back(text_message("assistant", ""));
-        out.messages.back().content_null = true;
-      }
-      out.messages.back().tool_calls.push_back({it.call_id, it.name, it.arguments});
+      if (out.empty() || out.back().role != "assistant")
+        out.push_back(text_message("assistant", ""));
+      out.back().content_null = out.back().content.empty();
+      out.back().tool_calls.push_back({it.call_id, it.name, it.arguments});
+      names[it.call_id] = it.name;
     } else if (it.type == "function_call_output") {
       auto m = text_message("tool", output_text_of(it));
       m.tool_call_id = it.call_id;
-      out.messages.push_back(std::move(m));
+      if (auto n = names.find(it.call_id); n != names.end())
+        m.name = n->second;
+      out.push_back(std::move(m));
+    }
+  }
+  return out;
+}
+
+std::vector<item> items_of(const std::vector<chat_message>& messages) {
+  std::vector<item> out;
+  auto message = [&](const std::string& role, const char* part, const std::string& text) {
+    item m;
+    m.type = "message";
+    m.id = mint_item_id("message");
+    m.role = role;
+    m.status = "completed";
+    m.content.push_back({part, text, {}, "auto"});
+    out.push_back(std::move(m));
+  };
+  for (auto& m : messages) {
+    if (m.role == "tool") {
+      item o;
+      o.type = "function_call_output";
+      o.id = mint_item_id("function_call_output");
+      o.call_id = m.tool_call_id;
+      o.output = json::quote(m.content);
+      o.status = "completed";
+      out.push_back(std::move(o));
+    } else if (m.role == "assistant") {
+      // Calls join the assistant message before them, so a message of calls alone that follows
+      // another assistant turn keeps its own (empty) message.
+      bool follows_assistant = !out.empty() && (out.back().type == "function_call"
+                                                || (out.back().type == "message" && out.back().role == "assistant"));
+      if (!m.content.empty() || m.tool_calls.empty() || follows_assistant)
+        message("assistant", "output_text", m.content);
+      for (auto& c : m.tool_calls) {
+        item fc;
+        fc.type = "function_call";
+        fc.id = mint_item_id("function_call");
+        fc.call_id = c.id;
+        fc.name = c.name;
+        fc.arguments = c.arguments;
+        fc.status = "completed";
+        out.push_back(std::move(fc));
+      }
+    } else {
+      message(m.role, "input_text", m.content);
     }
   }
   return out;

@@ -136,6 +136,13 @@ std::string render_responses_request(const round_request& r);
 // A round as the agent loop's chat request: what the built-in scripted model answers.
 model_request chat_model_request(const round_request& r);
 
+// The chat messages a history renders as (its model view, without a system message): a
+// function_call joins the assistant message before it, a function_call_output is a tool message
+// named after its call.
+std::vector<chat_message> chat_messages(const std::vector<item>& history);
+// Chat messages in the item model: the agent service's history as the one loop keeps it.
+std::vector<item> items_of(const std::vector<chat_message>& messages);
+
 // The user message that asks for a hand-off summary (RS-51, RS-52).
 item compaction_request();
 // The window after a summary (RS-51, RS-52): the history's user messages under new ids, in order,

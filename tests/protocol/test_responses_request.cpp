@@ -534,3 +534,68 @@ TEST_CASE("the token estimate follows the RS-51 formula", "[responses]") { // RS
   CHECK(estimate_tokens({}, "") == 0);
   CHECK(estimate_tokens({message("user", "abcde")}, "") == 2 + 12 + 7);
 }
+
+namespace {
+
+using troupe::protocol::chat_message;
+
+chat_message chat(std::string role, std::string content, std::vector<troupe::protocol::tool_call> calls = {}) {
+  auto m = troupe::protocol::text_message(std::move(role), std::move(content));
+  m.tool_calls = std::move(calls);
+  return m;
+}
+
+chat_message tool_reply(std::string call_id, std::string name, std::string content) {
+  auto m = chat("tool", std::move(content));
+  m.tool_call_id = std::move(call_id);
+  m.name = std::move(name);
+  return m;
+}
+
+// What the upstream tells apart: role, text (null kept), calls, and a tool message's call and name.
+std::string shape(const std::vector<chat_message>& messages) {
+  std::string out;
+  for (auto& m : messages) {
+    out += m.role + ":" + (m.content_null ? "null" : "'" + m.content + "'");
+    for (auto& c : m.tool_calls)
+      out += " call(" + c.id + "," + c.name + "," + c.arguments + ")";
+    if (!m.tool_call_id.empty())
+      out += " for(" + m.tool_call_id + "," + m.name + ")";
+    out += "\n";
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("the agent service's chat history survives the item model: each message renders back as it came", "[responses]") { // AS-19
+  std::vector<chat_message> history = {
+    chat("user", "q1"),
+    chat("assistant", "thinking"),
+    chat("assistant", "", {{"c1", "list_dir", "{}"}}),
+    tool_reply("c1", "list_dir", "a.txt"),
+    chat("assistant", "two at once", {{"c2", "read", "{\"p\":1}"}, {"c3", "read", "{\"p\":2}"}}),
+    tool_reply("c2", "read", "one"),
+    tool_reply("c3", "read", "{\"json\":\"as text\"}"),
+    chat("assistant", "", {{"c4", "f", "{}"}}),
+    tool_reply("c4", "f", ""),
+    chat("assistant", "", {{"c5", "g", "{}"}}),
+    tool_reply("c5", "g", "x"),
+    chat("assistant", "a1"),
+    chat("user", "q2"),
+  };
+  history[2].content_null = history[7].content_null = history[9].content_null = true;
+  auto items = items_of(history);
+  CHECK(items.size() == 16); // 13 messages, 5 calls, minus 3 calls-only messages, plus the one after "thinking"
+  CHECK(shape(chat_messages(items)) == shape(history));
+}
+
+TEST_CASE("calls-only assistant turns that follow each other stay separate turns", "[responses]") { // AS-19
+  std::vector<chat_message> history = {
+    chat("user", "q"),
+    chat("assistant", "", {{"a", "f", "{}"}}),
+    chat("assistant", "", {{"b", "f", "{}"}}),
+  };
+  history[1].content_null = history[2].content_null = true;
+  CHECK(shape(chat_messages(items_of(history))) == shape(history));
+}
