@@ -842,8 +842,15 @@ void compacted(caf::stateful_actor<compaction_state>* self) {
   c.response.previous_response_id = st.req.previous_response_id;
   auto ex = st.ex;
   self->request(st.ctx->env->store, ask_timeout, save_response_atom::value, std::move(c))
-    .then([=](int64_t) { ex->respond(json_response(200, snapshot)); },
-          [=](caf::error& err) { ex->respond(api_response(store_failure(err))); });
+    .then(
+      [=](int64_t) {
+        ex->respond(json_response(200, snapshot));
+        self->quit(); // a live actor would keep the actor system, and so shutdown, waiting
+      },
+      [=](caf::error& err) {
+        ex->respond(api_response(store_failure(err)));
+        self->quit();
+      });
 }
 
 caf::behavior compaction(caf::stateful_actor<compaction_state>* self, ctx_ptr ctx, std::shared_ptr<http_exchange> ex,

@@ -151,6 +151,10 @@ scenario('the first entry whose models match wins, and "*" on an entry or on the
   assert.equal(summary.status, 200, summary.text);
   assert.deepEqual(await seen(fallback), ['/v1/responses any-name', '/v1/responses gpt-4o', '/v1/responses unlisted']);
   assert.deepEqual(await seen(first), ['/v1/responses beta']);
+
+  // A finished compaction leaves nothing behind that would hold shutdown up.
+  const exit = await troupe.stop('SIGTERM', 10_000);
+  assert.deepEqual(exit, { code: 0, signal: null }, 'troupe exits on SIGTERM after serving /v1/responses/compact');
 });
 
 scenario('check-config refuses discover_models:true and a model.upstreams entry without base_url, naming each field path', async (s) => {
