@@ -13,6 +13,7 @@
 #include "io/openai_chat_client.hpp"
 #include "io/policy_routes.hpp"
 #include "io/responses_routes.hpp"
+#include "io/routing_upstream_port.hpp"
 #include "io/run_routes.hpp"
 #include "io/scripted_model_port.hpp"
 #include "io/sqlite_response_store.hpp"
@@ -114,7 +115,8 @@ int report_errors(const protocol::config_result& r, const cli_options& cli) {
   return 2;
 }
 
-// One adapter serves both ports: the agent loop's and the Responses executor's rounds.
+// The default upstream's adapter serves both ports: the agent loop's and the Responses executor's
+// rounds. model.upstreams[] entries and a model.models list put a router in front of the latter.
 struct model_ports {
   std::shared_ptr<model_port> model;
   std::shared_ptr<upstream_port> upstream;
@@ -125,7 +127,7 @@ model_ports ports_of(std::shared_ptr<Adapter> adapter) {
   return {adapter, adapter};
 }
 
-model_ports make_model_ports(const protocol::config& c) {
+model_ports default_model_ports(const protocol::config& c) {
   if (c.model.provider == "openai") {
     io::openai_chat_options o;
     o.base_url = c.model.base_url;
@@ -138,6 +140,38 @@ model_ports make_model_ports(const protocol::config& c) {
   }
   auto book = protocol::script_book::parse(c.model.script, c.model.scripts);
   return ports_of(std::make_shared<io::scripted_model_port>(std::get<protocol::script_book>(std::move(book))));
+}
+
+// An upstreams[] entry's adapter; retries follow model.max_retries, as Appendix A gives entries none.
+std::shared_ptr<upstream_port> entry_port(const protocol::upstream_config& u, const protocol::config& c) {
+  io::openai_chat_options o;
+  o.base_url = u.base_url;
+  o.api_key = u.api_key;
+  o.timeout_seconds = static_cast<int>(std::max(1.0, u.timeout_seconds));
+  o.max_retries = c.model.max_retries;
+  o.stream = u.stream;
+  o.protocol = u.protocol;
+  o.chat.developer_role = u.developer_role;
+  o.chat.replay_reasoning = u.replay_reasoning;
+  o.chat.max_tokens_field = u.max_tokens_field;
+  return std::make_shared<io::openai_chat_client>(o);
+}
+
+model_ports make_model_ports(const protocol::config& c) {
+  auto ports = default_model_ports(c);
+  if (c.model.upstreams.empty() && c.model.models.any)
+    return ports; // the default upstream serves every model name
+  std::vector<io::routing_upstream_port::route> routes;
+  for (auto& u : c.model.upstreams) {
+    routes.push_back({u.models, entry_port(u, c)});
+    std::string names = u.models.any ? "every model" : "";
+    for (auto& n : u.models.names)
+      names += (names.empty() ? "" : ", ") + n;
+    spdlog::info("serve: upstream '{}' ({} at {}) serves {}", u.name, u.protocol, u.base_url, names);
+  }
+  routes.push_back({c.model.models, ports.upstream});
+  ports.upstream = std::make_shared<io::routing_upstream_port>(std::move(routes));
+  return ports;
 }
 
 int check_config(const cli_options& cli) {

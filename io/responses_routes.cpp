@@ -7,6 +7,7 @@
 #include "io/route_ask.hpp"
 #include "protocol/ids.hpp"
 #include "protocol/json.hpp"
+#include "protocol/model_routing.hpp"
 #include "protocol/responses_replay.hpp"
 #include "protocol/sse.hpp"
 
@@ -14,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <variant>
@@ -29,6 +31,7 @@ struct context {
   std::shared_ptr<const response_environment> env;
   std::shared_ptr<live_responses> live;
   protocol::config config;
+  std::vector<protocol::model_names> model_routes; // Appendix A, in routing order
 };
 using ctx_ptr = std::shared_ptr<const context>;
 
@@ -76,6 +79,14 @@ bool authorized(const context& ctx, const http_request& req) {
   auto given = auth.substr(7);
   return std::find(tokens.begin(), tokens.end(), given) != tokens.end()
          || std::find(keys.begin(), keys.end(), given) != keys.end();
+}
+
+// RS-2: a model no upstream serves is refused before any run starts, so a stream:true request gets
+// plain JSON (RS-1).
+std::optional<rs::api_error> unroutable(const context& ctx, const std::string& model) {
+  if (protocol::route_model(ctx.model_routes, model))
+    return std::nullopt;
+  return protocol::model_not_found(model);
 }
 
 // Wraps a handler with the RS-3 check.
@@ -605,6 +616,8 @@ void create_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchan
   auto parsed = rs::parse_request(req.body, ctx->config.responses.compact_default_threshold);
   if (auto err = std::get_if<rs::api_error>(&parsed))
     return ex->respond(api_response(*err));
+  if (auto err = unroutable(*ctx, std::get<rs::request>(parsed).model))
+    return ex->respond(api_response(*err));
   auto c = std::make_shared<creation>();
   c->ctx = ctx;
   c->ex = std::move(ex);
@@ -829,8 +842,15 @@ void compacted(caf::stateful_actor<compaction_state>* self) {
   c.response.previous_response_id = st.req.previous_response_id;
   auto ex = st.ex;
   self->request(st.ctx->env->store, ask_timeout, save_response_atom::value, std::move(c))
-    .then([=](int64_t) { ex->respond(json_response(200, snapshot)); },
-          [=](caf::error& err) { ex->respond(api_response(store_failure(err))); });
+    .then(
+      [=](int64_t) {
+        ex->respond(json_response(200, snapshot));
+        self->quit(); // a live actor would keep the actor system, and so shutdown, waiting
+      },
+      [=](caf::error& err) {
+        ex->respond(api_response(store_failure(err)));
+        self->quit();
+      });
 }
 
 caf::behavior compaction(caf::stateful_actor<compaction_state>* self, ctx_ptr ctx, std::shared_ptr<http_exchange> ex,
@@ -892,6 +912,8 @@ caf::behavior compaction(caf::stateful_actor<compaction_state>* self, ctx_ptr ct
 void compact(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
   auto parsed = rs::parse_compact_request(req.body);
   if (auto err = std::get_if<rs::api_error>(&parsed))
+    return ex->respond(api_response(*err));
+  if (auto err = unroutable(*ctx, std::get<rs::request>(parsed).model))
     return ex->respond(api_response(*err));
   ctx->sys->spawn(compaction, ctx, std::move(ex), std::move(std::get<rs::request>(parsed)));
 }
@@ -974,6 +996,7 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
   ctx->env = std::move(env);
   ctx->live = std::move(live);
   ctx->config = config;
+  ctx->model_routes = protocol::routing_order(config.model);
   ctx_ptr c = ctx;
   auto on = [&](const char* method, const char* pattern, auto fn) {
     routes.add(method, pattern, guarded(c, [c, fn](http_request& req, std::shared_ptr<http_exchange> ex) {

@@ -4,6 +4,7 @@
 #include "protocol/json.hpp"
 
 #include <cmath>
+#include <set>
 
 namespace troupe::protocol {
 
@@ -50,6 +51,94 @@ void apply_override(json::document& doc, const std::string& assignment, std::vec
     node->SetString(text.c_str(), alloc);
   else
     node->CopyFrom(parsed, alloc);
+}
+
+bool is_http_url(const std::string& url) {
+  return url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+}
+
+// `"*"` or a list of model names (responses.md Appendix A). An upstreams[] entry with an empty list
+// could never serve anything, so only model.models may be empty.
+void read_model_names(config_reader& r, const char* key, model_names& into, bool empty_ok) {
+  auto v = r.find(key);
+  if (!v)
+    return;
+  if (v->IsString() && std::string_view(v->GetString(), v->GetStringLength()) == "*") {
+    into = model_names{};
+    return;
+  }
+  if (!v->IsArray()) {
+    r.fail(key, R"(expected "*" (every model) or an array of model names such as ["qwen3"])", *v);
+    return;
+  }
+  model_names out;
+  out.any = false;
+  for (rapidjson::SizeType i = 0; i < v->Size(); ++i) {
+    auto& item = (*v)[i];
+    auto path = r.path_of(key) + "[" + std::to_string(i) + "]";
+    std::string_view name = item.IsString() ? std::string_view(item.GetString(), item.GetStringLength()) : "";
+    if (name.empty())
+      r.errors().push_back(path + ": expected a non-empty model name, got " + json_preview(item));
+    else if (name == "*")
+      r.errors().push_back(path + R"(: "*" means every model only on its own; write "*" instead of the list)");
+    else
+      out.names.emplace_back(name);
+  }
+  if (out.names.empty() && v->Empty() && !empty_ok)
+    r.error(key, R"(expected at least one model name, or "*" for every model)");
+  into = std::move(out);
+}
+
+// model.upstreams[] (responses.md Appendix A). Unknown keys are ignored, as in every other section.
+void read_upstreams(config_reader& model, std::vector<upstream_config>& into) {
+  auto v = model.find("upstreams");
+  if (!v)
+    return;
+  if (!v->IsArray()) {
+    model.fail("upstreams", "expected an array of upstream objects", *v);
+    return;
+  }
+  std::set<std::string> names;
+  for (rapidjson::SizeType i = 0; i < v->Size(); ++i) {
+    auto path = model.path_of("upstreams") + "[" + std::to_string(i) + "]";
+    auto& entry = (*v)[i];
+    if (!entry.IsObject()) {
+      model.errors().push_back(path + ": expected an object, got " + json_preview(entry));
+      continue;
+    }
+    config_reader r(&entry, path, model.errors());
+    upstream_config u;
+    if (!r.find("name"))
+      r.error("name", "required: a name for this upstream, unique among model.upstreams");
+    else if (r.string("name", u.name) && u.name.empty())
+      r.fail("name", "expected a non-empty string", *r.find("name"));
+    else if (!u.name.empty() && !names.insert(u.name).second)
+      r.error("name", "duplicate upstream name " + json::quote(u.name));
+    if (!r.find("protocol"))
+      r.error("protocol", R"(required: "responses" or "chat_completions")");
+    r.one_of("protocol", u.protocol, {"responses", "chat_completions"});
+    if (!r.find("base_url"))
+      r.error("base_url", "required: the upstream's URL, e.g. http://127.0.0.1:8000/v1");
+    else if (r.string("base_url", u.base_url) && !is_http_url(u.base_url))
+      r.fail("base_url", "expected a URL starting with http:// or https://", *r.find("base_url"));
+    r.string("api_key", u.api_key);
+    r.string("api_key_env", u.api_key_env);
+    if (!r.find("models"))
+      r.error("models", R"(required: "*" for every model or an array of the model names this upstream serves)");
+    read_model_names(r, "models", u.models, false);
+    // Discovery (GET {base_url}/models at startup) is not built: a silently ignored `true` would
+    // route nothing to this upstream that the operator expected it to serve.
+    bool discover = false;
+    r.boolean("discover_models", discover);
+    if (discover)
+      r.error("discover_models", R"(not supported yet; set it to false and list the model names in "models" (or "*"))");
+    r.boolean("stream", u.stream);
+    r.one_of("developer_role", u.developer_role, {"system", "developer"});
+    r.boolean("replay_reasoning", u.replay_reasoning);
+    r.one_of("max_tokens_field", u.max_tokens_field, {"max_tokens", "max_completion_tokens"});
+    r.seconds("timeout_seconds", u.timeout_seconds, 0.001);
+    into.push_back(std::move(u));
+  }
 }
 
 } // namespace
@@ -144,6 +233,8 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   model.integer("max_tokens", c.model.max_tokens, 1, int64_t{1} << 31);
   model.raw("script", c.model.script, true);
   model.raw("scripts", c.model.scripts, false);
+  read_model_names(model, "models", c.model.models, true);
+  read_upstreams(model, c.model.upstreams);
 
   auto react = root.child("react");
   react.integer("max_iterations", c.react.max_iterations, 1, 100000);
@@ -177,6 +268,9 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   };
   if (c.model.api_key.empty() && !c.model.api_key_env.empty())
     from_env(c.model.api_key_env.c_str(), c.model.api_key);
+  for (auto& u : c.model.upstreams)
+    if (u.api_key.empty() && !u.api_key_env.empty())
+      from_env(u.api_key_env.c_str(), u.api_key);
   std::string env_token;
   from_env("FASTREACT_SERVICE_TOKEN", env_token);
   for (auto* t : {&token, &alias, &env_token}) {
@@ -188,8 +282,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   if (c.model.provider == "openai" && c.model.base_url.empty())
     errors.push_back("model.base_url: expected the upstream's URL (e.g. http://127.0.0.1:11434/v1) when "
                      "model.provider is \"openai\"; set it or TROUPE_MODEL_BASE_URL");
-  if (!c.model.base_url.empty() && c.model.base_url.rfind("http://", 0) != 0
-      && c.model.base_url.rfind("https://", 0) != 0)
+  if (!c.model.base_url.empty() && !is_http_url(c.model.base_url))
     errors.push_back("model.base_url: expected a URL starting with http:// or https://, got \""
                      + c.model.base_url + "\"");
   return result;

@@ -38,6 +38,28 @@ struct service_config {
   std::vector<std::string> service_tokens; // trimmed, non-empty: file token, its alias, env (AS-3)
 };
 
+// The model names an upstream serves on /v1/responses: a list, or every name ("*").
+struct model_names {
+  bool any = true;
+  std::vector<std::string> names;
+};
+
+// One model.upstreams[] entry (responses.md Appendix A). It serves the Responses gateway only; the
+// agent service keeps the default upstream (model.*).
+struct upstream_config {
+  std::string name;
+  std::string protocol; // responses | chat_completions
+  std::string base_url;
+  std::string api_key;  // else read from the variable api_key_env names
+  std::string api_key_env;
+  model_names models;
+  bool stream = true;
+  std::string developer_role = "system";       // system | developer (RS-47)
+  bool replay_reasoning = false;               // RS-47
+  std::string max_tokens_field = "max_tokens"; // max_tokens | max_completion_tokens (RS-47)
+  double timeout_seconds = 600;
+};
+
 struct model_config {
   std::string provider = "scripted"; // scripted | openai
   std::string protocol = "chat_completions";
@@ -51,6 +73,8 @@ struct model_config {
   int64_t max_tokens = 4096;
   std::string script = R"([{"content":"You asked: {{query}}"}])"; // the scripted model's default script
   std::string scripts = "{}"; // named scripts, chosen with model "scripted:<name>"
+  model_names models;          // what the default upstream serves on /v1/responses
+  std::vector<upstream_config> upstreams; // tried in order before the default upstream
 };
 
 struct react_config {
@@ -116,7 +140,7 @@ using env_lookup = std::function<std::optional<std::string>(const std::string&)>
 
 // Reads the file's JSON text (an empty text means all defaults), then applies `--set path=value`
 // overrides, then the environment (TROUPE_MODEL_PROVIDER, TROUPE_MODEL_BASE_URL, TROUPE_MODEL,
-// TROUPE_MODEL_API_KEY, TROUPE_DATA_DIR, FASTREACT_SERVICE_TOKEN, and model.api_key_env's variable).
+// TROUPE_MODEL_API_KEY, TROUPE_DATA_DIR, FASTREACT_SERVICE_TOKEN, and the variables api_key_env names).
 // Flags that name a setting (--host, --port, --data-dir) are applied by the caller afterwards, then
 // `finalize` derives the paths that default from data_dir.
 config_result parse_config(std::string_view json_text, const std::vector<std::string>& set_overrides,

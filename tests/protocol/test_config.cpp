@@ -164,3 +164,138 @@ TEST_CASE("MCP servers are read from mcp.servers with their isolation", "[config
   REQUIRE(dup.errors.size() == 1);
   CHECK(dup.errors[0] == R"(mcp.servers[1].name: duplicate server name "a")");
 }
+
+TEST_CASE("without model.upstreams the default upstream serves every model name", "[config][routing]") {
+  auto r = parse("");
+  REQUIRE(r.ok());
+  CHECK(r.value.model.models.any);
+  CHECK(r.value.model.upstreams.empty());
+}
+
+TEST_CASE("model.upstreams entries are read with Appendix A's defaults", "[config][routing]") {
+  auto r = parse(R"({"model":{"models":["scripted"],"upstreams":[
+    {"name":"vllm","protocol":"responses","base_url":"http://127.0.0.1:8000/v1","models":["qwen3","llama"]},
+    {"name":"rest","protocol":"chat_completions","base_url":"https://api.example.com/v1","models":"*",
+     "api_key":"sk-x","stream":false,"developer_role":"developer","replay_reasoning":true,
+     "max_tokens_field":"max_completion_tokens","timeout_seconds":30}]}})");
+  REQUIRE(r.ok());
+  auto& m = r.value.model;
+  CHECK_FALSE(m.models.any);
+  CHECK(m.models.names == std::vector<std::string>{"scripted"});
+  REQUIRE(m.upstreams.size() == 2);
+  auto& a = m.upstreams[0];
+  CHECK(a.name == "vllm");
+  CHECK(a.protocol == "responses");
+  CHECK(a.base_url == "http://127.0.0.1:8000/v1");
+  CHECK_FALSE(a.models.any);
+  CHECK(a.models.names == std::vector<std::string>{"qwen3", "llama"});
+  CHECK(a.api_key.empty());
+  CHECK(a.stream);
+  CHECK(a.developer_role == "system");
+  CHECK_FALSE(a.replay_reasoning);
+  CHECK(a.max_tokens_field == "max_tokens");
+  CHECK(a.timeout_seconds == 600);
+  auto& b = m.upstreams[1];
+  CHECK(b.models.any);
+  CHECK(b.api_key == "sk-x");
+  CHECK_FALSE(b.stream);
+  CHECK(b.developer_role == "developer");
+  CHECK(b.replay_reasoning);
+  CHECK(b.max_tokens_field == "max_completion_tokens");
+  CHECK(b.timeout_seconds == 30);
+}
+
+TEST_CASE("an upstream's api_key_env names the variable holding its key, and api_key wins over it",
+          "[config][routing]") {
+  auto r = parse(R"({"model":{"upstreams":[
+    {"name":"a","protocol":"responses","base_url":"http://h/v1","models":"*","api_key_env":"A_KEY"},
+    {"name":"b","protocol":"responses","base_url":"http://h/v1","models":"*","api_key_env":"A_KEY","api_key":"own"},
+    {"name":"c","protocol":"responses","base_url":"http://h/v1","models":"*","api_key_env":"UNSET"}]}})",
+                 {{"A_KEY", "sk-a"}});
+  REQUIRE(r.ok());
+  CHECK(r.value.model.upstreams[0].api_key == "sk-a");
+  CHECK(r.value.model.upstreams[1].api_key == "own");
+  CHECK(r.value.model.upstreams[2].api_key.empty());
+}
+
+TEST_CASE("model.upstreams can be given with --set as JSON", "[config][routing]") {
+  auto r = parse("", {}, {R"(model.upstreams=[{"name":"a","protocol":"chat_completions","base_url":"http://h/v1","models":["m"]}])",
+                          R"(model.models=[])"});
+  REQUIRE(r.ok());
+  REQUIRE(r.value.model.upstreams.size() == 1);
+  CHECK(r.value.model.upstreams[0].models.names == std::vector<std::string>{"m"});
+  CHECK_FALSE(r.value.model.models.any); // an empty default list: only the entries serve /v1/responses
+  CHECK(r.value.model.models.names.empty());
+}
+
+TEST_CASE("an upstream entry's missing required fields are each named with what to write", "[config][routing]") {
+  auto r = parse(R"({"model":{"upstreams":[{}]}})");
+  REQUIRE(r.errors.size() == 4);
+  CHECK(r.errors[0] == "model.upstreams[0].name: required: a name for this upstream, unique among model.upstreams");
+  CHECK(r.errors[1] == R"(model.upstreams[0].protocol: required: "responses" or "chat_completions")");
+  CHECK(r.errors[2] == "model.upstreams[0].base_url: required: the upstream's URL, e.g. http://127.0.0.1:8000/v1");
+  CHECK(r.errors[3]
+        == R"(model.upstreams[0].models: required: "*" for every model or an array of the model names this upstream serves)");
+}
+
+TEST_CASE("an upstream entry's bad values name their path, what is expected and what was there", "[config][routing]") {
+  auto r = parse(R"({"model":{"upstreams":[
+    {"name":"a","protocol":"responses","base_url":"http://h/v1","models":"*"},
+    {"name":"b","protocol":"grpc","base_url":"ftp://h","models":"qwen3","stream":"yes",
+     "developer_role":"assistant","replay_reasoning":1,"max_tokens_field":"tokens","timeout_seconds":0}]}})");
+  REQUIRE(r.errors.size() == 8);
+  CHECK(r.errors[0] == R"(model.upstreams[1].protocol: expected one of responses, chat_completions, got "grpc")");
+  CHECK(r.errors[1] == R"(model.upstreams[1].base_url: expected a URL starting with http:// or https://, got "ftp://h")");
+  CHECK(r.errors[2]
+        == R"(model.upstreams[1].models: expected "*" (every model) or an array of model names such as ["qwen3"], got "qwen3")");
+  CHECK(r.errors[3] == R"(model.upstreams[1].stream: expected true or false, got "yes")");
+  CHECK(r.errors[4] == R"(model.upstreams[1].developer_role: expected one of system, developer, got "assistant")");
+  CHECK(r.errors[5] == "model.upstreams[1].replay_reasoning: expected true or false, got 1");
+  CHECK(r.errors[6]
+        == R"(model.upstreams[1].max_tokens_field: expected one of max_tokens, max_completion_tokens, got "tokens")");
+  CHECK(r.errors[7] == "model.upstreams[1].timeout_seconds: expected a number of seconds >= 0.001, got 0");
+}
+
+TEST_CASE("model.upstreams must be an array of objects with unique, non-empty names", "[config][routing]") {
+  auto not_array = parse(R"({"model":{"upstreams":{"name":"a"}}})");
+  REQUIRE(not_array.errors.size() == 1);
+  CHECK(not_array.errors[0] == R"(model.upstreams: expected an array of upstream objects, got {"name":"a"})");
+  auto r = parse(R"({"model":{"upstreams":[3,
+    {"name":"a","protocol":"responses","base_url":"http://h/v1","models":"*"},
+    {"name":"a","protocol":"responses","base_url":"http://h/v1","models":"*"},
+    {"name":"","protocol":"responses","base_url":"http://h/v1","models":"*"}]}})");
+  REQUIRE(r.errors.size() == 3);
+  CHECK(r.errors[0] == "model.upstreams[0]: expected an object, got 3");
+  CHECK(r.errors[1] == R"(model.upstreams[2].name: duplicate upstream name "a")");
+  CHECK(r.errors[2] == R"(model.upstreams[3].name: expected a non-empty string, got "")");
+}
+
+TEST_CASE("model lists hold non-empty names; \"*\" stands alone, and only model.models may be empty",
+          "[config][routing]") {
+  auto r = parse(R"({"model":{"models":["ok",""],"upstreams":[
+    {"name":"a","protocol":"responses","base_url":"http://h/v1","models":[]},
+    {"name":"b","protocol":"responses","base_url":"http://h/v1","models":["x","*",7]}]}})");
+  REQUIRE(r.errors.size() == 4);
+  CHECK(r.errors[0] == R"(model.models[1]: expected a non-empty model name, got "")");
+  CHECK(r.errors[1] == R"(model.upstreams[0].models: expected at least one model name, or "*" for every model)");
+  CHECK(r.errors[2] == R"(model.upstreams[1].models[1]: "*" means every model only on its own; write "*" instead of the list)");
+  CHECK(r.errors[3] == "model.upstreams[1].models[2]: expected a non-empty model name, got 7");
+  auto star = parse(R"({"model":{"models":"*"}})");
+  REQUIRE(star.ok());
+  CHECK(star.value.model.models.any);
+}
+
+TEST_CASE("discover_models: true is refused as not supported yet, with what to do instead", "[config][routing]") {
+  auto r = parse(R"({"model":{"upstreams":[
+    {"name":"a","protocol":"responses","base_url":"http://h/v1","models":"*","discover_models":true},
+    {"name":"b","protocol":"responses","base_url":"http://h/v1","models":"*","discover_models":false}]}})");
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0]
+        == R"(model.upstreams[0].discover_models: not supported yet; set it to false and list the model names in "models" (or "*"))");
+}
+
+TEST_CASE("unknown keys in an upstream entry are ignored, as in every other section", "[config][routing]") {
+  auto r = parse(R"({"model":{"upstreams":[
+    {"name":"a","protocol":"responses","base_url":"http://h/v1","models":"*","comment":"the GPU box"}]}})");
+  CHECK(r.ok());
+}

@@ -1,0 +1,27 @@
+// Which upstream serves a Responses request's model (responses.md Appendix A): the first
+// model.upstreams[] entry whose `models` matches, then the default upstream with model.models; no
+// match is RS-2's model_not_found.
+#pragma once
+
+#include "protocol/config.hpp"
+#include "protocol/responses_items.hpp"
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace troupe::protocol {
+
+bool serves(const model_names& models, std::string_view model);
+
+// The model lists in routing order: each model.upstreams[] entry's, then model.models.
+std::vector<model_names> routing_order(const model_config& m);
+
+// The position in `order` of the first list serving `model`, or nullopt when none does.
+std::optional<std::size_t> route_model(const std::vector<model_names>& order, std::string_view model);
+
+// RS-2: 404 model_not_found, param "model".
+responses::api_error model_not_found(std::string_view model);
+
+} // namespace troupe::protocol
