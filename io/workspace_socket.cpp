@@ -127,6 +127,12 @@ void after_progress(socket_actor* self) {
 
 void pump(socket_actor* self);
 
+// How far the next page may reach: a replay stops at its head, so replay_complete comes between the
+// replayed events and anything appended since (WS-54).
+int64_t replay_bound(const socket_state& st) {
+  return st.replaying ? std::min(st.replay_upto, st.known_head) : st.known_head;
+}
+
 // Behind the ring: a page of the log from the store, unfiltered so the position moves past
 // envelopes the types skip.
 void read_store(socket_actor* self, std::size_t limit) {
@@ -134,7 +140,7 @@ void read_store(socket_actor* self, std::size_t limit) {
   st.reading_store = true;
   workspace_read r;
   r.after_seq = st.position;
-  r.before_seq = st.known_head + 1;
+  r.before_seq = replay_bound(st) + 1;
   r.limit = static_cast<int64_t>(limit);
   self->request(st.surface->logs, std::chrono::seconds(60), read_atom::value, st.key, r)
     .then(
@@ -155,7 +161,10 @@ void read_store(socket_actor* self, std::size_t limit) {
 void pump(socket_actor* self) {
   auto& st = self->state;
   while (st.at == phase::live && !st.reading_store && st.position < st.known_head) {
-    std::size_t limit = st.known_head - st.position;
+    auto bound = replay_bound(st);
+    if (bound <= st.position)
+      return;
+    std::size_t limit = bound - st.position;
     if (st.replaying) {
       auto queued = st.ws->queued();
       if (queued * 2 >= st.outbox) {
@@ -168,7 +177,7 @@ void pump(socket_actor* self) {
       limit = std::min({limit, page_limit, std::max<std::size_t>(1, st.outbox / 2 - queued)});
     }
     std::vector<envelope_ring::entry> entries;
-    if (!st.ring->after(st.position, st.known_head, limit, entries)) {
+    if (!st.ring->after(st.position, bound, limit, entries)) {
       read_store(self, std::min(limit, page_limit));
       return;
     }

@@ -731,7 +731,8 @@ stream_scenario('a command whose event the types filter leaves out still gets it
 
 // WS-54, WS-132, WS-53.
 stream_scenario('a command sent during a long replay gets its result after replay_complete and after its own event', async (s) => {
-  const troupe = await s.troupe();
+  // A small outbox pages the replay, so the command's event is in the log before the last page.
+  const troupe = await s.troupe({ config: { workspaces: { stream: { outbox_frames: 64 } } } });
   const n = 600;
   await publish_many(troupe, 'prod', Array.from({ length: n }, (_, i) => deploy(`r${i}`)));
   const c = s.client(troupe, 'prod');
