@@ -1085,16 +1085,18 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
       w.String("list");
       w.Key("data");
       w.StartArray();
-      w.StartObject();
-      w.Key("id");
-      w.String(ctx->config.model.name.c_str());
-      w.Key("object");
-      w.String("model");
-      w.Key("created");
-      w.Int64(started); // the configured model exists since this process started
-      w.Key("owned_by");
-      w.String("troupe");
-      w.EndObject();
+      for (auto& name : protocol::listed_models(ctx->config.model)) {
+        w.StartObject();
+        w.Key("id");
+        w.String(name.c_str());
+        w.Key("object");
+        w.String("model");
+        w.Key("created");
+        w.Int64(started); // the configured models exist since this process started
+        w.Key("owned_by");
+        w.String("troupe");
+        w.EndObject();
+      }
       w.EndArray();
     });
     ex->respond(json_response(200, body));

@@ -23,6 +23,22 @@ std::optional<std::size_t> route_model(const std::vector<model_names>& order, st
   return std::nullopt;
 }
 
+std::vector<std::string> listed_models(const model_config& m) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& name) {
+    if (std::find(out.begin(), out.end(), name) == out.end())
+      out.push_back(name);
+  };
+  for (auto& u : m.upstreams)
+    for (auto& name : u.models.names)
+      add(name);
+  if (m.models.any)
+    add(m.name);
+  for (auto& name : m.models.names)
+    add(name);
+  return out;
+}
+
 responses::api_error model_not_found(std::string_view model) {
   return {404, "The model '" + std::string(model) + "' does not exist.", "model", "model_not_found"};
 }

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -20,6 +21,10 @@ std::vector<model_names> routing_order(const model_config& m);
 
 // The position in `order` of the first list serving `model`, or nullopt when none does.
 std::optional<std::size_t> route_model(const std::vector<model_names>& order, std::string_view model);
+
+// RS-13: the names GET /v1/models lists, in routing order, each once: every name an entry lists,
+// then the default upstream's (model.name when model.models is "*"). "*" entries add no name.
+std::vector<std::string> listed_models(const model_config& m);
 
 // RS-2: 404 model_not_found, param "model".
 responses::api_error model_not_found(std::string_view model);

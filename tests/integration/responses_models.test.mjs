@@ -104,6 +104,11 @@ scenario('each model reaches exactly the upstream whose entry lists it, over tha
   assert.equal((await chat.requests()).length, 2, 'no unknown model reached the chat upstream');
   assert.equal((await resp.requests()).length, 2, 'no unknown model reached the responses upstream');
 
+  // RS-13: every routable name, in routing order.
+  const models = await troupe.request('GET', '/v1/models');
+  assert.equal(models.status, 200, models.text);
+  assert.deepEqual(models.json.data.map((m) => m.id), ['alpha', 'alpha-mini', 'beta', 'scripted']);
+
   // The agent service stays on the default upstream whatever the model is called.
   const agent = await troupe.chat({ model: 'alpha', messages: [user('hi')] });
   assert.equal(agent.status, 200, agent.text);

@@ -66,3 +66,18 @@ TEST_CASE("model_not_found is RS-2's 404 with the exact message and param model"
   CHECK(responses::error_json(e)
         == R"({"error":{"message":"The model 'gpt-9' does not exist.","type":"invalid_request_error","param":"model","code":"model_not_found"}})");
 }
+
+TEST_CASE("GET /v1/models lists every name an entry routes, then the default upstream's, each once", "[routing]") { // RS-13
+  model_config m;
+  m.name = "qwen3";
+  CHECK(listed_models(m) == std::vector<std::string>{"qwen3"});
+  upstream_config a;
+  a.models = list({"alpha", "beta"});
+  upstream_config any; // "*" adds no name
+  upstream_config b;
+  b.models = list({"beta", "gamma"});
+  m.upstreams = {a, any, b};
+  CHECK(listed_models(m) == std::vector<std::string>{"alpha", "beta", "gamma", "qwen3"});
+  m.models = list({"scripted", "alpha"}); // a list replaces model.name
+  CHECK(listed_models(m) == std::vector<std::string>{"alpha", "beta", "gamma", "scripted"});
+}
