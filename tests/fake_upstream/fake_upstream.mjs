@@ -392,7 +392,9 @@ const server = http.createServer(async (req, res) => {
       if (request === undefined || typeof request !== 'object' || request === null) {
         return send_json(res, 400, { error: { message: 'body is not a JSON object', type: 'invalid_request_error' } });
       }
-      requests.push(Array.isArray(request) ? request : { ...request, path });
+      // The Authorization header is kept when sent, so a test can see which key reached which upstream.
+      const auth = req.headers.authorization ? { authorization: req.headers.authorization } : {};
+      requests.push(Array.isArray(request) ? request : { ...request, path, ...auth });
       return await answer(req, res, request, model_routes.get(path));
     }
     if (req.method === 'POST' && path === '/__script') {

@@ -49,7 +49,7 @@ scenario('each model reaches exactly the upstream whose entry lists it, over tha
         upstreams: [
           entry('chat', 'chat_completions', chat, ['alpha', 'alpha-mini'],
             { developer_role: 'developer', max_tokens_field: 'max_completion_tokens' }),
-          entry('resp', 'responses', resp, ['beta']),
+          entry('resp', 'responses', resp, ['beta'], { api_key: 'sk-resp-entry' }),
         ],
       },
     },
@@ -74,6 +74,9 @@ scenario('each model reaches exactly the upstream whose entry lists it, over tha
   assert.equal(beta.status, 200, beta.text);
   assert.equal(output_text(beta.json), 'from the responses upstream');
   assert.deepEqual(await seen(resp), ['/v1/responses beta']);
+  // Each entry sends its own key, and an entry without one sends none.
+  assert.equal((await resp.requests())[0].authorization, 'Bearer sk-resp-entry');
+  assert.equal((await chat.requests())[0].authorization, undefined);
 
   const mini = await post(troupe, { model: 'alpha-mini', input: 'hi' });
   assert.equal(output_text(mini.json), 'from the chat upstream');
