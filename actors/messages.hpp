@@ -6,6 +6,7 @@
 #include "protocol/approvals.hpp"
 #include "protocol/chat_request.hpp"
 #include "protocol/chat_types.hpp"
+#include "protocol/responses_stream.hpp"
 #include "protocol/runs.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>
@@ -124,4 +125,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::audit_record)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::stored_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::tool_outcome)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::agent_event)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::model_outcome)
+// A model round's events, for the agent loop and the Responses executor alike.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::responses::upstream_event)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::protocol::responses::upstream_event>)

@@ -4,6 +4,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/event_sink.hpp"
+#include "actors/messages.hpp"
 #include "actors/response_store.hpp"
 #include "actors/upstream_port.hpp"
 #include "protocol/mcp.hpp"
@@ -143,5 +144,3 @@ response_run_actor spawn_response_run(caf::actor_system& sys, std::shared_ptr<co
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::response_end)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::responses::stream_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::protocol::responses::stream_event>)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::responses::upstream_event)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::protocol::responses::upstream_event>)

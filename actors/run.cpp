@@ -6,6 +6,7 @@
 #include "protocol/json.hpp"
 #include "protocol/redaction.hpp"
 #include "protocol/responses_request.hpp"
+#include "protocol/round_reply.hpp"
 #include "protocol/timestamp.hpp"
 #include "protocol/workspace_path.hpp"
 
@@ -44,8 +45,9 @@ struct run_state {
   std::string workspace_dir;
   std::string model_name;
   std::vector<protocol::tool_schema> visible_tools;
-  std::string system_prompt;
   std::vector<protocol::responses::item> history; // the item model; the model reads chat messages of it
+  protocol::responses::request model_settings;    // what every round asks of the model
+  std::vector<protocol::responses::upstream_tool> offered;
   clock::time_point started = clock::now();
   std::string created_at;
 
@@ -53,7 +55,8 @@ struct run_state {
   int step = 0;
   uint64_t model_seq = 0; // tags the inference in flight; stale replies are dropped
   clock::time_point model_started;
-  std::shared_ptr<cancel_handle> model_call;
+  std::shared_ptr<upstream_round> model_call;
+  protocol::reply_assembler assembler; // the round in flight, folded into one reply
   protocol::token_usage usage_total;
   std::map<std::string, int64_t> tool_name_counts;
   std::vector<std::string> citations;
@@ -149,7 +152,12 @@ struct run_state {
       for (auto& t : env->tools->tools())
         if (tool_policy.visible(t.name)) // AS-31: hidden tools are never offered
           visible_tools.push_back(std::move(t));
-    system_prompt = protocol::system_prompt(visible_tools);
+    model_settings.model = model_name;
+    model_settings.instructions = protocol::system_prompt(visible_tools);
+    model_settings.temperature = spec.request.temperature;
+    model_settings.top_p = spec.request.top_p;
+    for (auto& t : visible_tools)
+      offered.push_back({t.name, t.description, t.parameters, {}});
     history = protocol::responses::items_of(protocol::clean_history(spec.request.history));
     append(protocol::text_message("user", spec.request.query));
 
@@ -184,30 +192,36 @@ struct run_state {
 
   void infer() {
     ++step;
-    protocol::model_request req;
-    req.model = model_name;
-    req.messages.push_back(protocol::text_message("system", system_prompt));
-    for (auto& m : protocol::responses::chat_messages(history))
-      req.messages.push_back(std::move(m));
-    req.tools = visible_tools;
-    req.temperature = spec.request.temperature;
-    req.top_p = spec.request.top_p;
-    req.max_tokens = spec.request.max_tokens.value_or(env->default_max_tokens);
-    req.stream = env->stream;
+    protocol::responses::round_request r;
+    r.req = &model_settings;
+    r.history = history;
+    r.tools = offered;
+    r.max_output_tokens = spec.request.max_tokens.value_or(env->default_max_tokens);
+    r.stream = env->stream;
+    r.name_tool_messages = true;   // AS-19
+    r.keep_unoffered_calls = true; // AS-31: the loop refuses them itself
     auto tag = ++model_seq;
     model_started = clock::now();
+    assembler = {};
     run_actor me = self;
-    model_call = env->model->infer(std::move(req), [me, tag](protocol::model_outcome outcome) {
-      caf::anon_send(me, model_done_atom::value, tag, std::move(outcome));
+    model_call = env->model->open(r, [me, tag](std::vector<protocol::responses::upstream_event> events) {
+      caf::anon_send(me, upstream_atom::value, tag, std::move(events));
     });
   }
 
-  void on_model_done(uint64_t tag, protocol::model_outcome& outcome) {
-    if (ended || tag != model_seq)
+  void on_model_events(uint64_t tag, const std::vector<protocol::responses::upstream_event>& events) {
+    if (ended || tag != model_seq || !model_call)
       return;
+    for (auto& e : events)
+      assembler.feed(e);
+    if (!assembler.ended())
+      return model_call->resume();
     model_call.reset();
-    if (outcome.cancelled)
-      return; // cancel() already ended the run
+    auto outcome = assembler.outcome();
+    on_model_done(outcome);
+  }
+
+  void on_model_done(protocol::model_outcome& outcome) {
     env->metrics->model_call(protocol::elapsed_ms(model_started, clock::now()));
     if (!outcome.ok) {
       fail("LLM call failed: " + outcome.error, "upstream_model_error", outcome.retryable);
@@ -632,8 +646,8 @@ run_actor::behavior_type run_behavior(run_actor::stateful_pointer<run_state> sel
     },
     [=](ping_atom) { return true; },
     [=](fenced_atom) { self->state.fenced(make_error(errc::conflict, "the lease keeper lost the run's lease")); },
-    [=](model_done_atom, uint64_t tag, protocol::model_outcome& outcome) {
-      self->state.on_model_done(tag, outcome);
+    [=](upstream_atom, uint64_t tag, const std::vector<protocol::responses::upstream_event>& events) {
+      self->state.on_model_events(tag, events);
     },
     [=](tool_result_atom, uint64_t index, tool_outcome& outcome, double ms) {
       self->state.on_tool_result(index, outcome, ms);

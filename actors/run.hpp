@@ -26,7 +26,8 @@ using run_actor = caf::typed_actor<
   caf::replies_to<ping_atom>::with<bool>,
   // The run's lease was taken over: it stops at once and writes nothing more (AS-82).
   caf::reacts_to<fenced_atom>,
-  caf::reacts_to<model_done_atom, uint64_t, protocol::model_outcome>,
+  // A batch of the current model round (upstream_port).
+  caf::reacts_to<upstream_atom, uint64_t, std::vector<protocol::responses::upstream_event>>,
   caf::reacts_to<tool_result_atom, uint64_t, tool_outcome, double>>;
 
 // Spawns a run attempt. Each event is stored (fenced by the attempt's lease epoch) and then sent as

@@ -3,9 +3,9 @@
 
 #include "actors/approval_registry.hpp"
 #include "actors/metrics.hpp"
-#include "actors/model_port.hpp"
 #include "actors/store.hpp"
 #include "actors/tool_port.hpp"
+#include "actors/upstream_port.hpp"
 #include "protocol/policy.hpp"
 
 #include <memory>
@@ -21,7 +21,7 @@ struct loop_limits {
 };
 
 struct run_environment {
-  std::shared_ptr<model_port> model;
+  std::shared_ptr<upstream_port> model; // the default upstream: the agent loop reads rounds, as the Responses executor does
   std::shared_ptr<tool_port> tools;
   store_actor store; // may be invalid: nothing is persisted then
   std::shared_ptr<node_metrics> metrics = std::make_shared<node_metrics>();

@@ -115,10 +115,10 @@ int report_errors(const protocol::config_result& r, const cli_options& cli) {
   return 2;
 }
 
-// The default upstream's adapter serves both ports: the agent loop's and the Responses executor's
-// rounds. model.upstreams[] entries and a model.models list put a router in front of the latter.
+// The default upstream's adapter serves the agent loop's rounds and the Responses executor's;
+// model.upstreams[] entries and a model.models list put a router in front of the latter.
 struct model_ports {
-  std::shared_ptr<model_port> model;
+  std::shared_ptr<upstream_port> model;
   std::shared_ptr<upstream_port> upstream;
 };
 

@@ -391,6 +391,7 @@ private:
       failure.what = protocol::responses::upstream_event::kind::failure;
       failure.text = std::move(out.error);
       failure.http_status = out.http_status;
+      failure.retryable = out.retryable;
       return deliver({std::move(failure)}, true);
     }
     finished_ = true;

@@ -1,5 +1,7 @@
 #include "io/scripted_model_port.hpp"
 
+#include "protocol/round_reply.hpp"
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -74,38 +76,6 @@ struct scripted_round : upstream_round, std::enable_shared_from_this<scripted_ro
   std::atomic<bool> cancelled{false};
 };
 
-std::vector<protocol::responses::upstream_event> reply_events(const protocol::model_reply& reply) {
-  using protocol::responses::upstream_event;
-  std::vector<upstream_event> out;
-  if (!reply.content.empty()) {
-    upstream_event e;
-    e.what = upstream_event::kind::text;
-    e.text = reply.content;
-    out.push_back(std::move(e));
-  }
-  int64_t index = 0;
-  for (auto& call : reply.tool_calls) {
-    upstream_event c;
-    c.what = upstream_event::kind::call;
-    c.index = index;
-    c.call_id = call.id;
-    c.name = call.name;
-    out.push_back(std::move(c));
-    upstream_event a;
-    a.what = upstream_event::kind::arguments;
-    a.index = index++;
-    a.text = call.arguments;
-    out.push_back(std::move(a));
-  }
-  upstream_event f;
-  f.what = upstream_event::kind::finish;
-  f.finish = reply.tool_calls.empty() ? "stop" : "tool_calls";
-  f.tokens.input_tokens = reply.usage.prompt_tokens;
-  f.tokens.output_tokens = reply.usage.completion_tokens;
-  out.push_back(std::move(f));
-  return out;
-}
-
 } // namespace
 
 std::shared_ptr<upstream_round> scripted_model_port::open(const protocol::responses::round_request& round,
@@ -121,10 +91,11 @@ std::shared_ptr<upstream_round> scripted_model_port::open(const protocol::respon
     auto offered = [&](const protocol::tool_call& c) {
       return std::any_of(request.tools.begin(), request.tools.end(), [&](auto& t) { return t.name == c.name; });
     };
-    reply.tool_calls.erase(std::remove_if(reply.tool_calls.begin(), reply.tool_calls.end(),
-                                          [&](auto& c) { return !offered(c); }),
-                           reply.tool_calls.end());
-    batch = reply_events(reply);
+    if (!round.keep_unoffered_calls)
+      reply.tool_calls.erase(std::remove_if(reply.tool_calls.begin(), reply.tool_calls.end(),
+                                            [&](auto& c) { return !offered(c); }),
+                             reply.tool_calls.end());
+    batch = protocol::reply_events(reply);
   } else {
     protocol::responses::upstream_event e;
     e.what = protocol::responses::upstream_event::kind::failure;

@@ -956,6 +956,10 @@ std::string render_chat_request(const round_request& r, const chat_options& opti
       w.String(system->c_str(), static_cast<rapidjson::SizeType>(system->size()));
       w.EndObject();
     }
+    std::map<std::string, std::string> called; // call_id → the tool, for named tool messages
+    for (auto& it : view)
+      if (it.type == "function_call")
+        called[it.call_id] = it.name;
     std::string pending_reasoning;
     for (std::size_t i = 0; i < view.size(); ++i) {
       auto& it = view[i];
@@ -1006,6 +1010,11 @@ std::string render_chat_request(const round_request& r, const chat_options& opti
         w.String("tool");
         w.Key("tool_call_id");
         w.String(it.call_id.c_str());
+        if (r.name_tool_messages)
+          if (auto name = called.find(it.call_id); name != called.end()) {
+            w.Key("name");
+            w.String(name->second.c_str());
+          }
         w.Key("content");
         auto text = output_text_of(it);
         w.String(text.c_str(), static_cast<rapidjson::SizeType>(text.size()));

@@ -120,6 +120,10 @@ struct round_request {
   std::optional<int64_t> max_output_tokens;
   bool stream = true;
   std::optional<std::string> system_override; // a summary call's system message (RS-52)
+  // The agent service's rounds: tool messages name their tool (AS-19), and a call to a tool the round
+  // did not offer still reaches the loop, which refuses it (AS-31).
+  bool name_tool_messages = false;
+  bool keep_unoffered_calls = false;
 };
 
 struct chat_options {

@@ -31,6 +31,7 @@ struct upstream_event {
   std::string finish;   // finish: stop | tool_calls | length | content_filter
   usage tokens;         // finish
   int http_status = 0;  // failure: the upstream's HTTP status, 0 for transport and stream failures
+  bool retryable = false; // failure: transient (AS-17), so a background run may try again (AS-53)
 };
 
 // Reads `chat.completion.chunk` payloads (RS-48). A call's events wait until its name is known.

@@ -1,8 +1,10 @@
 // Fake model and tool ports for actor tests: scripted outcomes, recorded calls, optional hangs.
 #pragma once
 
-#include "actors/model_port.hpp"
 #include "actors/tool_port.hpp"
+#include "actors/upstream_port.hpp"
+#include "protocol/responses_request.hpp"
+#include "protocol/round_reply.hpp"
 
 #include <atomic>
 #include <deque>
@@ -74,7 +76,19 @@ protected:
   std::atomic<int> cancels_{0};
 };
 
-class fake_model : public model_port, public fake_port_base<protocol::model_outcome, protocol::model_request> {
+// A whole outcome as the events of one round: the reply's, or a failure.
+inline std::vector<protocol::responses::upstream_event> outcome_events(const protocol::model_outcome& o) {
+  if (o.ok)
+    return protocol::reply_events(o.reply);
+  protocol::responses::upstream_event e;
+  e.what = protocol::responses::upstream_event::kind::failure;
+  e.text = o.error;
+  e.http_status = o.http_status;
+  e.retryable = o.retryable;
+  return {e};
+}
+
+class fake_model : public upstream_port, public fake_port_base<protocol::model_outcome, protocol::model_request> {
 public:
   static protocol::model_outcome text(std::string content) {
     protocol::model_outcome o;
@@ -94,11 +108,29 @@ public:
     return o;
   }
 
-  std::shared_ptr<cancel_handle> infer(protocol::model_request req, completion done) override {
+  // A round answers with its outcome's reply as one batch of events; it records the round as the chat
+  // request it renders as.
+  std::shared_ptr<upstream_round> open(const protocol::responses::round_request& round,
+                                       events_handler events) override {
     protocol::model_outcome cancelled;
     cancelled.cancelled = true;
-    return start(std::move(req), std::move(done), cancelled);
+    auto r = std::make_shared<fake_round>();
+    r->call = start(protocol::responses::chat_model_request(round),
+                    [events](protocol::model_outcome o) {
+                      if (!o.cancelled) // nothing is delivered after cancel()
+                        events(outcome_events(o));
+                    },
+                    cancelled);
+    return r;
   }
+
+private:
+  struct fake_round : upstream_round {
+    std::shared_ptr<cancel_handle> call;
+    void cancel() override { call->cancel(); }
+    void resume() override {}
+  };
+
 };
 
 class fake_tools : public tool_port, public fake_port_base<tool_outcome, tool_invocation> {

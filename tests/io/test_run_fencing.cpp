@@ -35,12 +35,15 @@ std::string fresh_db(const std::string& name) {
 }
 
 // A model whose inferences wait until the test answers them; a cancelled one completes as cancelled.
-class gated_model : public model_port {
+class gated_model : public upstream_port {
 public:
-  std::shared_ptr<cancel_handle> infer(protocol::model_request, completion done) override {
+  std::shared_ptr<upstream_round> open(const protocol::responses::round_request&, events_handler events) override {
     std::lock_guard<std::mutex> lock(mu_);
     auto c = std::make_shared<call>();
-    c->done = std::move(done);
+    c->done = [events](protocol::model_outcome o) {
+      if (!o.cancelled) // nothing is delivered after cancel()
+        events(testing::outcome_events(o));
+    };
     calls_.push_back(c);
     cv_.notify_all();
     auto h = std::make_shared<handle>();
@@ -81,12 +84,13 @@ public:
 
 private:
   struct call {
-    completion done;
+    std::function<void(protocol::model_outcome)> done;
     std::atomic<bool> fired{false};
   };
-  struct handle : cancel_handle {
+  struct handle : upstream_round {
     std::function<void()> on_cancel;
     void cancel() override { on_cancel(); }
+    void resume() override {}
   };
   static protocol::model_outcome cancelled() {
     protocol::model_outcome o;

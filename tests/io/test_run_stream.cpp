@@ -32,25 +32,25 @@ std::string temp_db(const char* name) {
 }
 
 // A model whose inferences wait until the test releases them, one at a time.
-class gated_model : public model_port {
+class gated_model : public upstream_port {
 public:
-  std::shared_ptr<cancel_handle> infer(protocol::model_request, completion done) override {
+  std::shared_ptr<upstream_round> open(const protocol::responses::round_request&, events_handler events) override {
     std::lock_guard<std::mutex> lock(mu_);
-    waiting_.push_back(std::move(done));
+    waiting_.push_back(std::move(events));
     cv_.notify_all();
-    return std::make_shared<noop_handle>();
+    return std::make_shared<noop_round>();
   }
 
   // Waits for the next inference and answers it.
   void release(protocol::model_outcome outcome) {
-    completion done;
+    events_handler done;
     {
       std::unique_lock<std::mutex> lock(mu_);
       REQUIRE(cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !waiting_.empty(); }));
       done = std::move(waiting_.front());
       waiting_.pop_front();
     }
-    done(std::move(outcome));
+    done(testing::outcome_events(outcome));
   }
 
   void wait_for_inference() {
@@ -59,12 +59,13 @@ public:
   }
 
 private:
-  struct noop_handle : cancel_handle {
+  struct noop_round : upstream_round {
     void cancel() override {}
+    void resume() override {}
   };
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<completion> waiting_;
+  std::deque<events_handler> waiting_;
 };
 
 // One request's exchange and event stream, recording what the client would read.
