@@ -10,7 +10,6 @@ using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using cancel_all_atom = caf::atom_constant<caf::atom("cancel_all")>;
 using event_atom = caf::atom_constant<caf::atom("event")>;
 using run_end_atom = caf::atom_constant<caf::atom("run_end")>;
-using model_done_atom = caf::atom_constant<caf::atom("model_done")>;
 using tool_done_atom = caf::atom_constant<caf::atom("tool_done")>;
 using tool_result_atom = caf::atom_constant<caf::atom("tool_res")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;

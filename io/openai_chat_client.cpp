@@ -1,7 +1,6 @@
 #include "io/openai_chat_client.hpp"
 
 #include "io/http_client.hpp"
-#include "protocol/openai_chat_codec.hpp"
 #include "protocol/responses_request.hpp"
 #include "protocol/sse_parser.hpp"
 
@@ -73,7 +72,6 @@ public:
   explicit impl(openai_chat_options options);
   ~impl();
 
-  std::shared_ptr<cancel_handle> infer(protocol::model_request request, completion done);
   std::shared_ptr<upstream_round> open(const protocol::responses::round_request& round,
                                        upstream_port::events_handler events);
 
@@ -100,18 +98,10 @@ private:
   bool closing_ = false;
 };
 
-// One inference with its retries. Every member is touched only on the call's strand.
+// One round with its retries. Every member is touched only on the call's strand.
 class openai_chat_client::impl::call : public std::enable_shared_from_this<call> {
 public:
-  call(impl& owner, uint64_t id, protocol::model_request request, completion done)
-    : owner_(owner), id_(id), strand_(net::make_strand(owner.ioc_)), deadline_(strand_), backoff_(strand_),
-      done_(std::move(done)) {
-    streamed_ = owner.options_.stream && request.stream;
-    request.stream = streamed_;
-    build_request(protocol::encode_chat_request(request));
-  }
-
-  // One Responses round (RS-45, RS-47): its events go to `events`, reading pauses after each batch.
+  // A round (RS-45, RS-47): its events go to `events`, reading pauses after each batch.
   call(impl& owner, uint64_t id, const protocol::responses::round_request& round,
        upstream_port::events_handler events)
     : owner_(owner), id_(id), strand_(net::make_strand(owner.ioc_)), deadline_(strand_), backoff_(strand_),
@@ -179,7 +169,6 @@ private:
     status_ = 0;
     conn_.emplace(strand_, &owner_.ssl_ctx_, owner_.url_, header_limit_bytes, owner_.options_.max_body_bytes);
     sse_.emplace(owner_.options_.max_line_bytes);
-    assembler_.emplace();
     chat_reader_.emplace();
     responses_reader_.emplace();
     plain_body_.clear();
@@ -245,27 +234,12 @@ private:
     if (!sse_body_) {
       plain_body_.append(bytes); // bounded by the parser's body_limit
       if (done)
-        return events_ ? end_round() : decode_plain();
+        return end_round();
       return read_body();
     }
     if (!sse_->feed(bytes, sse_events_))
       return finish(failure(url_text() + ": " + sse_->error(), status_, false));
-    if (events_)
-      return on_round_events(done);
-    for (auto& event : sse_events_) {
-      if (event.event == "error")
-        return finish(failure("upstream error: " + event.data, status_, false));
-      if (!assembler_->feed(event.data))
-        return finish(failure(assembler_->error(), status_, false));
-      if (assembler_->done())
-        return succeed(assembler_->finish()); // nothing useful follows [DONE]
-    }
-    sse_events_.clear();
-    if (!done)
-      return read_body();
-    if (!assembler_->started())
-      return finish(failure(url_text() + ": stream ended without a chunk", status_, false));
-    succeed(assembler_->finish()); // a stream that ends without [DONE] still ends
+    on_round_events(done);
   }
 
   // A round's SSE events through its protocol's reader; the batch goes out and reading pauses.
@@ -319,13 +293,6 @@ private:
       owner_.forget(id_);
   }
 
-  void decode_plain() {
-    auto decoded = protocol::decode_chat_response(plain_body_);
-    if (!decoded.ok)
-      return finish(failure(decoded.error, status_, false));
-    succeed(std::move(decoded.reply));
-  }
-
   void http_failure() {
     std::string error = "HTTP " + std::to_string(status_) + ": " + plain_body_.substr(0, error_quote_chars);
     retry_or_finish(failure(std::move(error), status_, transient_status(status_)));
@@ -368,38 +335,22 @@ private:
     });
   }
 
-  void succeed(protocol::model_reply reply) {
-    model_outcome out;
-    out.ok = true;
-    out.http_status = status_;
-    out.reply = std::move(reply);
-    finish(std::move(out));
-  }
-
   void finish(model_outcome out) {
     if (finished_)
       return;
-    if (events_) {
-      if (out.cancelled) { // nothing is delivered after cancel()
-        finished_ = true;
-        end_attempt();
-        backoff_.cancel();
-        owner_.forget(id_);
-        return;
-      }
-      protocol::responses::upstream_event failure;
-      failure.what = protocol::responses::upstream_event::kind::failure;
-      failure.text = std::move(out.error);
-      failure.http_status = out.http_status;
-      failure.retryable = out.retryable;
-      return deliver({std::move(failure)}, true);
+    if (out.cancelled) { // nothing is delivered after cancel()
+      finished_ = true;
+      end_attempt();
+      backoff_.cancel();
+      owner_.forget(id_);
+      return;
     }
-    finished_ = true;
-    end_attempt();
-    backoff_.cancel();
-    auto done = std::move(done_);
-    done(std::move(out));
-    owner_.forget(id_);
+    protocol::responses::upstream_event failure;
+    failure.what = protocol::responses::upstream_event::kind::failure;
+    failure.text = std::move(out.error);
+    failure.http_status = out.http_status;
+    failure.retryable = out.retryable;
+    deliver({std::move(failure)}, true);
   }
 
   // Closing aborts whatever operation is pending; its handler then finds the call stale.
@@ -422,7 +373,6 @@ private:
   net::strand<net::io_context::executor_type> strand_;
   net::steady_timer deadline_;
   net::steady_timer backoff_;
-  completion done_;
   bool streamed_ = true;
   http_client_request req_;
 
@@ -434,10 +384,7 @@ private:
   bool sse_body_ = false;
   std::string plain_body_;
   std::optional<protocol::sse_parser> sse_;
-  std::optional<protocol::chat_stream_assembler> assembler_;
   std::vector<protocol::sse_event> sse_events_;
-
-  // A Responses round.
   upstream_port::events_handler events_;
   bool responses_ = false; // the upstream speaks /v1/responses
   std::optional<protocol::responses::chat_chunk_reader> chat_reader_;
@@ -451,22 +398,6 @@ private:
 namespace {
 
 // The caller's handle does not own the call: a call lives only as long as its pending operations.
-class call_handle : public cancel_handle {
-public:
-  explicit call_handle(std::weak_ptr<openai_chat_client::impl::call> c) : call_(std::move(c)) {
-  }
-
-  void cancel() override;
-
-private:
-  std::weak_ptr<openai_chat_client::impl::call> call_;
-};
-
-void call_handle::cancel() {
-  if (auto c = call_.lock())
-    c->cancel();
-}
-
 class round_handle : public upstream_round {
 public:
   explicit round_handle(std::weak_ptr<openai_chat_client::impl::call> c) : call_(std::move(c)) {
@@ -540,11 +471,6 @@ std::shared_ptr<openai_chat_client::impl::call> openai_chat_client::impl::launch
   return c;
 }
 
-std::shared_ptr<cancel_handle> openai_chat_client::impl::infer(protocol::model_request request,
-                                                               completion done) {
-  return std::make_shared<call_handle>(launch(std::move(request), std::move(done)));
-}
-
 std::shared_ptr<upstream_round> openai_chat_client::impl::open(const protocol::responses::round_request& round,
                                                                upstream_port::events_handler events) {
   return std::make_shared<round_handle>(launch(round, std::move(events)));
@@ -562,10 +488,6 @@ openai_chat_client::openai_chat_client(openai_chat_options options)
 }
 
 openai_chat_client::~openai_chat_client() = default;
-
-std::shared_ptr<cancel_handle> openai_chat_client::infer(protocol::model_request request, completion done) {
-  return impl_->infer(std::move(request), std::move(done));
-}
 
 std::shared_ptr<upstream_round> openai_chat_client::open(const protocol::responses::round_request& round,
                                                          events_handler events) {

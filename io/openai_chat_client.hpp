@@ -2,7 +2,6 @@
 // loop (AS-17), and Responses rounds over chat completions or /v1/responses (RS-45, RS-47).
 #pragma once
 
-#include "actors/model_port.hpp"
 #include "actors/upstream_port.hpp"
 #include "protocol/responses_request.hpp"
 
@@ -19,7 +18,7 @@ struct openai_chat_options {
   int timeout_seconds = 600; // model.timeout_seconds, per attempt
   int max_retries = 2;       // model.max_retries
   int retry_base_ms = 1000;  // the n-th retry waits retry_base_ms * 2^(n-1)
-  bool stream = true;        // model.stream; a call streams when this and request.stream are true
+  bool stream = true;        // model.stream; a round streams when this and round.stream are true
   std::string protocol = "chat_completions"; // model.protocol: how Responses rounds are sent (RS-45, RS-47)
   protocol::responses::chat_options chat;   // how history becomes chat messages (RS-47)
   std::size_t max_line_bytes = std::size_t{1} << 20;  // longest SSE line accepted
@@ -27,10 +26,11 @@ struct openai_chat_options {
   int io_threads = 1;
 };
 
-// Owns its io_context and worker threads. Each infer() is one POST {base_url}/chat/completions, with
-// its retries; `done` runs on a worker thread, never from inside infer(). The destructor completes
-// every outstanding call as cancelled and joins the workers; it must not run from inside a `done`.
-class openai_chat_client : public model_port, public upstream_port {
+// Owns its io_context and worker threads. Each open() is one POST {base_url}/chat/completions (or
+// /responses), with its retries; events arrive on a worker thread, never from inside open(). The
+// destructor cancels every outstanding round and joins the workers; it must not run from inside an
+// events handler.
+class openai_chat_client : public upstream_port {
 public:
   explicit openai_chat_client(openai_chat_options options);
   ~openai_chat_client() override;
@@ -38,7 +38,6 @@ public:
   openai_chat_client(const openai_chat_client&) = delete;
   openai_chat_client& operator=(const openai_chat_client&) = delete;
 
-  std::shared_ptr<cancel_handle> infer(protocol::model_request request, completion done) override;
   std::shared_ptr<upstream_round> open(const protocol::responses::round_request& round,
                                        events_handler events) override;
 

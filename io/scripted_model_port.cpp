@@ -15,34 +15,6 @@ namespace troupe::io {
 
 namespace net = boost::asio;
 
-namespace {
-
-// One inference in flight; whichever of the timer and cancel() comes first completes it.
-struct pending : cancel_handle, std::enable_shared_from_this<pending> {
-  pending(net::io_context& ioc, model_port::completion done) : timer(ioc), done(std::move(done)) {}
-
-  void complete(protocol::model_outcome outcome) {
-    if (!completed.exchange(true))
-      done(std::move(outcome));
-  }
-
-  void cancel() override {
-    net::post(timer.get_executor(), [self = shared_from_this()] {
-      self->timer.cancel();
-      protocol::model_outcome o;
-      o.cancelled = true;
-      o.error = "cancelled";
-      self->complete(std::move(o));
-    });
-  }
-
-  net::steady_timer timer;
-  model_port::completion done;
-  std::atomic<bool> completed{false};
-};
-
-} // namespace
-
 struct scripted_model_port::impl {
   protocol::script_book book;
   net::io_context ioc;
@@ -109,27 +81,6 @@ std::shared_ptr<upstream_round> scripted_model_port::open(const protocol::respon
       events(std::move(batch));
   });
   return r;
-}
-
-std::shared_ptr<cancel_handle> scripted_model_port::infer(protocol::model_request request, completion done) {
-  auto p = std::make_shared<pending>(impl_->ioc, std::move(done));
-  protocol::model_outcome outcome;
-  auto script = impl_->book.find(request.model);
-  int64_t delay_ms = 0;
-  if (!script) {
-    outcome.error = "unknown scripted model '" + request.model + "': define it under model.scripts";
-  } else {
-    auto turn = protocol::scripted_turn(*script, request);
-    delay_ms = turn.delay_ms;
-    outcome.ok = true;
-    outcome.reply = protocol::scripted_reply(*script, request);
-  }
-  p->timer.expires_after(std::chrono::milliseconds(delay_ms));
-  p->timer.async_wait([p, o = std::move(outcome)](const boost::system::error_code& ec) mutable {
-    if (!ec)
-      p->complete(std::move(o));
-  });
-  return p;
 }
 
 } // namespace troupe::io

@@ -1,8 +1,7 @@
-// The model port's in-process adapter: the `scripted` model, answering on its own timer thread so a
+// The upstream port's in-process adapter: the `scripted` model, answering on its own timer thread so a
 // turn's delay_ms never blocks an actor.
 #pragma once
 
-#include "actors/model_port.hpp"
 #include "actors/upstream_port.hpp"
 #include "protocol/scripted_model.hpp"
 
@@ -10,12 +9,11 @@
 
 namespace troupe::io {
 
-class scripted_model_port : public model_port, public upstream_port {
+class scripted_model_port : public upstream_port {
 public:
   explicit scripted_model_port(protocol::script_book book);
   ~scripted_model_port() override;
 
-  std::shared_ptr<cancel_handle> infer(protocol::model_request request, completion done) override;
   std::shared_ptr<upstream_round> open(const protocol::responses::round_request& round,
                                        events_handler events) override;
 

@@ -132,6 +132,20 @@ void chat_chunk_reader::close_current() {
   current_ = -1;
 }
 
+// Some servers send no index: a piece continues the open call unless it names another id, which
+// starts the next call.
+int64_t chat_chunk_reader::call_index(const json::value& piece) const {
+  if (auto given = json::get_int(piece, "index"))
+    return *given;
+  auto id = json::get_string(piece, "id");
+  if (current_ >= 0) {
+    auto& open = calls_.at(current_);
+    if (id.empty() || open.id.empty() || open.id == id)
+      return current_;
+  }
+  return calls_.empty() ? 0 : calls_.rbegin()->first + 1;
+}
+
 bool chat_chunk_reader::feed(std::string_view payload, std::vector<upstream_event>& out) {
   if (failed_)
     return false;
@@ -168,10 +182,8 @@ bool chat_chunk_reader::feed(std::string_view payload, std::vector<upstream_even
       out.push_back(make(upstream_event::kind::refusal, std::move(refusal)));
     }
     if (auto calls = json::member(*delta, "tool_calls"); calls && calls->IsArray()) {
-      int64_t position = 0;
       for (auto& tc : calls->GetArray()) {
-        auto index = json::get_int(tc, "index").value_or(position);
-        ++position;
+        auto index = call_index(tc);
         if (closed_.count(index))
           return fail("the upstream sent arguments for tool call " + std::to_string(index)
                         + " after that call had closed",

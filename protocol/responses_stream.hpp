@@ -51,6 +51,7 @@ private:
   };
   bool fail(std::string message, std::vector<upstream_event>& out);
   void close_current();
+  int64_t call_index(const json::value& piece) const;
 
   std::map<int64_t, call_state> calls_;
   std::set<int64_t> closed_;

@@ -8,9 +8,17 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace troupe::protocol {
+
+// AS-18: JSON object text for model-written arguments. `raw` itself when it is an object; else the
+// object left after stripping ``` code fences and trailing commas before } or ]; else "{}".
+std::string repair_arguments(std::string_view raw);
+
+// AS-18: "call_" followed by 12 random lowercase hex characters, for a tool call without an id.
+std::string make_tool_call_id();
 
 // The events a whole reply streams as: its text, its calls (each announced, then its arguments), the
 // finish with usage.

@@ -3,7 +3,8 @@
 #include "protocol/chat_request.hpp"
 #include "protocol/config.hpp"
 #include "protocol/mcp.hpp"
-#include "protocol/openai_chat_codec.hpp"
+#include "protocol/responses_stream.hpp"
+#include "protocol/round_reply.hpp"
 #include "protocol/sse_parser.hpp"
 #include "protocol/workspace_commands.hpp"
 #include "protocol/workspace_stream.hpp"
@@ -41,11 +42,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     case 3:
       parse_config(input, {}, [](const std::string&) { return std::nullopt; });
       break;
-    case 4: {
-      chat_stream_assembler assembler;
-      assembler.feed(input);
-      assembler.finish();
-      decode_chat_response(input);
+    case 4: { // an upstream's chat chunk, a whole chat answer, folded into an agent step
+      responses::chat_chunk_reader reader;
+      std::vector<responses::upstream_event> events;
+      reader.feed(input, events);
+      reader.end(events);
+      auto whole = responses::chat_completion_events(input);
+      events.insert(events.end(), whole.begin(), whole.end());
+      reply_assembler assembler;
+      for (auto& e : events)
+        assembler.feed(e);
+      assembler.outcome();
       break;
     }
     case 5:

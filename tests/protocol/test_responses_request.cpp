@@ -599,3 +599,17 @@ TEST_CASE("calls-only assistant turns that follow each other stay separate turns
   history[1].content_null = history[2].content_null = true;
   CHECK(shape(chat_messages(items_of(history))) == shape(history));
 }
+
+TEST_CASE("an agent service round names each tool message after its call; a Responses round does not", "[responses]") { // AS-19, RS-47
+  auto req = accepted(R"({"model":"m","input":"hi"})");
+  round_request r;
+  r.req = &req;
+  r.history = {message("user", "hi"), function_call("c1", "list_dir"), function_output("c1", "a.txt")};
+  auto plain = parse_doc(render_chat_request(r, {}));
+  CHECK_FALSE(plain["messages"][2].HasMember("name"));
+  r.name_tool_messages = true;
+  auto named = parse_doc(render_chat_request(r, {}));
+  CHECK(json::get_string(named["messages"][2], "role") == "tool");
+  CHECK(json::get_string(named["messages"][2], "name") == "list_dir");
+  CHECK(json::get_string(named["messages"][2], "tool_call_id") == "c1");
+}
