@@ -229,8 +229,6 @@ struct run_state {
     }
     auto& reply = outcome.reply;
     usage_total += reply.usage;
-    for (auto& c : reply.tool_calls)
-      c.arguments = protocol::json::parse(c.arguments) ? c.arguments : std::string("{}");
     if (!reply.content.empty()) {
       latest_step_text = reply.content;
       emit(make_event("think", reply.content));
