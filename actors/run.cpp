@@ -277,7 +277,7 @@ struct run_state {
       w.Key("llm_usage");
       write_usage(w, reply.usage);
       w.Key("model");
-      w.String(reply.model.empty() ? model_name : reply.model);
+      w.String(model_name);
     });
     emit(std::move(end));
 

@@ -65,7 +65,6 @@ struct model_reply {
   std::string content;
   std::vector<tool_call> tool_calls;
   token_usage usage;
-  std::string model;
   std::string finish_reason;
 };
 

@@ -122,7 +122,6 @@ model_reply scripted_reply(const script& s, const model_request& request) {
   model_reply reply;
   reply.content = std::move(turn.content);
   reply.tool_calls = std::move(turn.tool_calls);
-  reply.model = request.model;
   reply.finish_reason = reply.tool_calls.empty() ? "stop" : "tool_calls";
   for (auto& m : request.messages)
     reply.usage.prompt_tokens += estimate_tokens(m.content.size()) + 4;
