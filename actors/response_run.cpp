@@ -1,5 +1,6 @@
 #include "actors/response_run.hpp"
 
+#include "actors/agent_loop.hpp"
 #include "actors/errors.hpp"
 #include "actors/tool_router.hpp"
 #include "protocol/json.hpp"
@@ -9,7 +10,6 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
-#include <deque>
 #include <set>
 
 namespace troupe {
@@ -90,9 +90,6 @@ int64_t epoch_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// What to do once the round's gateway calls are done (RS-22).
-enum class after_calls { first_round, next_round, complete, rounds_exhausted };
-
 struct run_state {
   std::shared_ptr<const response_environment> env;
   std::shared_ptr<live_responses> live;
@@ -102,10 +99,9 @@ struct run_state {
   std::vector<rs::upstream_tool> function_tools;
   std::vector<rs::upstream_tool> mcp_tools;
   rs::usage tokens;
-  int round = 0;
-  uint64_t round_id = 0;
-  std::shared_ptr<upstream_round> upstream;
-  bool force_auto = false;
+  // The dialect before the loop: the loop goes first when the state is torn down.
+  std::unique_ptr<loop_dialect> dialect;
+  std::unique_ptr<agent_loop> loop;
   bool started = false;
   bool ended = false;
 
@@ -118,11 +114,6 @@ struct run_state {
   int compacted_before = 0; // the round a compaction already ran before (at most one per round)
   std::vector<rs::item> summarized;
   std::string summary;
-
-  // Gateway calls of the round (RS-25), by their output position.
-  std::deque<rs::pending_call> waiting;
-  std::map<uint64_t, std::shared_ptr<cancel_handle>> running;
-  after_calls then = after_calls::complete;
 
   // Delivery.
   caf::actor waiter;             // a foreground response waits for it to take each batch (RS-39)
@@ -299,10 +290,10 @@ void watch_stall(run_pointer self);
 
 // Lets the upstream read go on for every batch taken while the client was behind.
 void resume_deferred(run_state& st) {
-  if (!st.upstream)
+  if (!st.loop->round_open())
     return;
   for (; st.deferred_resumes > 0; --st.deferred_resumes)
-    st.upstream->resume();
+    st.loop->resume();
 }
 
 void deliver(run_pointer self, std::vector<rs::stream_event> events) {
@@ -383,41 +374,9 @@ void publish(run_pointer self) {
           });
 }
 
-void begin_round(run_pointer self);
 void finish(run_pointer self, const std::string& status, const std::string& reason = {},
             const rs::api_error& failure = {});
 void announce(run_state& st);
-
-void pump_calls(run_pointer self);
-
-void calls_done(run_pointer self) {
-  auto& st = self->state;
-  if (st.ended || !st.waiting.empty() || !st.running.empty())
-    return;
-  switch (st.then) {
-  case after_calls::complete:
-    return finish(self, "completed");
-  case after_calls::rounds_exhausted:
-    return finish(self, "incomplete", "max_tool_rounds");
-  case after_calls::next_round:
-    st.force_auto = true;
-    return begin_round(self);
-  case after_calls::first_round:
-    return begin_round(self);
-  }
-}
-
-void end_call(run_pointer self, uint64_t position, std::string output, std::string error) {
-  auto& st = self->state;
-  if (!st.running.erase(position))
-    return;
-  if (output.size() > st.env->limits.max_tool_output_bytes)
-    output = std::string(protocol::utf8_prefix(output, st.env->limits.max_tool_output_bytes)) + "…[truncated]";
-  st.stream->complete_call(position, std::move(output), std::move(error));
-  publish(self);
-  pump_calls(self);
-  calls_done(self);
-}
 
 // The router that serves a server label: the request's own servers, else the configured ones.
 const std::shared_ptr<tool_router>& serves(const run_state& st, const std::string& label) {
@@ -427,54 +386,26 @@ const std::shared_ptr<tool_router>& serves(const run_state& st, const std::strin
   return st.env->tools;
 }
 
-void pump_calls(run_pointer self) {
-  auto& st = self->state;
-  while (!st.ended && !st.waiting.empty()
-         && st.running.size() < static_cast<std::size_t>(st.env->limits.max_concurrent_gateway_calls)) {
-    auto call = std::move(st.waiting.front());
-    st.waiting.pop_front();
-    uint64_t key = call.output_position;
-    auto& tools = serves(st, call.server_label);
-    auto name = tools ? tools->registered_name(call.server_label, call.tool) : std::string();
-    st.running[key] = nullptr;
-    if (name.empty()) {
-      end_call(self, key, {},
-               mcp_error("mcp_protocol_error", "Unknown tool '" + call.tool + "' on MCP server '" + call.server_label + "'",
-                         -32602));
-      continue;
-    }
-    tool_invocation inv;
-    inv.run_id = st.job.id;
-    inv.call_id = st.stream->output()[key].id;
-    inv.name = name;
-    inv.arguments = call.arguments;
-    inv.tenant_key = "default";
-    inv.user_key = "default";
-    response_run_actor me = self;
-    st.running[key] = tools->execute(std::move(inv), [me, key](tool_outcome out) {
-      if (out.cancelled)
-        return;
-      static const std::string marker = "[MCP_ERROR] ";
-      if (out.output.rfind(marker, 0) == 0)
-        caf::anon_send(me, tool_done_atom::value, key, std::string(),
-                       mcp_error("mcp_tool_execution_error", out.output.substr(marker.size())));
-      else
-        caf::anon_send(me, tool_done_atom::value, key, std::move(out.output), std::string());
-    });
-    self->delayed_send(self,
-                       std::chrono::milliseconds(static_cast<int64_t>(st.env->limits.gateway_tool_timeout_seconds * 1000)),
-                       timeout_atom::value, key);
+// The gateway calls the stream has pending, as the loop runs them (RS-25). A call to a tool its
+// server does not register has no port: the gate refuses it.
+std::vector<loop_call> pending_calls(run_state& st) {
+  std::vector<loop_call> calls;
+  for (auto& p : st.stream->take_pending()) {
+    loop_call c;
+    c.ref = p.output_position;
+    auto& tools = serves(st, p.server_label);
+    auto name = tools ? tools->registered_name(p.server_label, p.tool) : std::string();
+    if (!name.empty())
+      c.port = tools;
+    c.invocation.run_id = st.job.id;
+    c.invocation.call_id = st.stream->output()[p.output_position].id;
+    c.invocation.name = name.empty() ? p.tool : name;
+    c.invocation.arguments = std::move(p.arguments);
+    c.invocation.tenant_key = "default";
+    c.invocation.user_key = "default";
+    calls.push_back(std::move(c));
   }
-}
-
-// Runs the gateway calls the stream has pending, then does `then`.
-void run_calls(run_pointer self, after_calls then) {
-  auto& st = self->state;
-  st.then = then;
-  for (auto& p : st.stream->take_pending())
-    st.waiting.push_back(std::move(p));
-  pump_calls(self);
-  calls_done(self);
+  return calls;
 }
 
 // RS-16: how an upstream failure is named in the response's error.
@@ -490,40 +421,23 @@ void fail(run_pointer self, const std::string& message, int http_status) {
   auto& st = self->state;
   rs::api_error e;
   // RS-43: a non-streaming client gets 502 for an upstream failure, 400 for an upstream 4xx of round 1.
-  e.status = http_status >= 400 && http_status < 500 && st.round <= 1 ? 400 : 502;
+  e.status = http_status >= 400 && http_status < 500 && st.loop->round() <= 1 ? 400 : 502;
   e.message = message;
   e.code = failure_code(http_status);
   finish(self, "failed", {}, e);
 }
 
-void on_round_end(run_pointer self) {
-  auto& st = self->state;
-  st.upstream.reset();
-  st.tokens += st.stream->round_usage();
-  auto finish_reason = st.stream->finish_reason();
-  if (finish_reason == "length" || finish_reason == "content_filter") {
-    st.stream->abandon_calls();
-    publish(self);
-    return finish(self, "incomplete", finish_reason == "length" ? "max_output_tokens" : "content_filter");
-  }
-  if (st.stream->client_actions() > 0)
-    return run_calls(self, after_calls::complete);
-  if (st.stream->gateway_calls() > 0)
-    return run_calls(self, st.round >= st.env->limits.max_rounds ? after_calls::rounds_exhausted
-                                                                  : after_calls::next_round);
-  finish(self, "completed");
-}
-
-// RS-51: a summary call replaces the window before the round when the history grew past the threshold.
-bool compaction_due(run_pointer self) {
+// RS-51: a summary call replaces the window before round `round` when the history grew past the
+// threshold.
+bool compaction_due(run_pointer self, int round) {
   auto& st = self->state;
   auto threshold = st.job.req.compact_threshold;
-  if (!threshold || st.compacted_before == st.round + 1)
+  if (!threshold || st.compacted_before == round)
     return false;
   auto history = working_history(st);
   if (rs::estimate_tokens(history, st.job.req.instructions.value_or("")) < *threshold)
     return false;
-  st.compacted_before = st.round + 1;
+  st.compacted_before = round;
   st.summarizing = true;
   st.summary.clear();
   st.summarized = history;
@@ -533,12 +447,8 @@ bool compaction_due(run_pointer self) {
   r.history = std::move(history);
   r.max_output_tokens = st.env->limits.max_summary_tokens;
   r.stream = false;
-  auto id = ++st.round_id;
-  response_run_actor me = self;
   st.deferred_resumes = 0;
-  st.upstream = st.env->upstream->open(r, [me, id](std::vector<rs::upstream_event> events) {
-    caf::anon_send(me, upstream_atom::value, id, std::move(events));
-  });
+  st.loop->open_side_round(r);
   return true;
 }
 
@@ -552,7 +462,6 @@ void on_summary(run_pointer self, std::vector<rs::upstream_event>& events) {
       return fail(self, "The compaction summary call failed: " + e.text, e.http_status);
     } else if (e.what == kind::finish) {
       st.tokens += e.tokens; // summary usage is the response's too (RS-19)
-      st.upstream.reset();
       st.summarizing = false;
       auto window = rs::compacted_window(st.summarized, st.summary);
       st.stream->add_item(window.back());
@@ -560,80 +469,134 @@ void on_summary(run_pointer self, std::vector<rs::upstream_event>& events) {
       st.minted.insert(st.minted.end(), window.begin(), window.end() - 1);
       st.window = std::move(window);
       st.mark = st.stream->model_items().size();
-      return begin_round(self);
+      return st.loop->next_round();
     }
   }
-  if (st.upstream)
-    st.upstream->resume();
+  st.loop->resume();
 }
 
-void begin_round(run_pointer self) {
-  auto& st = self->state;
-  if (st.ended || compaction_due(self))
-    return;
-  ++st.round;
-  st.stream->next_round();
-  rs::round_request r;
-  r.req = &st.job.req;
-  r.history = working_history(st);
-  r.tools = st.function_tools;
-  if (st.stream->gateway_budget() != 0)
-    r.tools.insert(r.tools.end(), st.mcp_tools.begin(), st.mcp_tools.end());
-  r.force_auto = st.force_auto;
-  if (st.job.req.choice.mode == "none")
-    r.tools.clear();
-  if (auto cap = st.job.req.max_output_tokens) {
-    auto left = *cap - st.tokens.output_tokens;
-    if (left < 1)
-      return finish(self, "incomplete", "max_output_tokens");
-    r.max_output_tokens = left;
+void stop_work(run_state& st) { st.loop->stop(); }
+
+// The Responses dialect of the loop (responses.md §4): a round streams into response_stream; client
+// function calls and approval requests end the response, gateway calls run inside it and another
+// round follows (RS-22); events are rendered as Responses stream events.
+struct response_dialect : loop_dialect {
+  run_pointer self;
+  explicit response_dialect(run_pointer self) : self(self) {}
+
+  bool prepare_round(int round, rs::round_request& r) override {
+    auto& st = self->state;
+    if (st.ended || compaction_due(self, round))
+      return false;
+    st.stream->next_round();
+    r.req = &st.job.req;
+    r.history = working_history(st);
+    r.tools = st.function_tools;
+    if (st.stream->gateway_budget() != 0)
+      r.tools.insert(r.tools.end(), st.mcp_tools.begin(), st.mcp_tools.end());
+    r.force_auto = round > 1; // a round after gateway calls (RS-14)
+    if (st.job.req.choice.mode == "none")
+      r.tools.clear();
+    if (auto cap = st.job.req.max_output_tokens) {
+      auto left = *cap - st.tokens.output_tokens;
+      if (left < 1) {
+        finish(self, "incomplete", "max_output_tokens");
+        return false;
+      }
+      r.max_output_tokens = left;
+    }
+    st.deferred_resumes = 0;
+    return true;
   }
-  auto id = ++st.round_id;
-  response_run_actor me = self;
-  st.deferred_resumes = 0;
-  st.upstream = st.env->upstream->open(r, [me, id](std::vector<rs::upstream_event> events) {
-    caf::anon_send(me, upstream_atom::value, id, std::move(events));
-  });
-}
 
-void on_upstream(run_pointer self, uint64_t id, std::vector<rs::upstream_event>& events) {
-  auto& st = self->state;
-  if (st.ended || id != st.round_id)
-    return;
-  if (st.summarizing)
-    return on_summary(self, events);
-  for (auto& e : events) {
-    if (!st.stream->feed(e)) {
+  batch on_batch(std::vector<rs::upstream_event>& events) override {
+    auto& st = self->state;
+    if (st.summarizing) {
+      on_summary(self, events);
+      return batch::taken;
+    }
+    for (auto& e : events) {
+      if (!st.stream->feed(e)) {
+        publish(self);
+        fail(self, st.stream->failure(), e.what == rs::upstream_event::kind::failure ? e.http_status : 0);
+        return batch::taken;
+      }
+    }
+    publish(self);
+    if (st.ended)
+      return batch::taken;
+    if (st.stream->round_finished())
+      return batch::round_end;
+    if (st.stream->held_events() > st.env->limits.held_back_events
+        || st.stream->held_bytes() > st.env->limits.held_back_bytes) {
+      fail(self, "too much output held back behind a gateway tool call", 0);
+      return batch::taken;
+    }
+    ++st.deferred_resumes; // RS-39: read on once the client has room
+    bool client_behind = (st.sink && !st.background() && st.sink->backlogged())
+                         || st.unacknowledged >= unacknowledged_window;
+    if (!client_behind)
+      resume_deferred(st); // batches held back earlier too: there is room now
+    return batch::hold;
+  }
+
+  bool on_round_end(std::vector<loop_call>& calls, after_calls& then) override {
+    auto& st = self->state;
+    st.tokens += st.stream->round_usage();
+    auto finish_reason = st.stream->finish_reason();
+    if (finish_reason == "length" || finish_reason == "content_filter") {
+      st.stream->abandon_calls();
       publish(self);
-      return fail(self, st.stream->failure(), e.what == rs::upstream_event::kind::failure ? e.http_status : 0);
+      finish(self, "incomplete", finish_reason == "length" ? "max_output_tokens" : "content_filter");
+      return false;
     }
+    if (st.stream->client_actions() > 0) {
+      then = after_calls::end; // RS-22.2: the client acts next
+    } else if (st.stream->gateway_calls() > 0) {
+      then = after_calls::next_round;
+    } else {
+      finish(self, "completed");
+      return false;
+    }
+    calls = pending_calls(st);
+    return true;
   }
-  publish(self);
-  if (st.stream->round_finished())
-    return on_round_end(self);
-  if (st.stream->held_events() > st.env->limits.held_back_events
-      || st.stream->held_bytes() > st.env->limits.held_back_bytes)
-    return fail(self, "too much output held back behind a gateway tool call", 0);
-  if (st.sink && !st.background() && st.sink->backlogged()) {
-    ++st.deferred_resumes; // until the sink says it drained
-  } else if (st.unacknowledged >= unacknowledged_window) {
-    ++st.deferred_resumes;
-  } else {
-    ++st.deferred_resumes;
-    resume_deferred(st); // batches held back earlier too: there is room now
-  }
-}
 
-void stop_work(run_state& st) {
-  if (st.upstream)
-    st.upstream->cancel();
-  st.upstream.reset();
-  for (auto& [key, handle] : st.running)
-    if (handle)
-      handle->cancel();
-  st.running.clear();
-  st.waiting.clear();
-}
+  admission admit_call(const loop_call& call, std::string& refusal) override {
+    if (call.port)
+      return admission::run;
+    auto& p = self->state.stream->output()[call.ref];
+    refusal = mcp_error("mcp_protocol_error",
+                        "Unknown tool '" + p.name + "' on MCP server '" + p.server_label + "'", -32602);
+    return admission::refuse;
+  }
+
+  // Ends the call's item (RS-25, RS-34): its output, else an error object.
+  void on_call_end(const loop_call& call, call_result result) override {
+    auto& st = self->state;
+    static const std::string marker = "[MCP_ERROR] ";
+    std::string output;
+    std::string error;
+    auto& text = result.outcome.output;
+    if (result.refused) {
+      error = std::move(text);
+    } else if (result.timed_out) {
+      auto seconds = static_cast<int64_t>(st.env->limits.gateway_tool_timeout_seconds);
+      error = mcp_error("mcp_protocol_error", "MCP tool call timed out after " + std::to_string(seconds) + "s", -32001);
+    } else if (text.rfind(marker, 0) == 0) {
+      error = mcp_error("mcp_tool_execution_error", text.substr(marker.size()));
+    } else {
+      output = std::move(text);
+    }
+    if (output.size() > st.env->limits.max_tool_output_bytes)
+      output = std::string(protocol::utf8_prefix(output, st.env->limits.max_tool_output_bytes)) + "…[truncated]";
+    st.stream->complete_call(call.ref, std::move(output), std::move(error));
+    publish(self);
+  }
+
+  void on_done() override { finish(self, "completed"); }
+  void on_rounds_exhausted() override { finish(self, "incomplete", "max_tool_rounds"); }
+};
 
 void end_subscribers(run_pointer self, const response_end& end) {
   auto& st = self->state;
@@ -774,7 +737,7 @@ void start(run_pointer self) {
       if (auto r = requests.find(it.approval_request_id); r != requests.end())
         st.stream->open_approved_call(r->second->server_label, r->second->name, r->second->arguments, r->first);
   publish(self);
-  run_calls(self, after_calls::first_round);
+  st.loop->start(pending_calls(st));
 }
 
 response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr<const response_environment> env,
@@ -809,6 +772,12 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
       return it->second;
     },
     st.job.req.max_tool_calls.value_or(-1));
+  loop_settings settings;
+  settings.max_rounds = st.env->limits.max_rounds;
+  settings.parallel_calls = static_cast<std::size_t>(std::max(1, st.env->limits.max_concurrent_gateway_calls));
+  settings.call_timeout_seconds = st.env->limits.gateway_tool_timeout_seconds;
+  st.dialect = std::make_unique<response_dialect>(self);
+  st.loop = std::make_unique<agent_loop>(self, st.env->upstream, settings, *st.dialect);
   return {
     [=](start_atom) { start(self); },
     [=](cancel_atom) -> caf::result<std::string> {
@@ -851,23 +820,13 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
     },
     [=](snapshot_atom) {
       auto& s = self->state;
-      return snapshot(s, s.round == 0 && s.background() ? "queued" : "in_progress");
+      return snapshot(s, s.loop->round() == 0 && s.background() ? "queued" : "in_progress");
     },
-    [=](upstream_atom, uint64_t id, std::vector<rs::upstream_event>& events) { on_upstream(self, id, events); },
-    [=](tool_done_atom, uint64_t key, std::string& output, std::string& error) {
-      end_call(self, key, std::move(output), std::move(error));
+    [=](upstream_atom, uint64_t tag, std::vector<rs::upstream_event>& events) {
+      self->state.loop->on_upstream(tag, events);
     },
-    [=](timeout_atom, uint64_t key) {
-      auto& s = self->state;
-      auto it = s.running.find(key);
-      if (it == s.running.end())
-        return;
-      if (it->second)
-        it->second->cancel();
-      auto seconds = static_cast<int64_t>(s.env->limits.gateway_tool_timeout_seconds);
-      end_call(self, key, {},
-               mcp_error("mcp_protocol_error", "MCP tool call timed out after " + std::to_string(seconds) + "s", -32001));
-    },
+    [=](tool_result_atom, uint64_t key, tool_outcome& outcome) { self->state.loop->on_tool_result(key, outcome); },
+    [=](timeout_atom, uint64_t key) { self->state.loop->on_timeout(key); },
   };
 }
 

@@ -2,6 +2,7 @@
 // tool calls and its persistence, and renders it as Responses stream events.
 #pragma once
 
+#include "actors/agent_loop.hpp"
 #include "actors/atoms.hpp"
 #include "actors/event_sink.hpp"
 #include "actors/messages.hpp"
@@ -94,10 +95,7 @@ using response_run_actor = caf::typed_actor<
   // (foreground) — and then (run_end_atom, response_end).
   caf::replies_to<subscribe_atom, caf::actor, int64_t>::with<bool>,
   // The response object as it stands (RS-5: open items with partial content).
-  caf::replies_to<snapshot_atom>::with<std::string>,
-  caf::reacts_to<upstream_atom, uint64_t, std::vector<protocol::responses::upstream_event>>,
-  caf::reacts_to<tool_done_atom, uint64_t, std::string, std::string>,
-  caf::reacts_to<timeout_atom, uint64_t>>;
+  caf::replies_to<snapshot_atom>::with<std::string>>::extend_with<loop_actor>;
 
 // The live responses by id, so cancel, GET and resumed streams reach the running actor.
 // It also holds the conversations that have a run in flight (RS-54: one at a time).

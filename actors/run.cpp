@@ -1,7 +1,7 @@
 #include "actors/run.hpp"
 
+#include "actors/agent_loop.hpp"
 #include "actors/errors.hpp"
-#include "actors/tool_call.hpp"
 #include "protocol/agent_loop.hpp"
 #include "protocol/json.hpp"
 #include "protocol/redaction.hpp"
@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cmath>
 #include <map>
 
 namespace troupe {
@@ -34,7 +35,19 @@ void write_usage(writer& w, const protocol::token_usage& u) {
   w.EndObject();
 }
 
-struct run_state {
+std::string format_seconds(double s) {
+  if (std::floor(s) == s)
+    return std::to_string(static_cast<int64_t>(s));
+  auto text = std::to_string(s);
+  text.erase(text.find_last_not_of('0') + 1);
+  return text;
+}
+
+// The agent service's dialect of the loop: a round's reply is one step — its text, then its calls
+// run one after another (AS-18), each behind the run's tool policy, the service policy and, for a
+// `danger` call, its approval — rendered as fastreact.agent_event.v1 events that are stored before
+// anyone sees them.
+struct run_state : loop_dialect {
   static inline const char* name = "run";
 
   run_actor::pointer self = nullptr;
@@ -52,10 +65,8 @@ struct run_state {
   std::string created_at;
 
   int64_t sequence = 0;
-  int step = 0;
-  uint64_t model_seq = 0; // tags the inference in flight; stale replies are dropped
+  std::unique_ptr<agent_loop> loop;
   clock::time_point model_started;
-  std::shared_ptr<upstream_round> model_call;
   protocol::reply_assembler assembler; // the round in flight, folded into one reply
   protocol::token_usage usage_total;
   std::map<std::string, int64_t> tool_name_counts;
@@ -72,12 +83,9 @@ struct run_state {
     std::string request_id;
   };
 
-  // The tool calls of the current step, executed one after another (AS-18).
+  // The tool calls of the current step, by the loop call's ref.
   std::vector<protocol::tool_call> pending_calls;
   std::vector<gate> gates;
-  uint64_t approval_seq = 0; // tags the approval being waited for; stale answers are dropped
-  std::size_t next_call = 0;
-  tool_call_actor current_tool;
 
   bool ended = false;   // the attempt reached its end; no more events
   bool stopped = false; // fenced: nothing more is written
@@ -128,12 +136,7 @@ struct run_state {
     self->quit();
   }
 
-  void stop_work() {
-    if (model_call)
-      model_call->cancel();
-    if (current_tool)
-      self->send(current_tool, cancel_atom::value);
-  }
+  void stop_work() { loop->stop(); }
 
   void append(const protocol::chat_message& m) {
     for (auto& it : protocol::responses::items_of({m}))
@@ -187,45 +190,35 @@ struct run_state {
       w.EndObject();
     });
     emit(std::move(e));
-    infer();
+    loop->start();
   }
 
-  void infer() {
-    ++step;
-    protocol::responses::round_request r;
+  bool prepare_round(int, protocol::responses::round_request& r) override {
     r.req = &model_settings;
     r.history = history;
     r.tools = offered;
     r.max_output_tokens = spec.request.max_tokens.value_or(env->default_max_tokens);
     r.stream = env->stream;
     r.name_tool_messages = true;   // AS-19
-    r.keep_unoffered_calls = true; // AS-31: the loop refuses them itself
-    auto tag = ++model_seq;
+    r.keep_unoffered_calls = true; // AS-31: the gate refuses them
     model_started = clock::now();
     assembler = {};
-    run_actor me = self;
-    model_call = env->model->open(r, [me, tag](std::vector<protocol::responses::upstream_event> events) {
-      caf::anon_send(me, upstream_atom::value, tag, std::move(events));
-    });
+    return true;
   }
 
-  void on_model_events(uint64_t tag, const std::vector<protocol::responses::upstream_event>& events) {
-    if (ended || tag != model_seq || !model_call)
-      return;
+  batch on_batch(std::vector<protocol::responses::upstream_event>& events) override {
     for (auto& e : events)
       assembler.feed(e);
-    if (!assembler.ended())
-      return model_call->resume();
-    model_call.reset();
-    auto outcome = assembler.outcome();
-    on_model_done(outcome);
+    return assembler.ended() ? batch::round_end : batch::more;
   }
 
-  void on_model_done(protocol::model_outcome& outcome) {
+  // The step's reply: its events, then its calls for the loop to run (none ends the run).
+  bool on_round_end(std::vector<loop_call>& calls, after_calls& then) override {
     env->metrics->model_call(protocol::elapsed_ms(model_started, clock::now()));
+    auto outcome = assembler.outcome();
     if (!outcome.ok) {
       fail("LLM call failed: " + outcome.error, "upstream_model_error", outcome.retryable);
-      return;
+      return false;
     }
     auto& reply = outcome.reply;
     usage_total += reply.usage;
@@ -271,7 +264,7 @@ struct run_state {
     auto end = make_event("step_end", reply.content);
     end.metadata = protocol::json::object([&](writer& w) {
       w.Key("step");
-      w.Int(step);
+      w.Int(loop->round());
       w.Key("has_tool_calls");
       w.Bool(!reply.tool_calls.empty());
       w.Key("llm_usage");
@@ -286,72 +279,71 @@ struct run_state {
     append(assistant);
     if (reply.tool_calls.empty()) {
       finish_completed(reply.content.empty() ? latest_step_text : reply.content, "final_answer");
-      return;
+      return false;
     }
     pending_calls = std::move(reply.tool_calls);
-    next_call = 0;
-    run_next_tool();
+    for (std::size_t i = 0; i < pending_calls.size(); ++i) {
+      auto& c = pending_calls[i];
+      loop_call call;
+      call.ref = i;
+      call.port = env->tools;
+      call.invocation = {spec.run_id, c.id, c.name, c.arguments, workspace_dir, spec.tenant_key, spec.user_key};
+      calls.push_back(std::move(call));
+    }
+    then = after_calls::next_round;
+    return true;
   }
 
-  void run_next_tool() {
-    if (next_call == pending_calls.size()) {
-      pending_calls.clear();
-      if (step >= env->limits.max_iterations)
-        finish_completed("[STOPPED] Task stopped due to maximum iteration limit ("
-                           + std::to_string(env->limits.max_iterations) + ").",
-                         "max_iterations");
-      else
-        infer();
-      return;
-    }
-    auto& c = pending_calls[next_call];
-    auto& g = gates[next_call];
+  void on_done() override { finish_completed(latest_step_text, "final_answer"); }
+
+  void on_rounds_exhausted() override {
+    finish_completed("[STOPPED] Task stopped due to maximum iteration limit ("
+                       + std::to_string(env->limits.max_iterations) + ").",
+                     "max_iterations");
+  }
+
+  // The gate before each call: the run's tool policy (AS-32), then the service policy (AS-35); a
+  // `danger` call waits for its approval (AS-44). A call that does not run gets the outcome marker.
+  admission admit_call(const loop_call& call, std::string& refusal) override {
+    auto& c = pending_calls[call.ref];
+    auto& g = gates[call.ref];
     if (g.policy_denial) {
       g.decision.level = protocol::decision_level::forbidden;
       g.decision.reason = *g.policy_denial;
       g.decision.policy_scope = "run_tool_policy";
       g.approved = false;
-      settle_call("[TOOL_POLICY_DENIED] " + *g.policy_denial);
-      return;
+      refusal = "[TOOL_POLICY_DENIED] " + *g.policy_denial;
+      return admission::refuse;
     }
     auto args = protocol::json::parse(c.arguments);
     g.decision = protocol::decide(env->policy, env->safety, c.name, *args, spec.user_key, spec.tenant_key);
     switch (g.decision.level) {
     case protocol::decision_level::forbidden:
       g.approved = false;
-      settle_call("[SAFETY_BLOCKED] " + g.decision.reason);
-      return;
+      refusal = "[SAFETY_BLOCKED] " + g.decision.reason;
+      return admission::refuse;
     case protocol::decision_level::danger:
-      ask_approval();
-      return;
+      if (!env->approvals) {
+        g.approved = false;
+        refusal = "[SAFETY_DENIED] " + g.decision.reason + " (no approval service)";
+        return admission::refuse;
+      }
+      ask_approval(call);
+      return admission::wait;
     default:
-      execute();
+      if (!call.port) {
+        refusal = "[ERROR] No tool can run " + c.name;
+        return admission::refuse;
+      }
+      return admission::run;
     }
-  }
-
-  void execute() {
-    auto& c = pending_calls[next_call];
-    tool_invocation call{spec.run_id, c.id, c.name, c.arguments, workspace_dir, spec.tenant_key, spec.user_key};
-    current_tool = spawn_tool_call(self->system(), caf::actor_cast<caf::actor>(self), next_call, env->tools,
-                                   std::move(call), env->limits.tool_timeout_seconds);
-  }
-
-  // A call that does not run: its result is the outcome marker (AS-32, AS-44).
-  void settle_call(std::string marker) {
-    tool_outcome outcome{std::move(marker), true};
-    on_tool_result(next_call, outcome, 0);
   }
 
   // AS-46: the call waits for its approval without blocking anything; a retried attempt finds the
   // approval its earlier attempt opened (AS-81).
-  void ask_approval() {
-    auto& c = pending_calls[next_call];
-    auto& d = gates[next_call].decision;
-    if (!env->approvals) {
-      gates[next_call].approved = false;
-      settle_call("[SAFETY_DENIED] " + d.reason + " (no approval service)");
-      return;
-    }
+  void ask_approval(const loop_call& call) {
+    auto& c = pending_calls[call.ref];
+    auto& d = gates[call.ref].decision;
     protocol::approval_record r;
     r.run_id = spec.run_id;
     r.session_id = spec.request.session_id;
@@ -367,21 +359,22 @@ struct run_state {
     r.policy_action = d.policy_action.value_or("");
     r.policy_matched = d.policy_matched;
     r.timeout_seconds = env->approval_timeout_seconds;
-    auto tag = ++approval_seq;
+    auto key = call.key;
+    auto index = call.ref;
     self->request(env->approvals, caf::infinite, open_approval_atom::value, std::move(r))
       .then(
-        [this, tag](protocol::approval_record& opened) {
-          if (ended || tag != approval_seq)
+        [this, key, index](protocol::approval_record& opened) {
+          if (ended)
             return;
-          gates[next_call].request_id = opened.request_id;
+          gates[index].request_id = opened.request_id;
           if (opened.status != "pending") {
-            on_approval(tag, opened);
+            on_approval(key, index, opened);
             return;
           }
           emit_ask_user(opened);
-          audit_approval_request(opened);
+          audit_approval_request(index, opened);
           self->request(env->approvals, caf::infinite, await_atom::value, opened.request_id)
-            .then([this, tag](protocol::approval_record& resolved) { on_approval(tag, resolved); },
+            .then([this, key, index](protocol::approval_record& resolved) { on_approval(key, index, resolved); },
                   [this](caf::error& err) { fenced(err); });
         },
         [this](caf::error& err) { fenced(err); });
@@ -417,20 +410,20 @@ struct run_state {
     emit(std::move(e));
   }
 
-  void on_approval(uint64_t tag, const protocol::approval_record& r) {
-    if (ended || tag != approval_seq)
+  void on_approval(uint64_t key, std::size_t index, const protocol::approval_record& r) {
+    if (ended)
       return;
-    auto& g = gates[next_call];
+    auto& g = gates[index];
     g.request_id = r.request_id;
     g.approved = r.status == "approved";
     if (*g.approved)
-      execute();
+      loop->admit(key);
     else
-      settle_call("[SAFETY_DENIED] Approval " + r.status + ": " + r.resolution_reason);
+      loop->refuse(key, "[SAFETY_DENIED] Approval " + r.status + ": " + r.resolution_reason);
   }
 
-  void audit_approval_request(const protocol::approval_record& r) {
-    auto a = audit_of(pending_calls[next_call], gates[next_call]);
+  void audit_approval_request(std::size_t index, const protocol::approval_record& r) {
+    auto a = audit_of(pending_calls[index], gates[index]);
     a.kind = "approval_request";
     a.request_id = r.request_id;
     a.approved.reset();
@@ -458,25 +451,25 @@ struct run_state {
     return a;
   }
 
-  void on_tool_result(uint64_t index, tool_outcome& outcome, double duration_ms) {
-    if (ended || index != next_call || next_call >= pending_calls.size())
-      return;
-    current_tool = nullptr;
-    env->metrics->tool_call(duration_ms);
-    auto& c = pending_calls[next_call];
-    auto output = protocol::truncate_tool_output(std::move(outcome.output), env->limits.max_tool_output_chars);
+  void on_call_end(const loop_call& call, call_result result) override {
+    env->metrics->tool_call(result.duration_ms);
+    auto& c = pending_calls[call.ref];
+    auto& g = gates[call.ref];
+    if (result.timed_out)
+      result.outcome.output =
+        "[ERROR] Tool timed out after " + format_seconds(env->limits.tool_timeout_seconds) + " seconds";
+    auto output = protocol::truncate_tool_output(std::move(result.outcome.output), env->limits.max_tool_output_chars);
     auto cited = protocol::harvest_citations(output);
     protocol::merge_citations(citations, cited);
     auto e = make_event("tool_result", output);
     e.tool_name = c.name;
     e.tool_args = protocol::redact_json(c.arguments); // AS-85
     e.tool_call_id = c.id;
-    e.duration_ms = duration_ms;
+    e.duration_ms = result.duration_ms;
     e.cited_source_ids = std::move(cited);
-    auto& g = gates[next_call];
     e.metadata = protocol::json::object([&](writer& w) {
       w.Key("duration_ms");
-      w.Double(duration_ms);
+      w.Double(result.duration_ms);
       w.Key("decision_level");
       w.String(protocol::to_string(g.decision.level));
       w.Key("approved");
@@ -497,17 +490,14 @@ struct run_state {
     if (env->store) {
       auto a = audit_of(c, g);
       a.kind = "execution";
-      a.duration_ms = duration_ms;
+      a.duration_ms = result.duration_ms;
       a.result_summary = output;
       self->send(env->store, audit_atom::value, std::move(a));
     }
     auto tool_msg = protocol::text_message("tool", std::move(output));
     tool_msg.tool_call_id = c.id;
     append(tool_msg);
-    ++next_call;
-    run_next_tool();
   }
-
   void finish_completed(std::string answer, const char* stop_reason) {
     auto e = make_event("session_end", answer);
     e.cited_source_ids = citations;
@@ -554,6 +544,7 @@ struct run_state {
 
   void requeue(std::string error) {
     ended = true;
+    stop_work();
     if (!env->store) {
       self->quit();
       return;
@@ -576,6 +567,7 @@ struct run_state {
   // The terminal transition is stored (with the trace) before anyone hears of the end.
   void end(std::string status, std::string answer, std::string error) {
     ended = true;
+    stop_work();
     if (env->approvals) // AS-81: what the run still waited for is denied
       self->send(env->approvals, run_ended_atom::value, spec.run_id,
                  std::string(status == "cancelled" ? "run_cancelled" : "run_terminated"));
@@ -632,6 +624,11 @@ run_actor::behavior_type run_behavior(run_actor::stateful_pointer<run_state> sel
   st.env = std::move(env);
   st.spec = std::move(spec);
   st.subscribers = std::move(subscribers);
+  loop_settings settings;
+  settings.max_rounds = st.env->limits.max_iterations;
+  settings.parallel_calls = 1; // AS-18
+  settings.call_timeout_seconds = st.env->limits.tool_timeout_seconds;
+  st.loop = std::make_unique<agent_loop>(self, st.env->model, settings, st);
   return {
     [=](start_atom) {
       if (self->state.created_at.empty())
@@ -644,12 +641,11 @@ run_actor::behavior_type run_behavior(run_actor::stateful_pointer<run_state> sel
     },
     [=](ping_atom) { return true; },
     [=](fenced_atom) { self->state.fenced(make_error(errc::conflict, "the lease keeper lost the run's lease")); },
-    [=](upstream_atom, uint64_t tag, const std::vector<protocol::responses::upstream_event>& events) {
-      self->state.on_model_events(tag, events);
+    [=](upstream_atom, uint64_t tag, std::vector<protocol::responses::upstream_event>& events) {
+      self->state.loop->on_upstream(tag, events);
     },
-    [=](tool_result_atom, uint64_t index, tool_outcome& outcome, double ms) {
-      self->state.on_tool_result(index, outcome, ms);
-    },
+    [=](tool_result_atom, uint64_t key, tool_outcome& outcome) { self->state.loop->on_tool_result(key, outcome); },
+    [=](timeout_atom, uint64_t key) { self->state.loop->on_timeout(key); },
   };
 }
 

@@ -1,6 +1,7 @@
 // The run actor: one per run; it owns the agent loop, the history and the event sequence.
 #pragma once
 
+#include "actors/agent_loop.hpp"
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
 #include "actors/run_environment.hpp"
@@ -25,10 +26,7 @@ using run_actor = caf::typed_actor<
   // Answered while the run is responsive: the lease keeper renews its lease only then (AS-82).
   caf::replies_to<ping_atom>::with<bool>,
   // The run's lease was taken over: it stops at once and writes nothing more (AS-82).
-  caf::reacts_to<fenced_atom>,
-  // A batch of the current model round (upstream_port).
-  caf::reacts_to<upstream_atom, uint64_t, std::vector<protocol::responses::upstream_event>>,
-  caf::reacts_to<tool_result_atom, uint64_t, tool_outcome, double>>;
+  caf::reacts_to<fenced_atom>>::extend_with<loop_actor>;
 
 // Spawns a run attempt. Each event is stored (fenced by the attempt's lease epoch) and then sent as
 // (event_atom, agent_event) to every subscriber; a terminal run then sends (run_end_atom, run_result).

@@ -1,0 +1,188 @@
+#include "actors/agent_loop.hpp"
+
+#include "protocol/timestamp.hpp"
+
+#include <caf/all.hpp>
+
+namespace troupe {
+
+namespace rs = protocol::responses;
+using clock = std::chrono::steady_clock;
+
+agent_loop::agent_loop(caf::local_actor* self, std::shared_ptr<upstream_port> model, loop_settings settings,
+                       loop_dialect& dialect)
+    : self_(self), model_(std::move(model)), settings_(settings), dialect_(dialect) {
+  if (settings_.parallel_calls == 0)
+    settings_.parallel_calls = 1;
+}
+
+// The hosting actor is gone: so is its work.
+agent_loop::~agent_loop() { stop(); }
+
+caf::actor agent_loop::me() const { return caf::actor_cast<caf::actor>(self_); }
+
+void agent_loop::start(std::vector<loop_call> first_calls) {
+  then_ = after_calls::next_round;
+  for (auto& c : first_calls) {
+    c.key = ++next_key_;
+    waiting_.push_back(std::move(c));
+  }
+  pump();
+}
+
+void agent_loop::next_round() {
+  if (stopped_)
+    return;
+  rs::round_request r;
+  if (!dialect_.prepare_round(round_ + 1, r) || stopped_)
+    return;
+  ++round_;
+  open(r);
+}
+
+void agent_loop::open_side_round(const rs::round_request& r) {
+  if (!stopped_)
+    open(r);
+}
+
+void agent_loop::open(const rs::round_request& r) {
+  if (round_in_flight_)
+    round_in_flight_->cancel();
+  auto tag = ++round_tag_;
+  auto actor = me();
+  round_in_flight_ = model_->open(r, [actor, tag](std::vector<rs::upstream_event> events) {
+    caf::anon_send(actor, upstream_atom::value, tag, std::move(events));
+  });
+}
+
+void agent_loop::resume() {
+  if (round_in_flight_)
+    round_in_flight_->resume();
+}
+
+void agent_loop::on_upstream(uint64_t tag, std::vector<rs::upstream_event>& events) {
+  if (stopped_ || tag != round_tag_ || !round_in_flight_)
+    return;
+  switch (dialect_.on_batch(events)) {
+  case loop_dialect::batch::more:
+    return resume();
+  case loop_dialect::batch::hold:
+  case loop_dialect::batch::taken:
+    return;
+  case loop_dialect::batch::round_end:
+    break;
+  }
+  if (stopped_)
+    return;
+  round_in_flight_.reset();
+  std::vector<loop_call> calls;
+  if (!dialect_.on_round_end(calls, then_) || stopped_)
+    return;
+  for (auto& c : calls) {
+    c.key = ++next_key_;
+    waiting_.push_back(std::move(c));
+  }
+  pump();
+}
+
+void agent_loop::pump() {
+  if (pumping_) // a call refused while pumping: the running loop below goes on
+    return;
+  pumping_ = true;
+  while (!stopped_ && !waiting_.empty() && running_.size() < settings_.parallel_calls) {
+    auto key = waiting_.front().key;
+    auto& slot = running_[key];
+    slot.call = std::move(waiting_.front());
+    slot.started = clock::now();
+    waiting_.pop_front();
+    std::string refusal;
+    switch (dialect_.admit_call(slot.call, refusal)) {
+    case loop_dialect::admission::run:
+      launch(slot);
+      break;
+    case loop_dialect::admission::wait:
+      break;
+    case loop_dialect::admission::refuse:
+      complete(key, {{std::move(refusal), false}, 0, false, true});
+      break;
+    }
+  }
+  pumping_ = false;
+  if (stopped_ || calls_pending())
+    return;
+  if (then_ == after_calls::end)
+    return dialect_.on_done();
+  if (round_ >= settings_.max_rounds)
+    return dialect_.on_rounds_exhausted();
+  next_round();
+}
+
+void agent_loop::launch(running_call& slot) {
+  slot.admitted = true;
+  slot.started = clock::now();
+  auto key = slot.call.key;
+  auto actor = me();
+  slot.handle = slot.call.port->execute(slot.call.invocation, [actor, key](tool_outcome out) {
+    if (!out.cancelled) // a cancel or a timeout has already ended the call
+      caf::anon_send(actor, tool_result_atom::value, key, std::move(out));
+  });
+  if (settings_.call_timeout_seconds > 0)
+    caf::delayed_anon_send(actor, std::chrono::milliseconds(static_cast<int64_t>(settings_.call_timeout_seconds * 1000)),
+                           timeout_atom::value, key);
+}
+
+void agent_loop::admit(uint64_t key) {
+  auto it = running_.find(key);
+  if (stopped_ || it == running_.end() || it->second.admitted)
+    return;
+  launch(it->second);
+}
+
+void agent_loop::refuse(uint64_t key, std::string output) {
+  auto it = running_.find(key);
+  if (stopped_ || it == running_.end() || it->second.admitted)
+    return;
+  complete(key, {{std::move(output), false}, 0, false, true});
+  pump();
+}
+
+void agent_loop::on_tool_result(uint64_t key, tool_outcome& outcome) {
+  auto it = running_.find(key);
+  if (stopped_ || it == running_.end() || !it->second.admitted)
+    return;
+  auto ms = protocol::elapsed_ms(it->second.started, clock::now());
+  complete(key, {std::move(outcome), ms, false});
+  pump();
+}
+
+void agent_loop::on_timeout(uint64_t key) {
+  auto it = running_.find(key);
+  if (stopped_ || it == running_.end() || !it->second.admitted)
+    return;
+  if (it->second.handle)
+    it->second.handle->cancel();
+  auto ms = protocol::elapsed_ms(it->second.started, clock::now());
+  complete(key, {{}, ms, true});
+  pump();
+}
+
+void agent_loop::complete(uint64_t key, call_result result) {
+  auto it = running_.find(key);
+  auto call = std::move(it->second.call);
+  running_.erase(it);
+  dialect_.on_call_end(call, std::move(result));
+}
+
+void agent_loop::stop() {
+  stopped_ = true;
+  if (round_in_flight_)
+    round_in_flight_->cancel();
+  round_in_flight_.reset();
+  for (auto& [key, slot] : running_)
+    if (slot.handle)
+      slot.handle->cancel();
+  running_.clear();
+  waiting_.clear();
+}
+
+} // namespace troupe

@@ -1,0 +1,155 @@
+// The agent loop (DESIGN.md: one agent loop, three dialects). It reads the model in rounds through
+// the upstream port and runs the calls a round asks for through the tool port — at most
+// `parallel_calls` at once, each bounded by a timeout — until the dialect ends the run or the round
+// cap is reached. It lives inside the actor of an agent-service run or of a Responses response; the
+// dialect is that actor's: it says what a round's reply means, gates each call, renders events and
+// persists.
+#pragma once
+
+#include "actors/atoms.hpp"
+#include "actors/messages.hpp"
+#include "actors/tool_port.hpp"
+#include "actors/upstream_port.hpp"
+
+#include <caf/fwd.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace troupe {
+
+// What an actor that hosts a loop handles, and hands to it: the batches of the round in flight, the
+// calls' outcomes and their timeouts.
+using loop_actor = caf::typed_actor<
+  caf::reacts_to<upstream_atom, uint64_t, std::vector<protocol::responses::upstream_event>>,
+  caf::reacts_to<tool_result_atom, uint64_t, tool_outcome>,
+  caf::reacts_to<timeout_atom, uint64_t>>;
+
+struct loop_settings {
+  int max_rounds = 10;            // the round cap: AS-20 max_iterations, RS-22 max rounds
+  std::size_t parallel_calls = 1; // AS-18: one at a time; RS-25: up to 5
+  double call_timeout_seconds = 0; // 0: the tool's own bound applies
+};
+
+// One call a round asked for.
+struct loop_call {
+  uint64_t key = 0;              // set by the loop
+  std::size_t ref = 0;           // the dialect's own reference: a call index, an output position
+  std::shared_ptr<tool_port> port; // where it runs
+  tool_invocation invocation;
+};
+
+struct call_result {
+  tool_outcome outcome; // a refused call: the refusal
+  double duration_ms = 0;
+  bool timed_out = false;
+  bool refused = false; // the gate did not let it run
+};
+
+// What follows a round's calls.
+enum class after_calls { next_round, end };
+
+class loop_dialect {
+public:
+  virtual ~loop_dialect() = default;
+
+  // Fills round number `round`'s request. False when no model round follows now: the dialect ended
+  // the run, or opened a side round (a compaction summary) and calls next_round() once it is done.
+  virtual bool prepare_round(int round, protocol::responses::round_request& r) = 0;
+
+  // What the loop does after a batch of the round in flight.
+  enum class batch {
+    more,      // read on
+    hold,      // the dialect calls resume() when it can take more
+    round_end, // the round ended: on_round_end follows
+    taken,     // the dialect took over: it ended the run or opened another round
+  };
+  virtual batch on_batch(std::vector<protocol::responses::upstream_event>& events) = 0;
+
+  // The round ended. Fills the calls to run, in order, and what follows them; false when the dialect
+  // ended the run instead.
+  virtual bool on_round_end(std::vector<loop_call>& calls, after_calls& then) = 0;
+
+  // Whether a call may run, asked when its turn comes. `wait`: the dialect answers later with
+  // admit() or refuse(). `refuse`: the call does not run; `refusal` is its output.
+  enum class admission { run, wait, refuse };
+  virtual admission admit_call(const loop_call&, std::string& /*refusal*/) { return admission::run; }
+
+  virtual void on_call_end(const loop_call& call, call_result result) = 0;
+
+  // The calls are done and the round's reply said the run ends.
+  virtual void on_done() = 0;
+  // The calls are done, another round would follow, but the round cap is reached.
+  virtual void on_rounds_exhausted() = 0;
+};
+
+class agent_loop {
+public:
+  agent_loop(caf::local_actor* self, std::shared_ptr<upstream_port> model, loop_settings settings,
+             loop_dialect& dialect);
+  ~agent_loop();
+  agent_loop(const agent_loop&) = delete;
+  agent_loop& operator=(const agent_loop&) = delete;
+
+  // Runs `first_calls` (RS-33: approved calls before round 1), then the first round.
+  void start(std::vector<loop_call> first_calls = {});
+  // Prepares and opens the next round.
+  void next_round();
+  // Opens a round outside the count (a compaction summary); its batches reach on_batch too.
+  void open_side_round(const protocol::responses::round_request& r);
+  // Reading of the round in flight goes on.
+  void resume();
+  // A waiting call (admit_call said `wait`) runs now, or ends with `output` without running.
+  void admit(uint64_t key);
+  void refuse(uint64_t key, std::string output);
+  // Cancels the round and the calls in flight; nothing more reaches the dialect.
+  void stop();
+
+  int round() const { return round_; }
+  bool round_open() const { return static_cast<bool>(round_in_flight_); }
+  bool calls_pending() const { return !waiting_.empty() || !running_.empty(); }
+
+  // The loop_actor messages, forwarded by the hosting actor.
+  void on_upstream(uint64_t tag, std::vector<protocol::responses::upstream_event>& events);
+  void on_tool_result(uint64_t key, tool_outcome& outcome);
+  void on_timeout(uint64_t key);
+
+private:
+  struct running_call {
+    loop_call call;
+    std::shared_ptr<cancel_handle> handle;
+    std::chrono::steady_clock::time_point started;
+    bool admitted = false;
+  };
+
+  void open(const protocol::responses::round_request& r);
+  void pump();
+  void launch(running_call& slot);
+  // Ends a call: its result goes to the dialect; pump() runs the next.
+  void complete(uint64_t key, call_result result);
+  caf::actor me() const;
+
+  caf::local_actor* self_;
+  std::shared_ptr<upstream_port> model_;
+  loop_settings settings_;
+  loop_dialect& dialect_;
+
+  int round_ = 0;
+  uint64_t round_tag_ = 0; // stale batches of a cancelled round are dropped
+  std::shared_ptr<upstream_round> round_in_flight_;
+  std::deque<loop_call> waiting_;
+  std::map<uint64_t, running_call> running_;
+  uint64_t next_key_ = 0;
+  after_calls then_ = after_calls::next_round;
+  bool pumping_ = false;
+  bool stopped_ = false;
+};
+
+} // namespace troupe
