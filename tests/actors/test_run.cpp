@@ -162,11 +162,23 @@ TEST_CASE_METHOD(fixture, "cancelling a run cancels the tool call in flight", "[
       caf::anon_send(r, cancel_atom::value); // the tool hangs: nothing is scripted
   });
   CHECK(out.result.status == "cancelled");
-  // the tool_call actor cancels its port call when told, or when it sees the run go down
   caf::scoped_actor waiter{sys};
   for (int i = 0; i < 200 && tools->cancels() == 0; ++i)
     waiter->receive(caf::after(std::chrono::milliseconds(10)) >> [] {});
   CHECK(tools->cancels() == 1);
+}
+
+TEST_CASE_METHOD(fixture, "a tool call past the tool timeout is cancelled and its result says it timed out",
+                 "[run]") {
+  env->limits.tool_timeout_seconds = 0.05;
+  model->push(fake_model::call("echo", "{}"));
+  model->push(fake_model::text("ok"));
+  auto out = run(); // the tool hangs: nothing is scripted
+  CHECK(out.events.at(4).type == "tool_result");
+  CHECK(out.events.at(4).content == "[ERROR] Tool timed out after 0.05 seconds");
+  CHECK(model->requests().at(1).messages.back().content == "[ERROR] Tool timed out after 0.05 seconds");
+  CHECK(tools->cancels() == 1);
+  CHECK(out.result.status == "completed");
 }
 
 TEST_CASE_METHOD(fixture, "tool output is truncated and the model sees the same text", "[run]") { // AS-22
