@@ -1,19 +1,17 @@
 #include "actors/agent_loop.hpp"
 
-#include "protocol/timestamp.hpp"
-
 #include <caf/all.hpp>
 
 namespace troupe {
 
 namespace rs = protocol::responses;
-using clock = std::chrono::steady_clock;
 
-agent_loop::agent_loop(caf::local_actor* self, std::shared_ptr<upstream_port> model, loop_settings settings,
+agent_loop::agent_loop(caf::scheduled_actor* self, std::shared_ptr<upstream_port> model, loop_settings settings,
                        loop_dialect& dialect)
     : self_(self), model_(std::move(model)), settings_(settings), dialect_(dialect) {
   if (settings_.parallel_calls == 0)
     settings_.parallel_calls = 1;
+  self_->set_down_handler([this](caf::down_msg& down) { on_down(down); });
 }
 
 // The hosting actor is gone: so is its work.
@@ -93,7 +91,6 @@ void agent_loop::pump() {
     auto key = waiting_.front().key;
     auto& slot = running_[key];
     slot.call = std::move(waiting_.front());
-    slot.started = clock::now();
     waiting_.pop_front();
     std::string refusal;
     switch (dialect_.admit_call(slot.call, refusal)) {
@@ -118,52 +115,42 @@ void agent_loop::pump() {
 }
 
 void agent_loop::launch(running_call& slot) {
-  slot.admitted = true;
-  slot.started = clock::now();
-  auto key = slot.call.key;
-  auto actor = me();
-  slot.handle = slot.call.port->execute(slot.call.invocation, [actor, key](tool_outcome out) {
-    if (!out.cancelled) // a cancel or a timeout has already ended the call
-      caf::anon_send(actor, tool_result_atom::value, key, std::move(out));
-  });
-  if (settings_.call_timeout_seconds > 0)
-    caf::delayed_anon_send(actor, std::chrono::milliseconds(static_cast<int64_t>(settings_.call_timeout_seconds * 1000)),
-                           timeout_atom::value, key);
+  slot.actor = spawn_tool_call(self_->system(), me(), slot.call.key, slot.call.port, slot.call.invocation,
+                               settings_.call_timeout_seconds);
+  self_->monitor(slot.actor);
 }
 
 void agent_loop::admit(uint64_t key) {
   auto it = running_.find(key);
-  if (stopped_ || it == running_.end() || it->second.admitted)
+  if (stopped_ || it == running_.end() || it->second.actor)
     return;
   launch(it->second);
 }
 
 void agent_loop::refuse(uint64_t key, std::string output) {
   auto it = running_.find(key);
-  if (stopped_ || it == running_.end() || it->second.admitted)
+  if (stopped_ || it == running_.end() || it->second.actor)
     return;
   complete(key, {{std::move(output), false}, 0, false, true});
   pump();
 }
 
-void agent_loop::on_tool_result(uint64_t key, tool_outcome& outcome) {
+void agent_loop::on_tool_result(uint64_t key, call_result& result) {
   auto it = running_.find(key);
-  if (stopped_ || it == running_.end() || !it->second.admitted)
+  if (stopped_ || it == running_.end() || !it->second.actor)
     return;
-  auto ms = protocol::elapsed_ms(it->second.started, clock::now());
-  complete(key, {std::move(outcome), ms, false});
+  complete(key, std::move(result));
   pump();
 }
 
-void agent_loop::on_timeout(uint64_t key) {
-  auto it = running_.find(key);
-  if (stopped_ || it == running_.end() || !it->second.admitted)
-    return;
-  if (it->second.handle)
-    it->second.handle->cancel();
-  auto ms = protocol::elapsed_ms(it->second.started, clock::now());
-  complete(key, {{}, ms, true});
-  pump();
+// A call actor answers before it quits, so one still running when it goes down died without answering.
+void agent_loop::on_down(const caf::down_msg& down) {
+  for (auto& [key, slot] : running_)
+    if (slot.actor && slot.actor.address() == down.source) {
+      auto k = key;
+      complete(k, {{"[ERROR] Tool call failed: " + self_->system().render(down.reason), false}, 0, false, false});
+      return pump();
+    }
 }
 
 void agent_loop::complete(uint64_t key, call_result result) {
@@ -179,8 +166,8 @@ void agent_loop::stop() {
     round_in_flight_->cancel();
   round_in_flight_.reset();
   for (auto& [key, slot] : running_)
-    if (slot.handle)
-      slot.handle->cancel();
+    if (slot.actor)
+      caf::anon_send(slot.actor, cancel_atom::value);
   running_.clear();
   waiting_.clear();
 }

@@ -1,5 +1,5 @@
 // The agent loop (DESIGN.md: one agent loop, three dialects). It reads the model in rounds through
-// the upstream port and runs the calls a round asks for through the tool port — at most
+// the upstream port and runs the calls a round asks for, each in its own tool_call actor — at most
 // `parallel_calls` at once, each bounded by a timeout — until the dialect ends the run or the round
 // cap is reached. It lives inside the actor of an agent-service run or of a Responses response; the
 // dialect is that actor's: it says what a round's reply means, gates each call, renders events and
@@ -8,14 +8,13 @@
 
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
-#include "actors/tool_port.hpp"
+#include "actors/tool_call.hpp"
 #include "actors/upstream_port.hpp"
 
 #include <caf/fwd.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
-#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -25,12 +24,11 @@
 
 namespace troupe {
 
-// What an actor that hosts a loop handles, and hands to it: the batches of the round in flight, the
-// calls' outcomes and their timeouts.
+// What an actor that hosts a loop handles, and hands to it: the batches of the round in flight and
+// the calls' results.
 using loop_actor = caf::typed_actor<
   caf::reacts_to<upstream_atom, uint64_t, std::vector<protocol::responses::upstream_event>>,
-  caf::reacts_to<tool_result_atom, uint64_t, tool_outcome>,
-  caf::reacts_to<timeout_atom, uint64_t>>;
+  caf::reacts_to<tool_result_atom, uint64_t, call_result>>;
 
 struct loop_settings {
   int max_rounds = 10;            // the round cap: AS-20 max_iterations, RS-22 max rounds
@@ -44,13 +42,6 @@ struct loop_call {
   std::size_t ref = 0;           // the dialect's own reference: a call index, an output position
   std::shared_ptr<tool_port> port; // where it runs
   tool_invocation invocation;
-};
-
-struct call_result {
-  tool_outcome outcome; // a refused call: the refusal
-  double duration_ms = 0;
-  bool timed_out = false;
-  bool refused = false; // the gate did not let it run
 };
 
 // What follows a round's calls.
@@ -92,7 +83,9 @@ public:
 
 class agent_loop {
 public:
-  agent_loop(caf::local_actor* self, std::shared_ptr<upstream_port> model, loop_settings settings,
+  // Takes over `self`'s down handler: a call actor that dies without answering ends its call with
+  // an [ERROR] result and the run goes on (DESIGN.md's supervision of tool calls).
+  agent_loop(caf::scheduled_actor* self, std::shared_ptr<upstream_port> model, loop_settings settings,
              loop_dialect& dialect);
   ~agent_loop();
   agent_loop(const agent_loop&) = delete;
@@ -118,17 +111,15 @@ public:
 
   // The loop_actor messages, forwarded by the hosting actor.
   void on_upstream(uint64_t tag, std::vector<protocol::responses::upstream_event>& events);
-  void on_tool_result(uint64_t key, tool_outcome& outcome);
-  void on_timeout(uint64_t key);
+  void on_tool_result(uint64_t key, call_result& result);
 
 private:
   struct running_call {
     loop_call call;
-    std::shared_ptr<cancel_handle> handle;
-    std::chrono::steady_clock::time_point started;
-    bool admitted = false;
+    tool_call_actor actor; // once admitted
   };
 
+  void on_down(const caf::down_msg& down);
   void open(const protocol::responses::round_request& r);
   void pump();
   void launch(running_call& slot);
@@ -136,7 +127,7 @@ private:
   void complete(uint64_t key, call_result result);
   caf::actor me() const;
 
-  caf::local_actor* self_;
+  caf::scheduled_actor* self_;
   std::shared_ptr<upstream_port> model_;
   loop_settings settings_;
   loop_dialect& dialect_;

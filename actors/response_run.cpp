@@ -825,8 +825,7 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
     [=](upstream_atom, uint64_t tag, std::vector<rs::upstream_event>& events) {
       self->state.loop->on_upstream(tag, events);
     },
-    [=](tool_result_atom, uint64_t key, tool_outcome& outcome) { self->state.loop->on_tool_result(key, outcome); },
-    [=](timeout_atom, uint64_t key) { self->state.loop->on_timeout(key); },
+    [=](tool_result_atom, uint64_t key, call_result& result) { self->state.loop->on_tool_result(key, result); },
   };
 }
 

@@ -332,7 +332,7 @@ struct run_state : loop_dialect {
       return admission::wait;
     default:
       if (!call.port) {
-        refusal = "[ERROR] No tool can run " + c.name;
+        refusal = "[ERROR] Tool " + c.name + " is not available";
         return admission::refuse;
       }
       return admission::run;
@@ -644,8 +644,7 @@ run_actor::behavior_type run_behavior(run_actor::stateful_pointer<run_state> sel
     [=](upstream_atom, uint64_t tag, std::vector<protocol::responses::upstream_event>& events) {
       self->state.loop->on_upstream(tag, events);
     },
-    [=](tool_result_atom, uint64_t key, tool_outcome& outcome) { self->state.loop->on_tool_result(key, outcome); },
-    [=](timeout_atom, uint64_t key) { self->state.loop->on_timeout(key); },
+    [=](tool_result_atom, uint64_t key, call_result& result) { self->state.loop->on_tool_result(key, result); },
   };
 }
 

@@ -1,4 +1,4 @@
-// The tool port: how the agent loop executes a tool, whatever provides it.
+// The tool port: how a tool_call actor executes a tool, whatever provides it.
 #pragma once
 
 #include "actors/cancel_handle.hpp"
