@@ -13,6 +13,7 @@
 #include "io/openai_chat_client.hpp"
 #include "io/policy_routes.hpp"
 #include "io/responses_routes.hpp"
+#include "io/model_catalog.hpp"
 #include "io/routing_upstream_port.hpp"
 #include "io/run_routes.hpp"
 #include "io/scripted_model_port.hpp"
@@ -39,6 +40,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <thread>
 
@@ -120,11 +122,12 @@ int report_errors(const protocol::config_result& r, const cli_options& cli) {
 struct model_ports {
   std::shared_ptr<upstream_port> model;
   std::shared_ptr<upstream_port> upstream;
+  std::shared_ptr<io::model_catalog> models; // the names the Responses gateway routes and lists
 };
 
 template <class Adapter>
 model_ports ports_of(std::shared_ptr<Adapter> adapter) {
-  return {adapter, adapter};
+  return {adapter, adapter, nullptr};
 }
 
 model_ports default_model_ports(const protocol::config& c) {
@@ -157,20 +160,37 @@ std::shared_ptr<upstream_port> entry_port(const protocol::upstream_config& u, co
   return std::make_shared<io::openai_chat_client>(o);
 }
 
+// The model catalog, with the entries that discover their models asked once before serving (each ask
+// is bounded, so an unreachable upstream delays the start by seconds, and is asked again later).
+std::shared_ptr<io::model_catalog> make_model_catalog(const protocol::config& c) {
+  std::vector<io::model_source> sources;
+  for (std::size_t i = 0; i < c.model.upstreams.size(); ++i)
+    if (auto& u = c.model.upstreams[i]; u.discover_models)
+      sources.push_back({i, u.base_url, u.api_key, u.timeout_seconds});
+  auto catalog = std::make_shared<io::model_catalog>(c.model, std::move(sources));
+  std::promise<void> asked;
+  catalog->refresh([&asked] { asked.set_value(); });
+  asked.get_future().wait();
+  return catalog;
+}
+
 model_ports make_model_ports(const protocol::config& c) {
   auto ports = default_model_ports(c);
+  ports.models = make_model_catalog(c);
   if (c.model.upstreams.empty() && c.model.models.any)
     return ports; // the default upstream serves every model name
-  std::vector<io::routing_upstream_port::route> routes;
+  std::vector<std::shared_ptr<upstream_port>> routes;
   for (auto& u : c.model.upstreams) {
-    routes.push_back({u.models, entry_port(u, c)});
+    routes.push_back(entry_port(u, c));
     std::string names = u.models.any ? "every model" : "";
     for (auto& n : u.models.names)
       names += (names.empty() ? "" : ", ") + n;
+    if (u.discover_models)
+      names += std::string(names.empty() ? "" : ", and ") + "what its /models lists";
     spdlog::info("serve: upstream '{}' ({} at {}) serves {}", u.name, u.protocol, u.base_url, names);
   }
-  routes.push_back({c.model.models, ports.upstream});
-  ports.upstream = std::make_shared<io::routing_upstream_port>(std::move(routes));
+  routes.push_back(ports.upstream);
+  ports.upstream = std::make_shared<io::routing_upstream_port>(std::move(routes), ports.models);
   return ports;
 }
 
@@ -311,7 +331,7 @@ int serve(const cli_options& cli) {
   io::add_agent_routes(*routes, sys, registry, {cfg, tools, env->store, TROUPE_VERSION});
   io::add_run_routes(*routes, sys, registry, env->store, env->metrics, cfg);
   io::add_policy_routes(*routes, sys, env->approvals, env->store, cfg);
-  io::add_responses_routes(*routes, sys, responses, live, cfg);
+  io::add_responses_routes(*routes, sys, responses, live, ports.models, cfg);
   io::add_workspace_routes(*routes, surface);
   io::http_server_options http;
   http.host = cfg.service.host;

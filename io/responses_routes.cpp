@@ -31,7 +31,7 @@ struct context {
   std::shared_ptr<const response_environment> env;
   std::shared_ptr<live_responses> live;
   protocol::config config;
-  std::vector<protocol::model_names> model_routes; // Appendix A, in routing order
+  std::shared_ptr<const model_catalog> models; // Appendix A
 };
 using ctx_ptr = std::shared_ptr<const context>;
 
@@ -84,7 +84,7 @@ bool authorized(const context& ctx, const http_request& req) {
 // RS-2: a model no upstream serves is refused before any run starts, so a stream:true request gets
 // plain JSON (RS-1).
 std::optional<rs::api_error> unroutable(const context& ctx, const std::string& model) {
-  if (protocol::route_model(ctx.model_routes, model))
+  if (ctx.models->route(model))
     return std::nullopt;
   return protocol::model_not_found(model);
 }
@@ -990,13 +990,14 @@ void add_conversation_items(ctx_ptr ctx, http_request& req, std::shared_ptr<http
 } // namespace
 
 void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_ptr<const response_environment> env,
-                          std::shared_ptr<live_responses> live, const protocol::config& config) {
+                          std::shared_ptr<live_responses> live, std::shared_ptr<const model_catalog> models,
+                          const protocol::config& config) {
   auto ctx = std::make_shared<context>();
   ctx->sys = &sys;
   ctx->env = std::move(env);
   ctx->live = std::move(live);
   ctx->config = config;
-  ctx->model_routes = protocol::routing_order(config.model);
+  ctx->models = std::move(models);
   ctx_ptr c = ctx;
   auto on = [&](const char* method, const char* pattern, auto fn) {
     routes.add(method, pattern, guarded(c, [c, fn](http_request& req, std::shared_ptr<http_exchange> ex) {
@@ -1085,7 +1086,7 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
       w.String("list");
       w.Key("data");
       w.StartArray();
-      for (auto& name : protocol::listed_models(ctx->config.model)) {
+      for (auto& name : ctx->models->listed()) {
         w.StartObject();
         w.Key("id");
         w.String(name.c_str());

@@ -26,18 +26,19 @@ struct unrouted_round : upstream_round {
 } // namespace
 
 struct routing_upstream_port::impl {
-  std::vector<route> routes;
-  std::vector<protocol::model_names> order;
+  std::vector<std::shared_ptr<upstream_port>> ports;
+  std::shared_ptr<const model_catalog> catalog;
   // Delivers the backstop failure: events never run from inside open().
   net::io_context ioc;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work{net::make_work_guard(ioc)};
   std::thread thread{[this] { ioc.run(); }};
 };
 
-routing_upstream_port::routing_upstream_port(std::vector<route> routes) : impl_(std::make_unique<impl>()) {
-  for (auto& r : routes)
-    impl_->order.push_back(r.models);
-  impl_->routes = std::move(routes);
+routing_upstream_port::routing_upstream_port(std::vector<std::shared_ptr<upstream_port>> ports,
+                                             std::shared_ptr<const model_catalog> catalog)
+  : impl_(std::make_unique<impl>()) {
+  impl_->ports = std::move(ports);
+  impl_->catalog = std::move(catalog);
 }
 
 routing_upstream_port::~routing_upstream_port() {
@@ -49,8 +50,8 @@ routing_upstream_port::~routing_upstream_port() {
 std::shared_ptr<upstream_round> routing_upstream_port::open(const protocol::responses::round_request& round,
                                                             events_handler events) {
   const auto& model = round.req->model;
-  if (auto i = protocol::route_model(impl_->order, model))
-    return impl_->routes[*i].port->open(round, std::move(events));
+  if (auto i = impl_->catalog->route(model); i && *i < impl_->ports.size())
+    return impl_->ports[*i]->open(round, std::move(events));
   auto r = std::make_shared<unrouted_round>();
   protocol::responses::upstream_event e;
   e.what = protocol::responses::upstream_event::kind::failure;

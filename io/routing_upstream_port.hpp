@@ -1,9 +1,9 @@
 // The Responses executor's upstream port when model.upstreams or model.models route by model name
-// (responses.md Appendix A): each round goes to the adapter serving its request's model.
+// (responses.md Appendix A): each round goes to the adapter the model catalog routes its model to.
 #pragma once
 
 #include "actors/upstream_port.hpp"
-#include "protocol/config.hpp"
+#include "io/model_catalog.hpp"
 
 #include <memory>
 #include <vector>
@@ -12,13 +12,9 @@ namespace troupe::io {
 
 class routing_upstream_port : public upstream_port {
 public:
-  struct route {
-    protocol::model_names models;
-    std::shared_ptr<upstream_port> port;
-  };
-
-  // `routes` in routing order: model.upstreams[] entries, then the default upstream.
-  explicit routing_upstream_port(std::vector<route> routes);
+  // `ports` in routing order: model.upstreams[] entries, then the default upstream.
+  routing_upstream_port(std::vector<std::shared_ptr<upstream_port>> ports,
+                        std::shared_ptr<const model_catalog> catalog);
   ~routing_upstream_port() override;
 
   routing_upstream_port(const routing_upstream_port&) = delete;

@@ -126,12 +126,7 @@ void read_upstreams(config_reader& model, std::vector<upstream_config>& into) {
     if (!r.find("models"))
       r.error("models", R"(required: "*" for every model or an array of the model names this upstream serves)");
     read_model_names(r, "models", u.models, false);
-    // Discovery (GET {base_url}/models at startup) is not built: a silently ignored `true` would
-    // route nothing to this upstream that the operator expected it to serve.
-    bool discover = false;
-    r.boolean("discover_models", discover);
-    if (discover)
-      r.error("discover_models", R"(not supported yet; set it to false and list the model names in "models" (or "*"))");
+    r.boolean("discover_models", u.discover_models);
     r.boolean("stream", u.stream);
     r.one_of("developer_role", u.developer_role, {"system", "developer"});
     r.boolean("replay_reasoning", u.replay_reasoning);

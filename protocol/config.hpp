@@ -53,6 +53,7 @@ struct upstream_config {
   std::string api_key;  // else read from the variable api_key_env names
   std::string api_key_env;
   model_names models;
+  bool discover_models = false; // also serve (and list) what GET {base_url}/models names (RS-13)
   bool stream = true;
   std::string developer_role = "system";       // system | developer (RS-47)
   bool replay_reasoning = false;               // RS-47

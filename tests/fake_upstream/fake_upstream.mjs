@@ -1,5 +1,6 @@
 // A fake OpenAI-compatible upstream for troupe's tests and benchmarks: chat completions
-// (POST /v1/chat/completions) and the Responses API (POST /v1/responses), both stateless.
+// (POST /v1/chat/completions) and the Responses API (POST /v1/responses), both stateless, and the
+// model list (GET /v1/models) that POST /__models sets (a JSON array of ids; none at first).
 //
 //   node tests/fake_upstream/fake_upstream.mjs [--port 0] [--script FILE]
 //
@@ -369,6 +370,8 @@ function parse(text) {
   }
 }
 
+let model_ids = [];
+
 const model_routes = new Map([
   ['/v1/chat/completions', 'chat'],
   ['/chat/completions', 'chat'],
@@ -396,6 +399,19 @@ const server = http.createServer(async (req, res) => {
       const auth = req.headers.authorization ? { authorization: req.headers.authorization } : {};
       requests.push(Array.isArray(request) ? request : { ...request, path, ...auth });
       return await answer(req, res, request, model_routes.get(path));
+    }
+    if (req.method === 'GET' && (path === '/v1/models' || path === '/models')) {
+      requests.push({ path, method: 'GET', ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}) });
+      return send_json(res, 200, {
+        object: 'list',
+        data: model_ids.map((id) => ({ id, object: 'model', created: 1767225600, owned_by: 'fake' })),
+      });
+    }
+    if (req.method === 'POST' && path === '/__models') {
+      const ids = parse(await read_body(req));
+      if (!Array.isArray(ids)) return send_json(res, 400, { error: 'models is not a JSON array' });
+      model_ids = ids;
+      return send_json(res, 200, { ok: true });
     }
     if (req.method === 'POST' && path === '/__script') {
       const script = parse(await read_body(req));

@@ -1,8 +1,9 @@
 // Model routing of the Responses gateway (responses.md Appendix A): model.upstreams[] entries are tried
 // in order, then the default upstream (model.*) with model.models; a model none of them serves is
 // RS-2's 404 model_not_found, answered as plain JSON before any SSE byte (RS-1), for POST
-// /v1/responses in every mode and for POST /v1/responses/compact (RS-10). Each fake upstream records
-// what reached it, so a request is shown to reach exactly one upstream.
+// /v1/responses in every mode and for POST /v1/responses/compact (RS-10). An entry with discover_models
+// also serves what its GET /models lists (RS-13). Each fake upstream records what reached it, so a
+// request is shown to reach exactly one upstream.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -165,19 +166,51 @@ scenario('the first entry whose models match wins, and "*" on an entry or on the
   assert.deepEqual(exit, { code: 0, signal: null }, 'troupe exits on SIGTERM after serving /v1/responses/compact');
 });
 
-scenario('check-config refuses discover_models:true and a model.upstreams entry without base_url, naming each field path', async (s) => {
+scenario('an entry with discover_models also serves and lists what its GET /models answers, asked with its key; one that cannot be asked keeps its configured names (RS-13, Appendix A)', async (s) => {
+  const up = await s.upstream();
+  await up.control('POST', '/__models', ['found-a', 'found-b']);
+  await up.script([], { content: 'from the discovering upstream' });
+  const troupe = await s.troupe({
+    config: {
+      model: {
+        models: ['scripted'],
+        upstreams: [
+          entry('disc', 'chat_completions', up, ['listed'], { discover_models: true, api_key: 'sk-disc' }),
+          { name: 'down', protocol: 'chat_completions', base_url: 'http://127.0.0.1:1/v1', models: ['offline'], discover_models: true },
+        ],
+      },
+    },
+  });
+
+  const models = await troupe.request('GET', '/v1/models');
+  assert.equal(models.status, 200, models.text);
+  assert.deepEqual(models.json.data.map((m) => m.id), ['listed', 'found-a', 'found-b', 'offline', 'scripted']);
+
+  const r = await post(troupe, { model: 'found-b', input: 'hi' });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(output_text(r.json), 'from the discovering upstream');
+  const asked = await up.requests();
+  assert.deepEqual(asked[0], { path: '/v1/models', method: 'GET', authorization: 'Bearer sk-disc' });
+  assert.equal(asked[1].path, '/v1/chat/completions');
+  assert.equal(asked[1].model, 'found-b');
+
+  assert_model_not_found(await post(troupe, { model: 'found-c', input: 'hi' }), 'found-c', 'a name no upstream lists');
+  assert.match(troupe.stdout + troupe.stderr, /model\.upstreams\[1\] \(down\): the model list could not be read/);
+});
+
+scenario('check-config refuses a non-boolean discover_models and a model.upstreams entry without base_url, naming each field path', async (s) => {
   const dir = s.tmpdir();
   const file = path.join(dir, 'routing.json');
   fs.writeFileSync(file, JSON.stringify(deep_merge(default_config(), {
     model: {
       upstreams: [
-        { name: 'a', protocol: 'responses', base_url: 'http://127.0.0.1:1/v1', models: '*', discover_models: true },
+        { name: 'a', protocol: 'responses', base_url: 'http://127.0.0.1:1/v1', models: '*', discover_models: 'yes' },
         { name: 'b', protocol: 'chat_completions', models: ['m'] },
       ],
     },
   })));
   const r = await s.run_troupe(['check-config', '--config', file]);
   assert.equal(r.code, 2, JSON.stringify(r));
-  assert.match(r.stderr, /model\.upstreams\[0\]\.discover_models: not supported yet/);
+  assert.match(r.stderr, /model\.upstreams\[0\]\.discover_models: /);
   assert.match(r.stderr, /model\.upstreams\[1\]\.base_url: required/);
 });

@@ -39,7 +39,19 @@ protocol::model_names names(std::vector<std::string> list) {
 struct fixture {
   std::shared_ptr<recording_port> a = std::make_shared<recording_port>();
   std::shared_ptr<recording_port> b = std::make_shared<recording_port>();
-  io::routing_upstream_port router{{{names({"alpha"}), a}, {names({"alpha", "beta"}), b}}};
+  io::routing_upstream_port router{{a, b}, catalog({names({"alpha"}), names({"alpha", "beta"})})};
+
+  // Two upstream entries, and a default upstream that serves no name.
+  static std::shared_ptr<io::model_catalog> catalog(std::vector<protocol::model_names> entries) {
+    protocol::model_config m;
+    for (auto& e : entries) {
+      protocol::upstream_config u;
+      u.models = e;
+      m.upstreams.push_back(u);
+    }
+    m.models = names({});
+    return std::make_shared<io::model_catalog>(m, std::vector<io::model_source>{});
+  }
 
   std::shared_ptr<upstream_round> open(const std::string& model, upstream_port::events_handler events = {}) {
     rs::request req;

@@ -285,13 +285,18 @@ TEST_CASE("model lists hold non-empty names; \"*\" stands alone, and only model.
   CHECK(star.value.model.models.any);
 }
 
-TEST_CASE("discover_models: true is refused as not supported yet, with what to do instead", "[config][routing]") {
+TEST_CASE("discover_models is read per upstream entry, false unless given, and must be a boolean",
+          "[config][routing]") { // RS-13
   auto r = parse(R"({"model":{"upstreams":[
-    {"name":"a","protocol":"responses","base_url":"http://h/v1","models":"*","discover_models":true},
-    {"name":"b","protocol":"responses","base_url":"http://h/v1","models":"*","discover_models":false}]}})");
-  REQUIRE(r.errors.size() == 1);
-  CHECK(r.errors[0]
-        == R"(model.upstreams[0].discover_models: not supported yet; set it to false and list the model names in "models" (or "*"))");
+    {"name":"a","protocol":"responses","base_url":"http://h/v1","models":["x"],"discover_models":true},
+    {"name":"b","protocol":"responses","base_url":"http://h/v1","models":"*"}]}})");
+  REQUIRE(r.ok());
+  CHECK(r.value.model.upstreams[0].discover_models);
+  CHECK_FALSE(r.value.model.upstreams[1].discover_models);
+  auto bad = parse(R"({"model":{"upstreams":[
+    {"name":"a","protocol":"responses","base_url":"http://h/v1","models":"*","discover_models":"yes"}]}})");
+  REQUIRE(bad.errors.size() == 1);
+  CHECK(bad.errors[0].rfind("model.upstreams[0].discover_models: ", 0) == 0);
 }
 
 TEST_CASE("unknown keys in an upstream entry are ignored, as in every other section", "[config][routing]") {

@@ -81,3 +81,31 @@ TEST_CASE("GET /v1/models lists every name an entry routes, then the default ups
   m.models = list({"scripted", "alpha"}); // a list replaces model.name
   CHECK(listed_models(m) == std::vector<std::string>{"alpha", "beta", "gamma", "scripted"});
 }
+
+TEST_CASE("names an entry discovered route to it and are listed after its configured ones", "[routing]") { // RS-13
+  model_config m;
+  m.name = "scripted";
+  upstream_config a;
+  a.models = list({"alpha"});
+  upstream_config b;
+  b.models = list({"beta"});
+  m.upstreams = {a, b};
+  m.models = list({"scripted"});
+  discovered_models found{{"alpha", "alpha-big"}, {}};
+  CHECK(listed_models(m, found) == std::vector<std::string>{"alpha", "alpha-big", "beta", "scripted"});
+  auto order = routing_order(m, found);
+  CHECK(route_model(order, "alpha-big") == std::optional<std::size_t>(0));
+  CHECK(route_model(order, "beta") == std::optional<std::size_t>(1));
+  CHECK_FALSE(route_model(routing_order(m), "alpha-big").has_value()); // before discovery
+  CHECK(listed_models(m, {{"x"}}) == std::vector<std::string>{"alpha", "x", "beta", "scripted"}); // shorter list
+}
+
+TEST_CASE("a model list answer gives its ids in order, each once; anything else is not a list", "[routing]") {
+  CHECK(parse_model_list(R"({"object":"list","data":[{"id":"qwen3","object":"model"},{"id":"llama"},{"id":"qwen3"}]})")
+        == std::vector<std::string>{"qwen3", "llama"});
+  CHECK(parse_model_list(R"({"data":[]})") == std::vector<std::string>{});
+  CHECK(parse_model_list(R"({"data":[{"name":"no id"},7,{"id":""}]})") == std::vector<std::string>{});
+  CHECK_FALSE(parse_model_list("not json").has_value());
+  CHECK_FALSE(parse_model_list(R"({"models":["a"]})").has_value());
+  CHECK_FALSE(parse_model_list(R"([{"id":"a"}])").has_value());
+}
