@@ -84,7 +84,7 @@ void agent_loop::on_upstream(uint64_t tag, std::vector<rs::upstream_event>& even
 }
 
 void agent_loop::pump() {
-  if (pumping_) // a call refused while pumping: the running loop below goes on
+  if (pumping_) // re-entered from a dialect hook: the loop below goes on
     return;
   pumping_ = true;
   while (!stopped_ && !waiting_.empty() && running_.size() < settings_.parallel_calls) {
