@@ -78,6 +78,11 @@ void read_more(stream_pointer self, store_actor store) {
         for (auto& e : page.events) {
           if (e.sequence <= st.last_sent)
             continue;
+          if (st.stream->backlogged()) { // the rest of the page waits in the store until the client drains
+            st.lagging = true;
+            self->delayed_send(self, backlog_poll, drained_atom::value);
+            return;
+          }
           if (!st.stream->send(protocol::sse_frame(e.sequence, e.type, e.json))) {
             self->quit(); // the client is gone
             return;

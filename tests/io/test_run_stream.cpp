@@ -74,6 +74,7 @@ class recording_exchange : public io::http_exchange,
                            public std::enable_shared_from_this<recording_exchange> {
 public:
   std::atomic<bool> backlog{false};
+  mutable std::atomic<int> backlog_checks{0}; // how often the stream asked whether the client is full
 
   void respond(io::http_response r) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -113,7 +114,10 @@ public:
     finished_ = true;
     cv_.notify_all();
   }
-  bool backlogged() const override { return backlog.load(); }
+  bool backlogged() const override {
+    ++backlog_checks;
+    return backlog.load();
+  }
 
   // The ids of the event frames so far, and whether `done` came.
   std::vector<int64_t> ids() {
@@ -198,8 +202,9 @@ struct fixture {
       .receive([](run_record& r) { CHECK(r.status == "queued"); }, [](caf::error& err) { FAIL(message_of(err)); });
   }
 
-  std::shared_ptr<recording_exchange> open_stream(const std::string& run_id) {
+  std::shared_ptr<recording_exchange> open_stream(const std::string& run_id, bool backlogged = false) {
     auto ex = std::make_shared<recording_exchange>();
+    ex->backlog = backlogged;
     io::http_request req;
     req.method = "GET";
     req.path = req.target = "/v1/runs/" + run_id + "/stream";
@@ -258,6 +263,27 @@ TEST_CASE_METHOD(fixture, "a backlogged client gets no live events and later cat
     std::this_thread::yield();
   REQUIRE(stored_events("slow") == total);
   CHECK(client->frame_count() == before); // nothing was queued for the backlogged client
+  client->backlog = false;
+  REQUIRE(client->wait_finished());
+  CHECK(client->ids() == sequence(total));
+  CHECK(client->ends_with_done());
+}
+
+TEST_CASE_METHOD(fixture, "a client backlogged when its stream opens is sent nothing of a stored page until it drains",
+                 "[stream]") { // AS-74
+  submit("full");
+  model->wait_for_inference();
+  model->release(testing::fake_model::text("done"));
+  const int64_t total = 4; // session_start, think, step_end, session_end
+  for (int tries = 0; stored_events("full") < total && tries < 1000; ++tries)
+    std::this_thread::yield();
+  REQUIRE(stored_events("full") == total);
+  auto client = open_stream("full", true);
+  // The page of stored events has been read once the stream asks about the client, or once it sent.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (client->backlog_checks.load() == 0 && client->frame_count() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  CHECK(client->frame_count() == 0);
   client->backlog = false;
   REQUIRE(client->wait_finished());
   CHECK(client->ids() == sequence(total));
