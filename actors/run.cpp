@@ -294,6 +294,7 @@ struct run_state : loop_dialect {
     return true;
   }
 
+  // Every step with calls is followed by another round (then = next_round), so this is a backstop.
   void on_done() override { finish_completed(latest_step_text, "final_answer"); }
 
   void on_rounds_exhausted() override {
