@@ -1,18 +1,150 @@
 #include "protocol/json.hpp"
 
 #include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
 
 #include <algorithm>
 #include <vector>
 
 namespace troupe::protocol::json {
 
-std::optional<document> parse(std::string_view text) {
+namespace {
+
+// Hands the reader's events to a document, refusing to go deeper than max_depth. The reader runs
+// iteratively (kParseIterativeFlag), so nesting costs heap, not stack, up to the refusal.
+class bounded_builder {
+public:
+  explicit bounded_builder(document& doc) : doc_(doc) {}
+  bool Null() { return doc_.Null(); }
+  bool Bool(bool b) { return doc_.Bool(b); }
+  bool Int(int i) { return doc_.Int(i); }
+  bool Uint(unsigned i) { return doc_.Uint(i); }
+  bool Int64(int64_t i) { return doc_.Int64(i); }
+  bool Uint64(uint64_t i) { return doc_.Uint64(i); }
+  bool Double(double d) { return doc_.Double(d); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) { return doc_.RawNumber(s, n, copy); }
+  bool String(const char* s, rapidjson::SizeType n, bool copy) { return doc_.String(s, n, copy); }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) { return doc_.Key(s, n, copy); }
+  bool StartObject() { return enter() && doc_.StartObject(); }
+  bool EndObject(rapidjson::SizeType n) { --depth_; return doc_.EndObject(n); }
+  bool StartArray() { return enter() && doc_.StartArray(); }
+  bool EndArray(rapidjson::SizeType n) { --depth_; return doc_.EndArray(n); }
+
+  bool too_deep = false;
+
+private:
+  bool enter() {
+    if (++depth_ <= max_depth)
+      return true;
+    too_deep = true;
+    return false;
+  }
+
+  document& doc_;
+  unsigned depth_ = 0;
+};
+
+template <unsigned flags>
+std::variant<document, parse_failure> read(std::string_view text) {
+  using reason = parse_failure::reason;
+  // A NUL reads as the end of the text to RapidJSON, which would accept `{}` followed by anything.
+  if (auto nul = text.find('\0'); nul != std::string_view::npos)
+    return parse_failure{reason::syntax, nul, {}, {}};
   document doc;
-  doc.Parse(text.data(), text.size());
-  if (doc.HasParseError())
-    return std::nullopt;
-  return doc;
+  rapidjson::ParseResult result;
+  bool too_deep = false;
+  auto generate = [&](document& into) {
+    bounded_builder builder(into);
+    rapidjson::MemoryStream bytes(text.data(), text.size());
+    rapidjson::Reader reader;
+    result = reader.Parse<flags | rapidjson::kParseIterativeFlag>(bytes, builder);
+    too_deep = builder.too_deep;
+    return !result.IsError();
+  };
+  doc.Populate(generate);
+  if (!result.IsError())
+    return doc;
+  auto at = result.Offset();
+  if (too_deep)
+    return parse_failure{reason::too_deep, at, {}, {}};
+  // RapidJSON also reports a raw control character in a string as an encoding error.
+  if (result.Code() == rapidjson::kParseErrorStringInvalidEncoding && at < text.size()
+      && static_cast<unsigned char>(text[at]) >= 0x20)
+    return parse_failure{reason::invalid_utf8, at, {}, {}};
+  return parse_failure{reason::syntax, at, {}, {}};
+}
+
+// Finds an object under `v` that repeats a member name; `path` leads to it. The depth is bounded by
+// max_depth, which the reader enforced.
+bool find_repeated_member(const value& v, std::vector<std::string>& path, std::string& name) {
+  if (v.IsObject()) {
+    auto n = v.MemberCount();
+    auto name_of = [](const value::Member& m) { return std::string_view(m.name.GetString(), m.name.GetStringLength()); };
+    if (n > 1) {
+      std::vector<std::string_view> names;
+      names.reserve(n);
+      for (auto& m : v.GetObject())
+        names.push_back(name_of(m));
+      std::sort(names.begin(), names.end());
+      if (auto twice = std::adjacent_find(names.begin(), names.end()); twice != names.end()) {
+        name = std::string(*twice);
+        return true;
+      }
+    }
+    for (auto& m : v.GetObject()) {
+      path.emplace_back(name_of(m));
+      if (find_repeated_member(m.value, path, name))
+        return true;
+      path.pop_back();
+    }
+  } else if (v.IsArray()) {
+    std::size_t i = 0;
+    for (auto& item : v.GetArray()) {
+      path.push_back(std::to_string(i++));
+      if (find_repeated_member(item, path, name))
+        return true;
+      path.pop_back();
+    }
+  }
+  return false;
+}
+
+} // namespace
+
+std::variant<document, parse_failure> parse_text(std::string_view text) {
+  return read<rapidjson::kParseFullPrecisionFlag>(text);
+}
+
+std::optional<document> parse(std::string_view text) {
+  auto result = parse_text(text);
+  if (auto doc = std::get_if<document>(&result))
+    return std::move(*doc);
+  return std::nullopt;
+}
+
+std::variant<document, parse_failure> parse_body(std::string_view text) {
+  auto result = read<rapidjson::kParseFullPrecisionFlag | rapidjson::kParseValidateEncodingFlag>(text);
+  if (auto doc = std::get_if<document>(&result)) {
+    parse_failure repeated{parse_failure::reason::repeated_member, 0, {}, {}};
+    if (find_repeated_member(*doc, repeated.path, repeated.member))
+      return repeated;
+  }
+  return result;
+}
+
+std::string parse_failure::message() const {
+  switch (why) {
+    case reason::too_deep:
+      return "JSON nests deeper than " + std::to_string(max_depth) + " levels at offset " + std::to_string(offset);
+    case reason::invalid_utf8:
+      return "JSON text is not valid UTF-8 at offset " + std::to_string(offset);
+    case reason::repeated_member:
+      return "Member name " + quote(member) + " is repeated";
+    case reason::syntax:
+      break;
+  }
+  return "invalid JSON at offset " + std::to_string(offset);
 }
 
 std::string serialize(const value& v) {
@@ -61,6 +193,7 @@ void write_raw(writer& w, std::string_view json_text) {
 
 namespace {
 
+// Recursion over a parsed document is bounded by max_depth.
 void write_canonical(writer& w, const value& v) {
   if (v.IsObject()) {
     std::vector<const value::Member*> members;

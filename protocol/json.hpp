@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
+#include <vector>
 
 namespace troupe::protocol::json {
 
@@ -17,8 +19,30 @@ using value = rapidjson::Value;
 using document = rapidjson::Document;
 using writer = rapidjson::Writer<rapidjson::StringBuffer>;
 
-// Parses `text`; nullopt when it is not valid JSON.
+// How deep any JSON text troupe parses may nest. A deeper text is refused while it is read, so no
+// walk over a parsed document (serializing, validating, copying) recurses further than this.
+constexpr unsigned max_depth = 64;
+
+// Parses `text`; nullopt when it is not valid JSON or nests deeper than max_depth.
 std::optional<document> parse(std::string_view text);
+
+// Why a body from outside was refused.
+struct parse_failure {
+  enum class reason { syntax, too_deep, invalid_utf8, repeated_member };
+  reason why = reason::syntax;
+  std::size_t offset = 0;          // where reading stopped (syntax, too_deep, invalid_utf8)
+  std::vector<std::string> path;   // repeated_member: the members and indexes down to the object
+  std::string member;              // repeated_member: the repeated name
+  // One sentence for the client, naming the limit or the member.
+  std::string message() const;
+};
+
+// The same as parse(), saying why a text was refused.
+std::variant<document, parse_failure> parse_text(std::string_view text);
+
+// Parses a body from outside: valid JSON, at most max_depth deep, well-formed UTF-8 in every string,
+// and no object that repeats a member name (which parsers elsewhere would read differently).
+std::variant<document, parse_failure> parse_body(std::string_view text);
 
 // Compact, one-line JSON text of `v`.
 std::string serialize(const value& v);

@@ -2,6 +2,7 @@
 
 #include "protocol/config_reader.hpp"
 #include "protocol/json.hpp"
+#include "protocol/utf8.hpp"
 
 #include <rapidjson/error/en.h>
 
@@ -216,9 +217,8 @@ std::string mcp_tools_list_request(int64_t id, const std::optional<std::string>&
 
 std::string mcp_tools_call_request(int64_t id, std::string_view tool, std::string_view arguments_json) {
   // Parsed and written again so the message is one line whatever whitespace the model used.
-  json::document args;
-  args.Parse<rapidjson::kParseFullPrecisionFlag>(arguments_json.data(), arguments_json.size());
-  bool usable = !args.HasParseError() && args.IsObject();
+  auto args = json::parse(arguments_json);
+  bool usable = args && args->IsObject();
   return json::object([&](json::writer& w) {
     write_header(w);
     write_id(w, id);
@@ -228,7 +228,7 @@ std::string mcp_tools_call_request(int64_t id, std::string_view tool, std::strin
     write_string(w, "name", tool);
     w.Key("arguments");
     if (usable)
-      args.Accept(w);
+      args->Accept(w);
     else {
       w.StartObject();
       w.EndObject();
@@ -279,14 +279,14 @@ std::string mcp_answer_to_server_request(std::string_view request_line) {
 jsonrpc_message parse_jsonrpc(std::string_view line) {
   if (is_blank(line))
     return invalid("empty line");
-  // RapidJSON takes a NUL for the end of the text, which would let what follows it through.
-  if (auto nul = line.find('\0'); nul != std::string_view::npos)
-    return invalid("not JSON at offset " + std::to_string(nul) + ": a NUL byte");
-  json::document doc;
-  doc.Parse(line.data(), line.size());
-  if (doc.HasParseError())
-    return invalid("not JSON at offset " + std::to_string(doc.GetErrorOffset()) + ": "
-                   + rapidjson::GetParseError_En(doc.GetParseError()));
+  auto parsed = json::parse_text(line);
+  if (auto failure = std::get_if<json::parse_failure>(&parsed)) {
+    if (failure->why != json::parse_failure::reason::syntax)
+      return invalid(failure->message());
+    auto at = failure->offset;
+    return invalid("not JSON at offset " + std::to_string(at) + (at < line.size() && line[at] == '\0' ? ": a NUL byte" : ""));
+  }
+  auto& doc = std::get<json::document>(parsed);
   if (doc.IsArray())
     return invalid("batches are not supported");
   if (!doc.IsObject())
@@ -388,6 +388,7 @@ std::string mcp_tool_result_text(std::string_view result_json) {
   if (!any)
     if (auto structured = json::member(*doc, "structuredContent"); structured && !structured->IsNull())
       text = json::serialize(*structured);
+  text = utf8_repaired(text);
   if (json::get_bool(*doc, "isError").value_or(false))
     return "[MCP_ERROR] " + (text.empty() ? std::string("tool reported an error") : text);
   return text;

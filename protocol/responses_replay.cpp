@@ -141,14 +141,12 @@ std::vector<stream_event> failed_ending(const std::vector<std::string>& logged, 
       doc->AddMember(json::value(key, alloc), v, alloc);
   };
   set("status", json::value("failed", alloc));
-  json::document error;
-  error.Parse(error_json.c_str());
-  set("error", json::value(error, alloc));
+  auto error = json::parse(error_json);
+  set("error", error ? json::value(*error, alloc) : json::value());
   json::value output(rapidjson::kArrayType);
   for (auto& f : items) {
-    json::document one;
-    one.Parse(to_json(f.it).c_str());
-    output.PushBack(json::value(one, alloc), alloc);
+    auto one = json::parse(to_json(f.it));
+    output.PushBack(one ? json::value(*one, alloc) : json::value(), alloc);
   }
   set("output", std::move(output));
   final_snapshot = json::serialize(*doc);

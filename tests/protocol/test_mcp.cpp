@@ -658,3 +658,8 @@ TEST_CASE("MCP tools are registered as server_tool", "[mcp]") {
     CHECK(mcp_registered_name(r.server, r.tool) == r.name);
   }
 }
+
+TEST_CASE("invalid UTF-8 in an MCP tool result reaches the model as U+FFFD", "[mcp][hostile]") { // issue 15 #14
+  auto text = mcp_tool_result_text("{\"content\":[{\"type\":\"text\",\"text\":\"ok \xff\xfe end\"}]}");
+  CHECK(text == "ok \xEF\xBF\xBD\xEF\xBF\xBD end");
+}
