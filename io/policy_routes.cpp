@@ -3,6 +3,7 @@
 #include "io/agent_http.hpp"
 #include "io/route_ask.hpp"
 #include "protocol/approvals.hpp"
+#include "protocol/chat_request.hpp"
 #include "protocol/json.hpp"
 #include "protocol/policy.hpp"
 
@@ -25,8 +26,13 @@ http_response rejection(const protocol::request_error& err) {
 std::variant<std::string, http_response> reason_of(const std::string& body) {
   if (body.find_first_not_of(" \t\r\n") == std::string::npos)
     return std::string();
-  auto doc = protocol::json::parse(body);
-  if (!doc || !doc->IsObject())
+  auto parsed = protocol::json::parse_body(body);
+  if (auto failure = std::get_if<protocol::json::parse_failure>(&parsed)) {
+    auto err = protocol::body_refusal(*failure);
+    return json_response(protocol::http_status(err.code), err.body);
+  }
+  auto doc = &std::get<protocol::json::document>(parsed);
+  if (!doc->IsObject())
     return json_response(422, protocol::validation_body({{{"body"}, "Input should be a valid dictionary", "dict_type"}}));
   auto reason = protocol::json::member(*doc, "reason");
   if (reason && !reason->IsNull() && !reason->IsString())

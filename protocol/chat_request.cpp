@@ -90,11 +90,29 @@ bool valid_role(std::string_view r) {
 
 } // namespace
 
+request_error body_refusal(const json::parse_failure& failure) {
+  using reason = json::parse_failure::reason;
+  switch (failure.why) {
+    case reason::syntax:
+      return {errc::validation_failed, validation_body({{{"body"}, "JSON decode error", "json_invalid"}})};
+    case reason::repeated_member: {
+      std::vector<std::string> loc{"body"};
+      loc.insert(loc.end(), failure.path.begin(), failure.path.end());
+      loc.push_back(failure.member);
+      return {errc::validation_failed, validation_body({{loc, failure.message(), "json_invalid"}})};
+    }
+    case reason::too_deep:
+    case reason::invalid_utf8:
+      break;
+  }
+  return bad_request(failure.message());
+}
+
 std::variant<chat_request, request_error> parse_chat_request(std::string_view body) {
-  auto doc = json::parse(body);
-  if (!doc)
-    return request_error{errc::validation_failed,
-                         validation_body({{{"body"}, "JSON decode error", "json_invalid"}})};
+  auto parsed = json::parse_body(body);
+  if (auto failure = std::get_if<json::parse_failure>(&parsed))
+    return body_refusal(*failure);
+  auto doc = &std::get<json::document>(parsed);
   if (!doc->IsObject())
     return request_error{errc::validation_failed,
                          validation_body({{{"body"}, "Input should be a valid dictionary", "dict_type"}})};
@@ -106,6 +124,11 @@ std::variant<chat_request, request_error> parse_chat_request(std::string_view bo
     bad.push_back({{"body", "messages"}, "Field required", "missing"});
   else if (!msgs->IsArray())
     type_issue(bad, {"body", "messages"}, "list", *msgs);
+  else if (msgs->Size() > max_messages)
+    bad.push_back({{"body", "messages"},
+                   "List should have at most " + std::to_string(max_messages) + " items after validation, not "
+                     + std::to_string(msgs->Size()),
+                   "too_long"});
   else {
     std::size_t i = 0;
     for (auto& m : msgs->GetArray()) {
@@ -191,12 +214,35 @@ std::variant<chat_request, request_error> parse_chat_request(std::string_view bo
     type_issue(bad, {"body", "metadata"}, "dictionary", *metadata);
   if (req.on_disconnect && *req.on_disconnect != "cancel" && *req.on_disconnect != "continue")
     bad.push_back({{"body", "on_disconnect"}, "Input should be 'cancel' or 'continue'", "literal_error"});
+  // Ids travel in response headers and URLs (X-FastReAct-Run-ID, /v1/runs/{run_id}); names are stored
+  // and shown: neither may carry a line break or a NUL.
+  auto check_id = [&](std::vector<std::string> loc, const json::value* v) {
+    if (v && v->IsString() && v->GetStringLength() > 0 && !is_id_text({v->GetString(), v->GetStringLength()}))
+      bad.push_back({std::move(loc), id_text_rule, "string_pattern_mismatch"});
+  };
+  auto check_name = [&](std::vector<std::string> loc, const json::value* v) {
+    if (v && v->IsString() && v->GetStringLength() > 0 && !is_name_text({v->GetString(), v->GetStringLength()}))
+      bad.push_back({std::move(loc), name_text_rule, "string_pattern_mismatch"});
+  };
+  check_id({"body", "session_id"}, json::member(*doc, "session_id"));
+  check_name({"body", "user_key"}, json::member(*doc, "user_key"));
+  if (metadata && metadata->IsObject()) {
+    check_id({"body", "metadata", "run_id"}, json::member(*metadata, "run_id"));
+    check_name({"body", "metadata", "tenant_key"}, json::member(*metadata, "tenant_key"));
+  }
   if (!bad.empty())
     return request_error{errc::validation_failed, validation_body(bad)};
 
-  // AS-10: 400s come after the 422s.
+  // AS-10: 400s come after the 422s, and after AS-8's 403 and 429, which need the caller.
+  auto refuse = [&](std::string_view detail) {
+    auto err = bad_request(detail);
+    err.user_key = user_key.value_or("");
+    if (metadata && metadata->IsObject())
+      err.tenant_key = json::get_string(*metadata, "tenant_key");
+    return err;
+  };
   if (messages.empty())
-    return request_error{errc::bad_request, error_body(dialect::agent, errc::bad_request, "No messages provided")};
+    return refuse("No messages provided");
   std::size_t query_index = messages.size();
   for (std::size_t i = messages.size(); i-- > 0;) {
     if (messages[i].role == "user" && !messages[i].content.empty()) {
@@ -205,9 +251,7 @@ std::variant<chat_request, request_error> parse_chat_request(std::string_view bo
     }
   }
   if (query_index == messages.size())
-    return request_error{errc::bad_request,
-                         error_body(dialect::agent, errc::bad_request,
-                                    "At least one user message with non-empty content is required")};
+    return refuse("At least one user message with non-empty content is required");
   req.query = messages[query_index].content;
   messages.resize(query_index);
   req.history = std::move(messages);

@@ -12,6 +12,10 @@
 
 namespace troupe::protocol {
 
+namespace json {
+struct parse_failure;
+}
+
 struct chat_request {
   std::vector<chat_message> history; // the messages before the query
   std::string query;                 // the last user message with non-empty content
@@ -31,9 +35,22 @@ struct chat_request {
 
 // A rejected request: its status and the body to send.
 struct request_error {
+  request_error() = default;
+  request_error(errc c, std::string b) : code(c), body(std::move(b)) {}
   errc code = errc::bad_request;
   std::string body;
+  // The caller the body names, known for a 400: AS-8's 403 and 429 come before it and need them.
+  std::string user_key;
+  std::string tenant_key;
 };
+
+// The most messages one request may carry (a 422 beyond): what a client sends is copied into every
+// round's upstream request, so the count bounds a run's memory.
+constexpr std::size_t max_messages = 4096;
+
+// A body that is not JSON the agent service reads (AS-2): malformed → 422 `json_invalid`, a repeated
+// member name → 422 naming it, too deep or not UTF-8 → 400 naming the limit.
+request_error body_refusal(const json::parse_failure& failure);
 
 std::variant<chat_request, request_error> parse_chat_request(std::string_view body);
 

@@ -65,4 +65,27 @@ std::string sha256_hex(std::string_view text) {
   return out;
 }
 
+const char* const id_text_rule =
+  "Value should have 1 to 128 printable ASCII characters other than /, without a leading or trailing space";
+
+bool is_id_text(std::string_view s) {
+  if (s.empty() || s.size() > 128 || s.front() == ' ' || s.back() == ' ')
+    return false;
+  for (unsigned char c : s)
+    if (c < 0x20 || c > 0x7e || c == '/')
+      return false;
+  return true;
+}
+
+const char* const name_text_rule = "Value should have 1 to 256 bytes and no control character";
+
+bool is_name_text(std::string_view s) {
+  if (s.empty() || s.size() > 256)
+    return false;
+  for (unsigned char c : s)
+    if (c < 0x20 || c == 0x7f)
+      return false;
+  return true;
+}
+
 } // namespace troupe::protocol

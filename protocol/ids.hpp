@@ -16,4 +16,15 @@ std::string uuid7_id(std::string_view prefix);
 // The SHA-256 of `text` as 64 lowercase hex digits.
 std::string sha256_hex(std::string_view text);
 
+// A caller-chosen id (session, run): 1 to 128 printable ASCII characters other than `/`, with no
+// leading or trailing space, so that it is one URL path segment and a response header value as it is
+// (AS-79 carries it byte for byte, so nothing is rewritten to fit).
+bool is_id_text(std::string_view s);
+extern const char* const id_text_rule; // the rule in words, for a 422
+
+// A caller-chosen name (user key, tenant key): 1 to 256 bytes with no control character (CR, LF, NUL
+// and the rest of C0, DEL).
+bool is_name_text(std::string_view s);
+extern const char* const name_text_rule;
+
 } // namespace troupe::protocol

@@ -361,8 +361,11 @@ std::variant<std::string, request_error> policy_check(const policy_config& p, co
   auto invalid = [](std::vector<std::string> loc, const char* msg, const char* type) {
     return request_error{errc::validation_failed, validation_body({{std::move(loc), msg, type}})};
   };
-  auto doc = json::parse(body);
-  if (!doc || !doc->IsObject())
+  auto parsed = json::parse_body(body);
+  if (auto failure = std::get_if<json::parse_failure>(&parsed))
+    return body_refusal(*failure);
+  auto doc = &std::get<json::document>(parsed);
+  if (!doc->IsObject())
     return invalid({"body"}, "Input should be a valid dictionary", "dict_type");
   auto name = json::member(*doc, "tool_name");
   if (!name)

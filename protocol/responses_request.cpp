@@ -404,9 +404,10 @@ std::optional<api_error> parse_text(const value& v, request& r) {
 
 // The fields POST /v1/responses and /compact share, plus the rest of /v1/responses when `full`.
 std::variant<request, api_error> parse(std::string_view text, bool full, int64_t default_threshold) {
-  auto doc = json::parse(text);
-  if (!doc)
-    return bad({}, "invalid_json", "We could not parse the JSON body of your request.");
+  auto parsed = parse_json_body(text);
+  if (auto err = std::get_if<api_error>(&parsed))
+    return *err;
+  auto doc = &std::get<json::document>(parsed);
   if (!doc->IsObject())
     return bad({}, "invalid_type", "Invalid type for the request body: expected an object.");
   const value& body = *doc;
@@ -590,6 +591,29 @@ std::string output_text_of(const item& o) {
 }
 
 } // namespace
+
+std::variant<json::document, api_error> parse_json_body(std::string_view body) {
+  using reason = json::parse_failure::reason;
+  auto parsed = json::parse_body(body);
+  auto failure = std::get_if<json::parse_failure>(&parsed);
+  if (!failure)
+    return std::move(std::get<json::document>(parsed));
+  switch (failure->why) {
+    case reason::syntax:
+      return bad({}, "invalid_json", "We could not parse the JSON body of your request.");
+    case reason::repeated_member: {
+      std::string param;
+      for (auto& part : failure->path)
+        param += (param.empty() ? "" : ".") + part;
+      param += (param.empty() ? "" : ".") + failure->member;
+      return bad(param, "invalid_value", failure->message() + ".");
+    }
+    case reason::too_deep:
+    case reason::invalid_utf8:
+      break;
+  }
+  return bad({}, "invalid_json", failure->message() + ".");
+}
 
 std::variant<request, api_error> parse_request(std::string_view body, int64_t default_compact_threshold) {
   return parse(body, true, default_compact_threshold);

@@ -70,6 +70,10 @@ struct request {
 
 std::variant<request, api_error> parse_request(std::string_view body, int64_t default_compact_threshold = 100000);
 
+// Any body of the gateway as JSON (json::parse_body): malformed → `invalid_json`; too deep, not UTF-8
+// or a repeated member name → 400 saying which, with the member's path as `param`.
+std::variant<json::document, api_error> parse_json_body(std::string_view body);
+
 // POST /v1/responses/compact (RS-10): model, input, previous_response_id, instructions.
 std::variant<request, api_error> parse_compact_request(std::string_view body);
 

@@ -118,3 +118,57 @@ TEST_CASE("assistant tool calls in the history keep their ids, names and argumen
   CHECK(req.history[1].tool_calls[0].arguments == R"({"command":"ls"})");
   CHECK(req.history[2].tool_call_id == "c1");
 }
+
+TEST_CASE("a body nested 100,000 deep is a 400 naming the limit, not a crash", "[request][hostile]") { // issue 15 #1
+  std::string body = R"({"messages":[{"role":"user","content":"hi"}],"metadata":{"x":)" + std::string(100'000, '[')
+                     + std::string(100'000, ']') + "}}";
+  auto err = rejected(body);
+  CHECK(err.code == errc::bad_request);
+  CHECK(err.body.find("deeper than 64 levels") != std::string::npos);
+}
+
+TEST_CASE("a repeated member name is a 422 naming the member", "[request][hostile]") { // issue 15 #14
+  auto err = rejected(R"({"messages":[{"role":"user","content":"hi"}],"metadata":{"severity":"x","severity":1}})");
+  CHECK(err.code == errc::validation_failed);
+  CHECK(err.body.find(R"("loc":["body","metadata","severity"])") != std::string::npos);
+}
+
+TEST_CASE("invalid UTF-8 in a body is a 400", "[request][hostile]") { // issue 15 #14
+  auto err = rejected("{\"messages\":[{\"role\":\"user\",\"content\":\"\xed\xa0\x80\"}]}");
+  CHECK(err.code == errc::bad_request);
+  CHECK(err.body.find("UTF-8") != std::string::npos);
+}
+
+TEST_CASE("session_id and metadata.run_id with a line break or NUL are 422s naming the field", "[request][hostile]") { // issue 15 #5
+  auto session = rejected(R"({"messages":[{"role":"user","content":"hi"}],"session_id":"a\r\nX-Injected: 1"})");
+  CHECK(session.code == errc::validation_failed);
+  CHECK(session.body.find(R"("loc":["body","session_id"])") != std::string::npos);
+  CHECK(session.body.find("printable ASCII") != std::string::npos);
+  auto run = rejected(R"({"messages":[{"role":"user","content":"hi"}],"metadata":{"run_id":"r\u0000"}})");
+  CHECK(run.body.find(R"("loc":["body","metadata","run_id"])") != std::string::npos);
+  auto user = rejected(R"({"messages":[{"role":"user","content":"hi"}],"user_key":"alice\nbob"})");
+  CHECK(user.body.find(R"("loc":["body","user_key"])") != std::string::npos);
+  CHECK(rejected(R"({"messages":[{"role":"user","content":"hi"}],"metadata":{"run_id":"../runs/x"}})").code
+        == errc::validation_failed);
+  auto fine = accepted(R"({"messages":[{"role":"user","content":"hi"}],"session_id":"pska:s-1.2@x y","metadata":{"run_id":"run_01J"}})");
+  CHECK(fine.session_id == "pska:s-1.2@x y");
+  CHECK(fine.run_id == "run_01J");
+}
+
+TEST_CASE("a 400 still names the body's user, for the 403 and 429 that precede it", "[request][hostile]") { // AS-2, AS-8, issue 15 #10
+  auto err = rejected(R"({"messages":[],"user_key":"blocked:user","metadata":{"tenant_key":"acme"}})");
+  CHECK(err.code == errc::bad_request);
+  CHECK(err.user_key == "blocked:user");
+  CHECK(err.tenant_key == "acme");
+}
+
+TEST_CASE("more than max_messages messages are a 422 before any is read", "[request][hostile]") { // issue 15 #3
+  std::string body = R"({"messages":[)";
+  for (std::size_t i = 0; i <= max_messages; ++i)
+    body += R"({"role":"user","content":"x"},)";
+  body.back() = ']';
+  body += '}';
+  auto err = rejected(body);
+  CHECK(err.code == errc::validation_failed);
+  CHECK(err.body.find("at most 4096 items") != std::string::npos);
+}
