@@ -4,6 +4,7 @@
 #include "actors/run_registry.hpp"
 #include "actors/tool_router.hpp"
 #include "actors/workspace_log.hpp"
+#include "io/admission.hpp"
 #include "io/agent_routes.hpp"
 #include "io/builtin_tools.hpp"
 #include "io/data_dir.hpp"
@@ -44,6 +45,11 @@
 #include <iostream>
 #include <thread>
 
+#include <sys/resource.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 namespace {
 
 using namespace troupe;
@@ -61,6 +67,28 @@ using event_types = std::shared_ptr<const protocol::reflexr::event_registry>;
 
 // Loads the file (or the embedded default), then --set, the environment and the flags (AS-2: an
 // invalid config exits 2 naming the offending key).
+// service.max_connections within what the process may open: the descriptor limit is raised to its
+// hard maximum, and connections keep 256 descriptors clear of it for the store, tools, MCP servers and
+// upstream requests, so running out of descriptors refuses connections instead of failing everything else.
+int64_t connection_cap(int64_t configured) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0)
+    return configured;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0)
+      limit = raised;
+  }
+  if (limit.rlim_cur == RLIM_INFINITY)
+    return configured;
+  auto usable = static_cast<int64_t>(limit.rlim_cur) - 256;
+  if (usable < configured)
+    spdlog::warn("service.max_connections {} exceeds what {} descriptors allow; accepting at most {}", configured,
+                 static_cast<int64_t>(limit.rlim_cur), std::max<int64_t>(usable, 1));
+  return std::max<int64_t>(1, std::min(configured, usable));
+}
+
 protocol::config_result load_config(const cli_options& cli) {
   std::string text = troupe_default_config;
   if (!cli.config_file.empty()) {
@@ -214,8 +242,8 @@ int serve(const cli_options& cli) {
     std::cerr << "troupe: " << *err << "\n";
     return 2;
   }
-  if (cfg.service.service_tokens.empty())
-    spdlog::warn("auth: no service token configured; the service is open (set FASTREACT_SERVICE_TOKEN)");
+  if (protocol::is_open(cfg.auth, cfg.service.service_tokens))
+    spdlog::warn("auth: no credential configured; every surface is open (set FASTREACT_SERVICE_TOKEN)");
 
   // Signals are taken synchronously by this thread; every thread started below inherits the mask.
   sigset_t signals;
@@ -320,11 +348,12 @@ int serve(const cli_options& cli) {
   surface->types = std::get<event_types>(protocol::reflexr::event_registry::build(cfg.workspaces));
   surface->config = cfg.workspaces;
   surface->service_tokens = cfg.service.service_tokens;
+  surface->open = protocol::is_open(cfg.auth, cfg.service.service_tokens);
   workspaces_options ws_options;
   ws_options.log_idle_timeout = cfg.workspaces.log_idle_timeout;
   ws_options.command_result_retention = cfg.workspaces.command_result_retention;
   surface->logs = spawn_workspaces(sys, std::get<workspace_store_actor>(workspace_store), ws_options);
-  if (cfg.workspaces.credentials.empty() && cfg.service.service_tokens.empty())
+  if (surface->open)
     spdlog::warn("workspaces: no credentials configured; every caller is tenant default, user local (WS-59)");
 
   auto routes = std::make_shared<io::router>();
@@ -341,6 +370,9 @@ int serve(const cli_options& cli) {
   http.read_timeout_seconds = cfg.service.read_timeout_seconds;
   http.sse_heartbeat_seconds = cfg.service.sse_heartbeat_seconds;
   http.max_stream_buffer_bytes = cfg.service.max_stream_buffer_bytes;
+  http.max_connections = connection_cap(cfg.service.max_connections);
+  http.edge = {cfg.service.host, cfg.service.allowed_hosts, cfg.service.trusted_origins};
+  http.admit_head = io::head_admission(cfg, surface);
   io::http_server server(http, routes);
   uint16_t port = 0;
   try {
@@ -387,6 +419,12 @@ int serve(const cli_options& cli) {
 } // namespace
 
 int main(int argc, char** argv) {
+#ifdef __GLIBC__
+  // Blocks of 256 KiB and more (request bodies, parsed documents) are mapped and unmapped on their own.
+  // glibc's default raises this threshold after each large free, and then keeps every 10 MiB body a
+  // client sent in its heap after the request is gone.
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+#endif
   spdlog::set_default_logger(spdlog::stderr_color_mt("troupe"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%f%z %^%l%$ %v");
 

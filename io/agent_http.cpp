@@ -28,12 +28,12 @@ http_response refusal(const protocol::auth_error& err) {
   return agent_error(err.code, err.detail);
 }
 
-run_spec spec_of(const http_request& req, protocol::chat_request chat, const protocol::identity& id) {
+run_spec spec_of(std::string body, protocol::chat_request chat, const protocol::identity& id) {
   run_spec spec;
   spec.run_id = chat.run_id.empty() ? protocol::uuid4() : chat.run_id;
   spec.user_key = id.user_key;
   spec.tenant_key = id.tenant_key;
-  spec.request_body = req.body;
+  spec.request_body = std::move(body);
   chat.metadata = protocol::run_metadata_json(chat.metadata, id, protocol::normalize_tool_policy(chat.tool_policy).json());
   spec.request = std::move(chat);
   return spec;
@@ -46,34 +46,57 @@ http_response agent_error(errc code, std::string_view detail) {
 }
 
 bool operator_allowed(const protocol::config& config, const http_request& req) {
-  return !protocol::check_operator_access(config.auth, config.service.service_tokens,
-                                          protocol::headers_from_map(req.headers));
+  return !protocol::check_operator_access(config.auth, config.service.service_tokens, caller_headers(config, req));
+}
+
+protocol::header_lookup caller_headers(const protocol::config& config, const http_request& req) {
+  return protocol::caller_headers(config.auth, config.service.service_tokens, req.headers, req.peer);
+}
+
+std::variant<protocol::responses_caller, protocol::auth_error> admit_responses_caller(const protocol::config& config,
+                                                                                      const http_request& req) {
+  return protocol::admit_responses_caller(config.auth, config.service.service_tokens, caller_headers(config, req),
+                                          epoch_seconds(), environment);
 }
 
 http_response unauthorized() {
   return agent_error(errc::unauthorized, "FastReAct service token required");
 }
 
+std::optional<http_response> caller_refusal(const protocol::config& config, const http_request& req) {
+  auto resolved = protocol::resolve_identity(config.auth, config.service.service_tokens, caller_headers(config, req),
+                                             "", "", epoch_seconds(), environment);
+  if (auto err = std::get_if<protocol::auth_error>(&resolved))
+    return refusal(*err);
+  return std::nullopt;
+}
+
 void admit_caller(caf::actor_system& sys, store_actor store, const protocol::config& config, http_request& req,
                   std::shared_ptr<http_exchange> ex,
                   std::function<void(run_spec spec, std::shared_ptr<http_exchange> ex)> proceed) {
+  // AS-2's order: 401/500 from the head alone, before the body is parsed; 422; then 403 and 429 for the
+  // user the body names, which a 400 still knows; then the 400.
+  if (auto refused = caller_refusal(config, req))
+    return ex->respond(std::move(*refused));
   auto parsed = protocol::parse_chat_request(req.body);
   auto chat = std::get_if<protocol::chat_request>(&parsed);
-  auto resolved = protocol::resolve_identity(config.auth, config.service.service_tokens, req.headers,
-                                             chat ? chat->user_key : "", chat ? chat->tenant_key : "",
-                                             epoch_seconds(), environment);
-  if (auto err = std::get_if<protocol::auth_error>(&resolved))
-    return ex->respond(refusal(*err));
-  auto id = std::get<protocol::identity>(resolved);
   auto invalid = std::get_if<protocol::request_error>(&parsed);
   if (invalid && invalid->code == errc::validation_failed)
     return ex->respond(json_response(protocol::http_status(invalid->code), invalid->body));
+  auto resolved = protocol::resolve_identity(config.auth, config.service.service_tokens, caller_headers(config, req),
+                                             chat ? chat->user_key : invalid->user_key,
+                                             chat ? chat->tenant_key : invalid->tenant_key, epoch_seconds(),
+                                             environment);
+  if (auto err = std::get_if<protocol::auth_error>(&resolved))
+    return ex->respond(refusal(*err));
+  auto id = std::get<protocol::identity>(resolved);
   if (auto err = protocol::check_user_allowed(config.auth, id.user_key))
     return ex->respond(refusal(*err));
-  auto go = [proceed, parsed = std::move(parsed), id, req_copy = req](std::shared_ptr<http_exchange> ex) mutable {
+  // The body moves along (a run keeps it), never copied: a 10 MiB body costs 10 MiB once.
+  auto go = [proceed, parsed = std::move(parsed), id, body = std::move(req.body)](std::shared_ptr<http_exchange> ex) mutable {
     if (auto err = std::get_if<protocol::request_error>(&parsed))
       return ex->respond(json_response(protocol::http_status(err->code), err->body));
-    proceed(spec_of(req_copy, std::move(std::get<protocol::chat_request>(parsed)), id), std::move(ex));
+    proceed(spec_of(std::move(body), std::move(std::get<protocol::chat_request>(parsed)), id), std::move(ex));
   };
   auto limit = config.auth.rate_limit_per_hour;
   if (limit <= 0 || !store)

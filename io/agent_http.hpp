@@ -7,12 +7,15 @@
 #include "io/http_types.hpp"
 #include "protocol/config.hpp"
 #include "protocol/errors.hpp"
+#include "protocol/identity.hpp"
 
 #include <caf/actor_system.hpp>
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string_view>
+#include <variant>
 
 namespace troupe::io {
 
@@ -24,6 +27,17 @@ http_response agent_error(errc code, std::string_view detail);
 bool operator_allowed(const protocol::config& config, const http_request& req);
 
 http_response unauthorized();
+
+// A caller endpoint's 401/500 from the request's head alone (AS-2: before the body is read or parsed).
+std::optional<http_response> caller_refusal(const protocol::config& config, const http_request& req);
+
+// The headers `req` may assert about its caller (protocol::caller_headers: trusted identity headers
+// only from auth.trusted_proxies). `req` must outlive the lookup.
+protocol::header_lookup caller_headers(const protocol::config& config, const http_request& req);
+
+// Who may use the Responses gateway (RS-3, one rule with AS-3 and WS-59): the caller, or the refusal.
+std::variant<protocol::responses_caller, protocol::auth_error> admit_responses_caller(const protocol::config& config,
+                                                                                      const http_request& req);
 
 // A caller endpoint's request (POST /v1/chat/completions, POST /v1/runs), admitted in the order of
 // AS-2: identity (401/500), body validation (422), allow/block lists (403), the rate limit (429,

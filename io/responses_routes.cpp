@@ -2,6 +2,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/tool_router.hpp"
+#include "io/agent_http.hpp"
 #include "io/http_client.hpp"
 #include "io/mcp_http_transport.hpp"
 #include "io/route_ask.hpp"
@@ -67,19 +68,6 @@ rs::api_error conversation_locked(const std::string& id) {
   return {409, "Another response is in progress for conversation '" + id + "'.", "conversation", "conversation_locked"};
 }
 
-// RS-3: with API keys or service tokens configured, every route needs one of them as a bearer.
-bool authorized(const context& ctx, const http_request& req) {
-  auto& tokens = ctx.config.service.service_tokens;
-  auto& keys = ctx.config.auth.api_keys;
-  if (tokens.empty() && keys.empty())
-    return true;
-  auto& auth = req.header("authorization");
-  if (auth.rfind("Bearer ", 0) != 0)
-    return false;
-  auto given = auth.substr(7);
-  return std::find(tokens.begin(), tokens.end(), given) != tokens.end()
-         || std::find(keys.begin(), keys.end(), given) != keys.end();
-}
 
 // RS-2: a model no upstream serves is refused before any run starts, so a stream:true request gets
 // plain JSON (RS-1).
@@ -92,8 +80,10 @@ std::optional<rs::api_error> unroutable(const context& ctx, const std::string& m
 // Wraps a handler with the RS-3 check.
 http_handler guarded(ctx_ptr ctx, http_handler handler) {
   return [ctx, handler](http_request& req, std::shared_ptr<http_exchange> ex) {
-    if (!authorized(*ctx, req))
-      return ex->respond(api_response({401, "Incorrect API key provided.", {}, "invalid_api_key"}));
+    auto admitted = admit_responses_caller(ctx->config, req);
+    if (auto refused = std::get_if<protocol::auth_error>(&admitted))
+      return ex->respond(api_response({refused->status(), refused->detail, {},
+                                       refused->code == errc::unauthorized ? "invalid_api_key" : "server_error"}));
     handler(req, std::move(ex));
   };
 }
@@ -945,10 +935,22 @@ void ask_conversation(ctx_ptr ctx, std::shared_ptr<http_exchange> ex, const std:
   });
 }
 
+// A JSON object body (rs::parse_json_body), or the answer refusing it.
+std::variant<protocol::json::document, http_response> object_body(std::string_view text) {
+  auto parsed = rs::parse_json_body(text);
+  if (auto err = std::get_if<rs::api_error>(&parsed))
+    return api_response(*err);
+  auto& doc = std::get<protocol::json::document>(parsed);
+  if (!doc.IsObject())
+    return api_response({400, "We could not parse the JSON body of your request.", {}, "invalid_json"});
+  return std::move(doc);
+}
+
 void create_conversation(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
-  auto doc = protocol::json::parse(req.body.empty() ? "{}" : req.body);
-  if (!doc || !doc->IsObject())
-    return ex->respond(api_response({400, "We could not parse the JSON body of your request.", {}, "invalid_json"}));
+  auto body = object_body(req.body.empty() ? "{}" : req.body);
+  if (auto refused = std::get_if<http_response>(&body))
+    return ex->respond(std::move(*refused));
+  auto doc = &std::get<protocol::json::document>(body);
   std::vector<rs::item> items;
   if (auto v = protocol::json::member(*doc, "items"); v && !v->IsNull()) {
     auto parsed = rs::parse_conversation_items(*v, 0);
@@ -971,9 +973,10 @@ void create_conversation(ctx_ptr ctx, http_request& req, std::shared_ptr<http_ex
 
 void add_conversation_items(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
   auto id = req.params["id"];
-  auto doc = protocol::json::parse(req.body);
-  if (!doc || !doc->IsObject())
-    return ex->respond(api_response({400, "We could not parse the JSON body of your request.", {}, "invalid_json"}));
+  auto body = object_body(req.body);
+  if (auto refused = std::get_if<http_response>(&body))
+    return ex->respond(std::move(*refused));
+  auto doc = &std::get<protocol::json::document>(body);
   auto v = protocol::json::member(*doc, "items");
   if (!v)
     return ex->respond(api_response({400, "Missing required parameter: 'items'.", "items", "missing_required_parameter"}));
@@ -1019,9 +1022,10 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
   });
   on("POST", "/v1/conversations/{id}", [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
     auto id = req.params["id"];
-    auto doc = protocol::json::parse(req.body);
-    if (!doc || !doc->IsObject())
-      return ex->respond(api_response({400, "We could not parse the JSON body of your request.", {}, "invalid_json"}));
+    auto body = object_body(req.body);
+    if (auto refused = std::get_if<http_response>(&body))
+      return ex->respond(std::move(*refused));
+    auto doc = &std::get<protocol::json::document>(body);
     std::string metadata = "{}";
     if (auto v = protocol::json::member(*doc, "metadata"); v && !v->IsNull()) {
       if (auto err = rs::check_metadata(*v, "metadata"))

@@ -115,7 +115,7 @@ workspace_command address_command(const workspace_surface& s, const rx::workspac
 
 std::optional<rx::workspace_caller> admit(const workspace_surface& s, const http_request& req,
                                           const std::string& workspace_id, std::optional<http_response>& refusal) {
-  auto caller = rx::authenticate(req.header("authorization"), s.config, s.service_tokens);
+  auto caller = rx::authenticate(req.header("authorization"), s.config, s.service_tokens, s.open);
   if (!caller) {
     refusal = json_response(401, R"({"detail":"unauthorized"})");
     refusal->headers.emplace_back("WWW-Authenticate", "Bearer");

@@ -21,6 +21,7 @@ struct workspace_surface {
   std::shared_ptr<const protocol::reflexr::event_registry> types;
   protocol::workspaces_config config;
   std::vector<std::string> service_tokens;
+  bool open = false; // no credential of any kind is configured (protocol::is_open)
 };
 
 // The command `request` from `caller` for the log `key`, stamped with the time it arrives and the

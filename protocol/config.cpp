@@ -45,12 +45,10 @@ void apply_override(json::document& doc, const std::string& assignment, std::vec
       break;
     start = dot + 1;
   }
-  json::document parsed;
-  parsed.Parse(text.c_str());
-  if (parsed.HasParseError())
-    node->SetString(text.c_str(), alloc);
+  if (auto parsed = json::parse(text))
+    node->CopyFrom(*parsed, alloc);
   else
-    node->CopyFrom(parsed, alloc);
+    node->SetString(text.c_str(), alloc);
 }
 
 bool is_http_url(const std::string& url) {
@@ -147,11 +145,12 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   if (trimmed(json_text).empty())
     doc.SetObject();
   else {
-    doc.Parse(json_text.data(), json_text.size());
-    if (doc.HasParseError()) {
-      errors.push_back("<file>: invalid JSON at offset " + std::to_string(doc.GetErrorOffset()));
+    auto parsed = json::parse_body(json_text);
+    if (auto failure = std::get_if<json::parse_failure>(&parsed)) {
+      errors.push_back("<file>: " + failure->message());
       return result;
     }
+    doc = std::move(std::get<json::document>(parsed));
     if (!doc.IsObject()) {
       errors.push_back("<file>: expected a JSON object at the top level");
       return result;
@@ -187,6 +186,9 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   service.seconds("run_lease_seconds", c.service.run_lease_seconds, 0.3);
   service.seconds("run_recovery_interval_seconds", c.service.run_recovery_interval_seconds, 0.05);
   service.seconds("approval_timeout_seconds", c.service.approval_timeout_seconds, 0.01);
+  service.integer("max_connections", c.service.max_connections, 1, 1 << 20);
+  service.strings("allowed_hosts", c.service.allowed_hosts);
+  service.strings("trusted_origins", c.service.trusted_origins);
   std::string token, alias;
   service.string("service_token", token);
   service.string("token", alias);
@@ -209,6 +211,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
 
   auto workspaces = root.child("workspaces");
   read_workspaces_config(workspaces, c.workspaces);
+  c.auth.workspace_credentials = !c.workspaces.credentials.empty();
 
   auto store = root.child("store");
   store.string("path", c.store_path);

@@ -35,6 +35,9 @@ struct service_config {
   double run_lease_seconds = 300;
   double run_recovery_interval_seconds = 15;
   double approval_timeout_seconds = 300; // AS-42
+  int64_t max_connections = 1024;        // open at once; beyond, 503 and close (capped by the descriptor limit)
+  std::vector<std::string> allowed_hosts;   // Host names served besides the listener's own (DNS rebinding)
+  std::vector<std::string> trusted_origins; // browser origins allowed to send unsafe requests (CO-10)
   std::vector<std::string> service_tokens; // trimmed, non-empty: file token, its alias, env (AS-3)
 };
 

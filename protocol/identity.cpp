@@ -1,6 +1,7 @@
 #include "protocol/identity.hpp"
 
 #include "protocol/auth.hpp"
+#include "protocol/ids.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -263,6 +264,8 @@ std::variant<identity, auth_error> jwt_identity(const auth_config& cfg, const he
   auto nbf = time_claim("nbf");
   if (!exp || !nbf)
     return invalid;
+  if (!*exp && cfg.jwt_require_exp)
+    return unauthorized("JWT exp claim required");
   if (*exp && **exp <= static_cast<double>(now))
     return unauthorized("JWT has expired");
   if (*nbf && **nbf > static_cast<double>(now))
@@ -326,6 +329,8 @@ void read_auth_config(config_reader& auth, config_reader& service, auth_config& 
   auth.string("jwt_audience", into.jwt_audience);
   auth.strings("jwt_tenant_claims", into.jwt_tenant_claims);
   auth.strings("api_keys", into.api_keys);
+  auth.boolean("jwt_require_exp", into.jwt_require_exp);
+  auth.strings("trusted_proxies", into.trusted_proxies);
 
   auto h = auth.child("trusted_headers");
   header_name(h, "user_key", into.headers.user_key);
@@ -396,7 +401,7 @@ std::variant<identity, auth_error> resolve_identity(const auth_config& cfg,
     return trusted_identity(cfg, headers);
   if (cfg.mode == "jwt")
     return jwt_identity(cfg, headers, now_epoch_seconds, env);
-  if (!service_tokens.empty())
+  if (!is_open(cfg, service_tokens))
     return unauthorized(service_token_required);
   return service_identity(cfg, headers, body_user_key, body_tenant_key); // open (AS-3)
 }
@@ -416,9 +421,50 @@ std::optional<auth_error> check_operator_access(const auth_config& cfg,
                                                 const header_lookup& headers) {
   if (holds_service_token(service_tokens, headers))
     return std::nullopt;
-  if (service_tokens.empty() && cfg.mode == "service_token")
+  if (is_open(cfg, service_tokens))
     return std::nullopt;
   return unauthorized(service_token_required);
+}
+
+bool is_open(const auth_config& cfg, const std::vector<std::string>& service_tokens) {
+  return cfg.mode == "service_token" && service_tokens.empty() && cfg.api_keys.empty() && !cfg.workspace_credentials;
+}
+
+header_lookup caller_headers(const auth_config& cfg, const std::vector<std::string>& service_tokens,
+                             const std::map<std::string, std::string>& lower_case_headers, std::string peer) {
+  auto all = headers_from_map(lower_case_headers);
+  if (cfg.mode != "trusted_headers" || holds_service_token(service_tokens, all)
+      || std::find(cfg.trusted_proxies.begin(), cfg.trusted_proxies.end(), peer) != cfg.trusted_proxies.end())
+    return all;
+  auto& h = cfg.headers;
+  std::vector<std::string> hidden;
+  for (auto* name : {&h.user_key, &h.tenant_key, &h.subject, &h.display_name, &h.email, &h.groups, &h.roles,
+                     &h.auth_provider})
+    hidden.push_back(lower(*name));
+  return [all, hidden = std::move(hidden)](std::string_view name) {
+    return std::find(hidden.begin(), hidden.end(), lower(name)) != hidden.end() ? std::string() : all(name);
+  };
+}
+
+std::variant<responses_caller, auth_error> admit_responses_caller(const auth_config& cfg,
+                                                                  const std::vector<std::string>& service_tokens,
+                                                                  const header_lookup& headers,
+                                                                  int64_t now_epoch_seconds, const env_lookup_fn& env) {
+  if (holds_service_token(service_tokens, headers) || is_open(cfg, service_tokens))
+    return responses_caller{};
+  auto bearer = presented_token(headers("Authorization"), "");
+  if (token_accepted(cfg.api_keys, bearer))
+    return responses_caller{"key:" + sha256_hex(bearer).substr(0, 32)};
+  std::variant<identity, auth_error> who = unauthorized("Incorrect API key provided.");
+  if (cfg.mode == "jwt" && !bearer.empty())
+    who = jwt_identity(cfg, headers, now_epoch_seconds, env);
+  else if (cfg.mode == "trusted_headers")
+    who = trusted_identity(cfg, headers);
+  if (auto id = std::get_if<identity>(&who)) // length-prefixed, so no two (tenant, user) pairs meet
+    return responses_caller{"user:"
+                            + sha256_hex(std::to_string(id->tenant_key.size()) + ":" + id->tenant_key + id->user_key)
+                                .substr(0, 32)};
+  return std::get<auth_error>(who);
 }
 
 std::optional<auth_error> check_user_allowed(const auth_config& cfg, const std::string& user_key) {

@@ -57,6 +57,10 @@ struct auth_config {
   std::vector<std::string> jwt_tenant_claims{"tenant_key", "tenant_id", "tenant", "org_id"};
   trusted_header_names headers;
   std::vector<std::string> api_keys; // the Responses gateway's client keys (RS-3)
+  bool jwt_require_exp = true;        // a JWT without `exp` never expires: refused unless turned off
+  // Peers whose trusted identity headers count (AS-5): the proxy in front of troupe. Exact addresses.
+  std::vector<std::string> trusted_proxies{"127.0.0.1", "::1"};
+  bool workspace_credentials = false; // workspaces.credentials is not empty (WS-59)
   // From `service` (AS-8).
   std::vector<std::string> blocked_user_keys;
   std::vector<std::string> allowed_user_keys; // empty: everyone
@@ -104,6 +108,18 @@ using header_lookup = std::function<std::string(std::string_view name)>;
 // A lookup over a map whose keys are lower-case header names. The map must outlive the lookup.
 header_lookup headers_from_map(const std::map<std::string, std::string>& lower_case_headers);
 
+// The headers a request from `peer` (its IP address) may assert: in trusted_headers mode the identity
+// headers count only from a peer in auth.trusted_proxies or alongside a service token; from anyone
+// else they read as absent, so the caller is refused as one that sent none (AS-5).
+header_lookup caller_headers(const auth_config& cfg, const std::vector<std::string>& service_tokens,
+                             const std::map<std::string, std::string>& lower_case_headers, std::string peer);
+
+// AS-3, RS-3 and WS-59 read as one rule: troupe is open (every caller is the default one, and it warns)
+// only in service_token mode with no credential of any kind configured (service token, API key,
+// workspace credential). Any credential closes every surface.
+bool is_open(const auth_config& cfg, const std::vector<std::string>& service_tokens);
+
+
 using env_lookup_fn = std::function<std::optional<std::string>(const std::string&)>;
 
 // Resolves the caller of a caller endpoint (AS-4 to AS-7). `body_user_key` is the body `user_key`
@@ -124,6 +140,18 @@ std::variant<identity, auth_error> resolve_identity(const auth_config& cfg,
                                                     const std::string& body_user_key,
                                                     const std::string& body_tenant_key,
                                                     int64_t now_epoch_seconds, const env_lookup_fn& env);
+
+// Who may use the Responses gateway (RS-3): the service token (either carrier, AS-3), an API key as a
+// bearer, a JWT in jwt mode, the trusted headers in trusted_headers mode, or anyone when open.
+// `owner` names whose responses and conversations the caller sees: "" for the service token and an open
+// troupe (all of them), `key:<digest>` for an API key, `user:<digest>` of (tenant, user) for an identity.
+struct responses_caller {
+  std::string owner;
+};
+std::variant<responses_caller, auth_error> admit_responses_caller(const auth_config& cfg,
+                                                                  const std::vector<std::string>& service_tokens,
+                                                                  const header_lookup& headers,
+                                                                  int64_t now_epoch_seconds, const env_lookup_fn& env);
 
 // Operator endpoints (AS-3, AS-84): a valid service token; with none configured, open in
 // service_token mode only. Otherwise 401 `FastReAct service token required`.

@@ -33,12 +33,18 @@ void check_event(const json::value& event, std::vector<std::string> loc, const e
 }
 
 std::shared_ptr<json::document> parse_object(std::string_view text, problems& out) {
-  auto doc = json::parse(text);
-  if (!doc) {
-    out.push_back({{}, "JSON decode error", "json_invalid"});
+  auto parsed = json::parse_body(text);
+  if (auto failure = std::get_if<json::parse_failure>(&parsed)) {
+    using reason = json::parse_failure::reason;
+    if (failure->why == reason::repeated_member) {
+      auto loc = failure->path;
+      loc.push_back(failure->member);
+      out.push_back({loc, failure->message(), "json_invalid"});
+    } else
+      out.push_back({{}, failure->why == reason::syntax ? "JSON decode error" : failure->message(), "json_invalid"});
     return nullptr;
   }
-  return std::make_shared<json::document>(std::move(*doc));
+  return std::make_shared<json::document>(std::move(std::get<json::document>(parsed)));
 }
 
 std::string problems_json(const problems& p) {
@@ -441,10 +447,10 @@ std::string command_result_json(const std::string& command_id, const effect& e) 
 }
 
 std::optional<workspace_caller> authenticate(std::string_view authorization, const workspaces_config& config,
-                                             const std::vector<std::string>& service_tokens) {
+                                             const std::vector<std::string>& service_tokens, bool open) {
   workspace_caller caller;
   caller.actor.kind = "user";
-  if (config.credentials.empty() && service_tokens.empty()) {
+  if (open) {
     caller.tenant = "default";
     caller.actor.id = "local";
     return caller;

@@ -105,10 +105,10 @@ struct workspace_caller {
   std::vector<std::string> workspaces;
 };
 
-// The caller a bearer `authorization` header names, or nullopt (401). With no credentials and no
-// service token configured every caller is tenant `default`, user `local`.
+// The caller a bearer `authorization` header names, or nullopt (401). When troupe is `open` (no
+// credential of any kind configured, protocol::is_open) every caller is tenant `default`, user `local`.
 std::optional<workspace_caller> authenticate(std::string_view authorization, const workspaces_config& config,
-                                             const std::vector<std::string>& service_tokens);
+                                             const std::vector<std::string>& service_tokens, bool open);
 
 // WS-60.
 bool may_use(const workspace_caller& caller, std::string_view workspace_id);

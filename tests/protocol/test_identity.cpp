@@ -43,10 +43,12 @@ std::string make_jwt(const std::string& claims, const std::string& key = secret,
   return input + "." + base64url(std::string_view(reinterpret_cast<const char*>(mac), len));
 }
 
+// Most tests here are about claims, not expiry: their tokens carry no exp.
 auth_config jwt_config() {
   auth_config c;
   c.mode = "jwt";
   c.jwt_secret = secret;
+  c.jwt_require_exp = false;
   return c;
 }
 
@@ -480,4 +482,79 @@ TEST_CASE("no rate limit counts nothing, and a window from a clock that stepped 
   d = decide_rate_limit(1, now + 500, 1, now);
   CHECK_FALSE(d.allowed);
   CHECK(d.retry_after_seconds == 3600);
+}
+
+TEST_CASE("a JWT without exp is refused unless auth.jwt_require_exp is off", "[identity][hostile]") { // issue 15 #9
+  auto c = jwt_config();
+  c.jwt_require_exp = true;
+  CHECK(jwt_detail(c, make_jwt(R"({"sub":"acme:alice"})")) == "JWT exp claim required");
+  CHECK(jwt_ok(c, make_jwt(R"({"sub":"acme:alice","exp":1700000060})")).user_key == "acme:alice");
+  CHECK(auth_config{}.jwt_require_exp);
+}
+
+TEST_CASE("any configured credential closes every surface, and only none at all leaves troupe open", "[identity][hostile]") { // AS-3, RS-3, WS-59
+  auth_config c;
+  CHECK(is_open(c, {}));
+  CHECK_FALSE(is_open(c, {"svc"}));
+  auto keys = c;
+  keys.api_keys = {"sk-client"};
+  CHECK_FALSE(is_open(keys, {}));
+  auto ws = c;
+  ws.workspace_credentials = true;
+  CHECK_FALSE(is_open(ws, {}));
+  auto jwt = jwt_config();
+  CHECK_FALSE(is_open(jwt, {}));
+  auto trusted = c;
+  trusted.mode = "trusted_headers";
+  CHECK_FALSE(is_open(trusted, {}));
+  // With only API keys, the agent service's caller endpoints are not open either (before: chat was).
+  CHECK(refused(resolve(keys, {})).status() == 401);
+}
+
+TEST_CASE("trusted identity headers count only from a trusted proxy", "[identity][hostile]") { // AS-5, issue 15 #9
+  auth_config c;
+  c.mode = "trusted_headers";
+  std::map<std::string, std::string> headers{{"x-fastreact-user-key", "acme:alice"}, {"x-fastreact-tenant-key", "acme"}};
+  auto from = [&](const std::string& peer) {
+    return resolve_identity(c, {}, caller_headers(c, {}, headers, peer), "", "", now, no_env);
+  };
+  CHECK(ok(from("127.0.0.1")).user_key == "acme:alice");
+  CHECK(ok(from("::1")).tenant_key == "acme");
+  CHECK(refused(from("10.1.2.3")).detail == "FastReAct trusted identity header required");
+  c.trusted_proxies = {"10.1.2.3"};
+  CHECK(ok(from("10.1.2.3")).user_key == "acme:alice");
+  CHECK(refused(from("127.0.0.1")).status() == 401);
+}
+
+TEST_CASE("the Responses gateway admits by the one rule: tokens in either carrier, API keys, and the auth mode", "[identity][hostile]") { // RS-3, AS-3
+  auto admit = [](const auth_config& c, std::vector<std::string> tokens, std::map<std::string, std::string> headers) {
+    return admit_responses_caller(c, tokens, headers_from_map(headers), now, no_env);
+  };
+  auto owner = [](const std::variant<responses_caller, auth_error>& v) {
+    if (auto e = std::get_if<auth_error>(&v))
+      FAIL("refused: " << e->detail);
+    return std::get<responses_caller>(v).owner;
+  };
+  auth_config c;
+  c.api_keys = {"key-a", "key-b"};
+  CHECK(owner(admit(c, {"svc"}, {{"authorization", "bearer svc"}})).empty());
+  CHECK(owner(admit(c, {"svc"}, {{"x-fastreact-service-token", "svc"}})).empty());
+  auto a = owner(admit(c, {}, {{"authorization", "Bearer key-a"}}));
+  auto b = owner(admit(c, {}, {{"authorization", "BEARER key-b"}}));
+  CHECK(a.rfind("key:", 0) == 0);
+  CHECK(a != b);
+  CHECK(std::get<auth_error>(admit(c, {}, {{"authorization", "Bearer key-c"}})).status() == 401);
+  CHECK(std::get<auth_error>(admit(c, {}, {})).detail == "Incorrect API key provided.");
+  // jwt mode with no token configured: before, the gateway stayed open.
+  auto jwt = jwt_config();
+  CHECK(std::get<auth_error>(admit(jwt, {}, {})).status() == 401);
+  auto alice = owner(admit(jwt, {}, {{"authorization", "Bearer " + make_jwt(R"({"sub":"acme:alice"})")}}));
+  auto bob = owner(admit(jwt, {}, {{"authorization", "Bearer " + make_jwt(R"({"sub":"acme:bob"})")}}));
+  CHECK(alice.rfind("user:", 0) == 0);
+  CHECK(alice != bob);
+  auth_config trusted;
+  trusted.mode = "trusted_headers";
+  CHECK(std::get<auth_error>(admit(trusted, {}, {})).status() == 401);
+  CHECK(owner(admit(trusted, {}, {{"x-fastreact-user-key", "acme:alice"}})).rfind("user:", 0) == 0);
+  CHECK(owner(admit(auth_config{}, {}, {})).empty()); // open
 }

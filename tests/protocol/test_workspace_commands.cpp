@@ -247,7 +247,7 @@ TEST_CASE("the events query refuses its bad parameters in the spec's order", "[w
 
 TEST_CASE("callers are open and local without credentials, and limited to their workspaces with them", "[workspace]") { // WS-59, WS-60
   workspaces_config c;
-  auto open = authenticate("", c, {});
+  auto open = authenticate("", c, {}, true);
   REQUIRE(open);
   CHECK(open->tenant == "default");
   CHECK(participant(open->actor) == "user:local");
@@ -256,15 +256,15 @@ TEST_CASE("callers are open and local without credentials, and limited to their 
   c.credentials[0].token_sha256 = "930bbdc51b6aed5c2a5678fd6e28dee7a05e8a4b643cfc0b4427c3efb86c0d94";
   c.credentials[0].actor.kind = "source";
   c.credentials[0].actor.name = "pagerduty";
-  CHECK_FALSE(authenticate("", c, {}));
-  CHECK_FALSE(authenticate("Bearer wrong", c, {}));
-  auto pagerduty = authenticate("Bearer secret-token", c, {});
+  CHECK_FALSE(authenticate("", c, {}, false));
+  CHECK_FALSE(authenticate("Bearer wrong", c, {}, false));
+  auto pagerduty = authenticate("Bearer secret-token", c, {}, false);
   REQUIRE(pagerduty);
   CHECK(pagerduty->tenant == "acme");
   CHECK(participant(pagerduty->actor) == "source:pagerduty");
   CHECK(may_use(*pagerduty, "prod"));
   CHECK_FALSE(may_use(*pagerduty, "staging"));
-  auto service = authenticate("Bearer svc", c, {"svc"});
+  auto service = authenticate("Bearer svc", c, {"svc"}, false);
   REQUIRE(service);
   CHECK(participant(service->actor) == "user:service");
   CHECK_FALSE(is_workspace_id("Prod"));
