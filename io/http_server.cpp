@@ -44,6 +44,32 @@ std::chrono::milliseconds to_ms(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
+// Beast's request parser, refusing a field it cannot store instead of throwing: basic_fields throws
+// std::length_error for a name or value over 65,533 bytes, and chunked trailers are not bounded by
+// header_limit, so a long trailer would throw out of the I/O thread. Trailers get a budget of their own.
+class request_parser : public http::request_parser<http::string_body> {
+  static constexpr std::size_t max_field_bytes = 65533;
+  static constexpr std::size_t max_trailer_bytes = 64 * 1024;
+
+  void on_field_impl(http::field name, beast::string_view name_string, beast::string_view value,
+                     beast::error_code& ec) override {
+    if (is_header_done())
+      trailer_bytes_ += name_string.size() + value.size() + 4;
+    if (name_string.size() > max_field_bytes || value.size() > max_field_bytes || trailer_bytes_ > max_trailer_bytes) {
+      ec = http::error::header_limit;
+      return;
+    }
+    get().insert(name, name_string, value);
+  }
+
+  std::size_t trailer_bytes_ = 0;
+};
+
+// How long, and how much, a connection closed after an answer drains what the client still sends, so
+// that the close is no reset the client would see before the answer (a 413 or 401 sent before its body).
+constexpr auto drain_deadline = std::chrono::seconds(5);
+constexpr std::size_t drain_max_bytes = 64 * 1024 * 1024;
+
 void split_target(std::string_view target, http_request& req) {
   auto q = target.find('?');
   req.path = protocol::percent_decode(target.substr(0, q), false);
@@ -168,6 +194,7 @@ struct server_state {
   http_server_options options;
   std::shared_ptr<const router> routes;
   std::atomic<int64_t> open_exchanges{0};
+  std::atomic<int64_t> open_sockets{0}; // accepted and not yet closed (service.max_connections)
 
   // Registers a connection for stop(); false once stop() has begun, so that nothing opened during the
   // stop is missed.
@@ -198,6 +225,15 @@ struct server_state {
   bool stopping = false;
   std::unordered_map<connection*, std::weak_ptr<connection>> connections;
 };
+
+// One accepted socket's place under service.max_connections, given back when its last holder (the
+// HTTP session, or the WebSocket it became) is gone.
+using socket_slot = std::shared_ptr<void>;
+
+socket_slot take_slot(const std::shared_ptr<server_state>& state) {
+  ++state->open_sockets;
+  return socket_slot(nullptr, [state](void*) { --state->open_sockets; });
+}
 
 class session;
 
@@ -267,8 +303,10 @@ public:
 
   // On the strand: takes over the HTTP session's socket and answers the upgrade request. The open
   // exchange the session counted is this WebSocket's from now on.
-  void accept(tcp::socket socket, const http::request<http::string_body>& request, const std::string& subprotocol) {
+  void accept(tcp::socket socket, socket_slot slot, const http::request<http::string_body>& request,
+              const std::string& subprotocol) {
     ws_.emplace(std::move(socket));
+    slot_ = std::move(slot);
     counted_ = true;
     if (!state_->track(shared_from_this())) {
       end();
@@ -395,6 +433,7 @@ private:
 
   net::any_io_executor strand_;
   std::shared_ptr<server_state> state_;
+  socket_slot slot_;
   const std::size_t outbox_frames_;
   std::optional<beast_ws::stream<ws_transport>> ws_;
   beast::flat_buffer read_buffer_;
@@ -444,8 +483,14 @@ private:
 
 class session : public connection, public std::enable_shared_from_this<session> {
 public:
-  session(tcp::socket&& socket, std::shared_ptr<server_state> state)
-    : stream_(std::move(socket)), state_(std::move(state)), heartbeat_(stream_.get_executor()) {}
+  session(tcp::socket&& socket, std::shared_ptr<server_state> state, socket_slot slot)
+    : stream_(std::move(socket)), state_(std::move(state)), slot_(std::move(slot)),
+      heartbeat_(stream_.get_executor()) {
+    beast::error_code ec;
+    auto remote = stream_.socket().remote_endpoint(ec);
+    if (!ec)
+      peer_ = remote.address().to_string();
+  }
 
   void run() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
@@ -475,7 +520,7 @@ public:
       auto request = std::move(*self->upgrade_request_);
       self->upgrade_request_.reset();
       // Cancels the disconnect watch too; its handler finds the session closed.
-      ws->accept(self->stream_.release_socket(), request, sp);
+      ws->accept(self->stream_.release_socket(), self->slot_, request, sp);
     });
   }
 
@@ -563,29 +608,85 @@ private:
     parser_->body_limit(static_cast<uint64_t>(state_->options.max_body_bytes));
     parser_->header_limit(64 * 1024);
     stream_.expires_after(to_ms(state_->options.read_timeout_seconds));
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+  }
+
+  // The head alone decides what needs no body: the edge's checks (Host, Origin, Content-Type), a body
+  // announced over the limit, and a caller that is not admitted. Each is answered before the body is read.
+  void on_header(beast::error_code ec) {
+    if (phase_ == phase::closed)
+      return;
+    if (ec)
+      return on_read(ec);
+    auto& msg = parser_->get();
+    head_ = http_request{};
+    head_.method = std::string(msg.method_string());
+    head_.target = std::string(msg.target());
+    split_target(head_.target, head_);
+    for (auto& field : msg) {
+      std::string name(field.name_string());
+      for (auto& c : name)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      head_.headers[name] = std::string(field.value());
+    }
+    head_.peer = peer_;
+    auto length = parser_->content_length();
+    bool has_body = parser_->chunked() || (length && *length > 0);
+    auto verdict = protocol::check_request_head(state_->options.edge, head_.method, head_.headers, has_body,
+                                                beast_ws::is_upgrade(msg));
+    head_.cross_origin = verdict.cross_origin;
+    auto d = protocol::dialect_for_path(head_.path);
+    if (verdict.refusal)
+      return refuse_before_body(json_response(protocol::http_status(verdict.refusal->code),
+                                              protocol::error_body(d, verdict.refusal->code, verdict.refusal->message)));
+    if (length && *length > static_cast<uint64_t>(state_->options.max_body_bytes))
+      return refuse_before_body(body_too_large(d));
+    if (has_body && state_->options.admit_head)
+      if (auto refusal = state_->options.admit_head(head_))
+        return refuse_before_body(std::move(*refusal));
+    // A client waiting to hear that its body is wanted (curl does for larger bodies) hears it now.
+    if (has_body && beast::iequals(head_.header("expect"), "100-continue")) {
+      static const std::string go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+      return net::async_write(stream_, net::buffer(go_on), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+        if (ec)
+          return self->shutdown_now();
+        self->read_body();
+      });
+    }
+    read_body();
+  }
+
+  void read_body() {
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+  }
+
+  // Each dialect's own words: AS-1's detail, RS-2's request_too_large.
+  http_response body_too_large(protocol::dialect d) const {
+    auto limit = std::to_string(state_->options.max_body_bytes);
+    return json_response(
+      413, d == protocol::dialect::openai
+             ? protocol::responses::error_json({413, "Request body exceeds " + limit + " bytes.", {}, "request_too_large"})
+             : protocol::error_body(d, errc::payload_too_large, "Request body too large"));
+  }
+
+  // Answers without reading the body and closes the connection once the answer is out, draining what
+  // the client still sends so that it reads the answer rather than a reset.
+  void refuse_before_body(http_response r) {
+    keep_alive_ = false;
+    ++gen_;
+    write_response(std::move(r));
   }
 
   void on_read(beast::error_code ec) {
     if (phase_ == phase::closed)
       return;
-    if (ec == http::error::body_limit) {
-      auto path = std::string(parser_->get().target());
-      auto d = protocol::dialect_for_path(path.substr(0, path.find('?')));
-      keep_alive_ = false;
-      ++gen_;
-      // Each dialect's own words: AS-1's detail, RS-2's request_too_large.
-      auto limit = std::to_string(state_->options.max_body_bytes);
-      write_response(json_response(
-        413, d == protocol::dialect::openai
-               ? protocol::responses::error_json({413, "Request body exceeds " + limit + " bytes.", {}, "request_too_large"})
-               : protocol::error_body(d, errc::payload_too_large, "Request body too large")));
-      return;
-    }
+    if (ec == http::error::body_limit)
+      return refuse_before_body(body_too_large(protocol::dialect_for_path(head_.path)));
     if (ec) {
       if (ec != http::error::end_of_stream && ec != beast::error::timeout && ec != net::error::connection_reset
-          && parser_->is_header_done() == false && buffer_.size() > 0) {
+          && buffer_.size() > 0) {
         keep_alive_ = false;
         ++gen_;
         write_response(json_response(400, protocol::error_body(protocol::dialect::agent, errc::bad_request,
@@ -598,16 +699,7 @@ private:
     auto msg = parser_->release();
     keep_alive_ = msg.keep_alive();
     auto upgradable = beast_ws::is_upgrade(msg);
-    http_request req;
-    req.method = std::string(msg.method_string());
-    req.target = std::string(msg.target());
-    split_target(req.target, req);
-    for (auto& field : msg) {
-      std::string name(field.name_string());
-      for (auto& c : name)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      req.headers[name] = std::string(field.value());
-    }
+    http_request req = std::move(head_);
     req.body = std::move(msg.body());
     if (upgradable)
       upgrade_request_ = std::move(msg);
@@ -631,7 +723,25 @@ private:
       start_watch();
   }
 
+  // No header value reaches the wire with a CR, LF or NUL: a value that would split the head makes the
+  // answer a 500 instead. Ids are checked where they are admitted; this is the edge's last word.
+  static bool safe_headers(const header_list& headers) {
+    for (auto& [name, value] : headers)
+      if (!protocol::is_header_value(name) || !protocol::is_header_value(value))
+        return false;
+    return true;
+  }
+
+  static http_response unsafe_header_answer() {
+    return json_response(500, protocol::error_body(protocol::dialect::agent, errc::internal,
+                                                   "Internal server error: a response header held a line break"));
+  }
+
   void write_response(http_response r) {
+    if (!safe_headers(r.headers)) {
+      spdlog::error("http: refusing to write a response header with CR, LF or NUL");
+      r = unsafe_header_answer();
+    }
     phase_ = phase::writing;
     auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(r.status), 11);
     res->set(http::field::server, "troupe");
@@ -644,14 +754,21 @@ private:
     stream_.expires_after(to_ms(state_->options.read_timeout_seconds));
     http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
       self->end_exchange();
-      if (ec || !self->keep_alive_)
+      if (ec)
         self->shutdown_now();
+      else if (!self->keep_alive_)
+        self->drain_and_close();
       else
         self->resume_reading();
     });
   }
 
   void start_stream(const header_list& headers) {
+    if (!safe_headers(headers)) {
+      spdlog::error("http: refusing to write an event-stream header with CR, LF or NUL");
+      keep_alive_ = false;
+      return write_response(unsafe_header_answer());
+    }
     phase_ = phase::streaming;
     std::string head = "HTTP/1.1 200 OK\r\nServer: troupe\r\nContent-Type: text/event-stream; charset=utf-8\r\n"
                        "Cache-Control: no-cache\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n";
@@ -725,15 +842,48 @@ private:
     if (keep_alive_)
       resume_reading();
     else
-      shutdown_now();
+      drain_and_close();
   }
 
-  // While an answer is pending, a readable socket with nothing to read means the client left.
+  // After the last answer of a connection: shuts the sending side, reads and drops what the client still
+  // sends until it closes (bounded in time and bytes), then closes the socket.
+  void drain_and_close() {
+    if (phase_ == phase::closed)
+      return;
+    phase_ = phase::closed;
+    closed_ = true;
+    draining_ = true;
+    heartbeat_.cancel();
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(drain_deadline);
+    drained_ = 0;
+    drain_next();
+  }
+
+  void drain_next() {
+    buffer_.consume(buffer_.size());
+    stream_.async_read_some(buffer_.prepare(16 * 1024), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      self->drained_ += n;
+      if (ec || self->drained_ > drain_max_bytes) {
+        beast::error_code ignored;
+        self->stream_.socket().close(ignored);
+        return;
+      }
+      self->drain_next();
+    });
+  }
+
+  // While an answer is pending, a readable socket with nothing to read means the client shut its
+  // sending side: it left, or it half-closed after its request and still reads the answer. Which of the
+  // two shows once something is written to it: a client that left answers with a reset, which the
+  // error watch reports. A stream is probed at once with a comment; a whole answer just goes out.
   void start_watch() {
     if (watching_ || phase_ == phase::closed)
       return;
     watching_ = true;
-    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+    auto wait = peer_half_closed_ ? tcp::socket::wait_error : tcp::socket::wait_read;
+    stream_.socket().async_wait(wait, [self = shared_from_this()](beast::error_code ec) {
       self->watching_ = false;
       if (self->resume_after_watch_) {
         self->resume_after_watch_ = false;
@@ -750,9 +900,16 @@ private:
       // Readiness can be reported spuriously: only end-of-stream or an error means the client left.
       char byte;
       auto n = ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         self->client_gone();
-      else if (n < 0)
+      else if (n == 0) {
+        bool first = !self->peer_half_closed_;
+        self->peer_half_closed_ = true;
+        self->keep_alive_ = false; // nothing more can be read from this client
+        if (first && self->phase_ == phase::streaming && !self->finishing_)
+          self->enqueue(chunk(protocol::sse_heartbeat()), 0);
+        self->start_watch();
+      } else if (n < 0)
         self->start_watch();
       // else: the client pipelined its next request; it is read once this answer is done
     });
@@ -784,8 +941,13 @@ private:
   }
 
   void shutdown_now() {
-    if (phase_ == phase::closed)
+    if (phase_ == phase::closed) {
+      if (draining_) { // stop() ends a drain at once
+        beast::error_code ec;
+        stream_.socket().close(ec);
+      }
       return;
+    }
     phase_ = phase::closed;
     closed_ = true;
     heartbeat_.cancel();
@@ -810,7 +972,10 @@ private:
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::shared_ptr<server_state> state_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  socket_slot slot_;
+  std::string peer_;
+  http_request head_; // the request being read: its head, then its body
+  std::optional<request_parser> parser_;
   std::optional<http::request<http::string_body>> upgrade_request_; // kept for upgrade() to answer
   net::steady_timer heartbeat_;
   phase phase_ = phase::reading;
@@ -822,6 +987,9 @@ private:
   bool resume_after_watch_ = false;
   bool writing_ = false;
   bool finishing_ = false;
+  bool draining_ = false;
+  std::size_t drained_ = 0;
+  bool peer_half_closed_ = false; // the client shut its sending side after its request (EOF while answering)
   std::function<void()> on_disconnect_;
   std::deque<queued> outbox_;
   std::vector<net::const_buffer> gathered_; // the buffers of the write in flight
@@ -888,19 +1056,47 @@ struct http_server::impl {
   tcp::acceptor acceptor{net::make_strand(ioc)};
   std::vector<std::thread> threads;
 
+  net::steady_timer accept_pause{acceptor.get_executor()};
+
   void accept() {
     acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
       if (ec) {
-        if (ec != net::error::operation_aborted && acceptor.is_open())
-          accept();
+        if (ec == net::error::operation_aborted || !acceptor.is_open())
+          return;
+        // Out of descriptors (EMFILE, ENFILE) or another failure that a retry at once would meet again:
+        // the connection stays queued in the backlog, and accepting resumes after a pause instead of
+        // spinning.
+        spdlog::warn("http: accept failed ({}); pausing accepts for 100 ms", ec.message());
+        accept_pause.expires_after(std::chrono::milliseconds(100));
+        accept_pause.async_wait([this](beast::error_code wait_ec) {
+          if (!wait_ec && acceptor.is_open())
+            accept();
+        });
         return;
       }
       beast::error_code opt_ec;
       socket.set_option(tcp::no_delay(true), opt_ec);
-      auto s = std::make_shared<session>(std::move(socket), state);
-      if (state->track(s))
-        s->run();
+      if (state->open_sockets.load() >= state->options.max_connections)
+        refuse_connection(std::move(socket));
+      else {
+        auto s = std::make_shared<session>(std::move(socket), state, take_slot(state));
+        if (state->track(s))
+          s->run();
+      }
       accept();
+    });
+  }
+
+  // A connection over service.max_connections: a fixed 503 and a close, without reading its request.
+  static void refuse_connection(tcp::socket socket) {
+    static const std::string answer =
+      "HTTP/1.1 503 Service Unavailable\r\nServer: troupe\r\nContent-Type: application/json\r\n"
+      "Retry-After: 1\r\nConnection: close\r\nContent-Length: 33\r\n\r\n{\"detail\":\"Too many connections\"}";
+    auto s = std::make_shared<tcp::socket>(std::move(socket));
+    net::async_write(*s, net::buffer(answer), [s](beast::error_code, std::size_t) {
+      beast::error_code ignored;
+      s->shutdown(tcp::socket::shutdown_both, ignored);
+      s->close(ignored);
     });
   }
 };
@@ -928,7 +1124,17 @@ uint16_t http_server::start() {
   impl_->work.emplace(net::make_work_guard(impl_->ioc));
   impl_->accept();
   for (int i = 0; i < std::max(1, o.threads); ++i)
-    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+    impl_->threads.emplace_back([this] {
+      // A handler that throws ends only what it was doing, never the I/O thread and the process.
+      for (;;) {
+        try {
+          impl_->ioc.run();
+          return;
+        } catch (const std::exception& e) {
+          spdlog::error("http: an I/O handler threw: {}", e.what());
+        }
+      }
+    });
   return port;
 }
 

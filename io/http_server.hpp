@@ -3,9 +3,12 @@
 #pragma once
 
 #include "io/router.hpp"
+#include "protocol/http_edge.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace troupe::io {
@@ -18,6 +21,12 @@ struct http_server_options {
   double read_timeout_seconds = 30;
   double sse_heartbeat_seconds = 15;
   int64_t max_stream_buffer_bytes = 4 * 1024 * 1024;
+  // Connections open at once; one more is answered 503 and closed, so descriptors never run out.
+  int64_t max_connections = 1024;
+  protocol::edge_policy edge; // Host, Origin and Content-Type checks of every request head
+  // Asked with a request's head (no body yet) when it announces a body: an answer refuses the request
+  // before its body is read (a caller that is not admitted costs no body's worth of memory).
+  std::function<std::optional<http_response>(const http_request& head)> admit_head;
 };
 
 class http_server {

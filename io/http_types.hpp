@@ -24,6 +24,10 @@ struct http_request {
   std::map<std::string, std::string> headers; // names lower case
   std::map<std::string, std::string> params;  // path parameters, filled by the router
   std::string body;
+  std::string peer; // the client's IP address, as the listener saw it
+  // A WebSocket upgrade whose Origin is neither troupe's own nor trusted (CO-10): the route completes
+  // the upgrade (WS-44) and closes it with 4403.
+  bool cross_origin = false;
 
   // The header's value, or "" when absent; `name` in lower case.
   const std::string& header(const std::string& name) const;

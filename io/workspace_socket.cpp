@@ -315,9 +315,11 @@ void open_workspace_stream(std::shared_ptr<const workspace_surface> s, const htt
   auto ws = ex->upgrade(offered ? protocol::stream_protocol : "", outbox);
   if (!ws)
     return ex->respond(json_response(426, R"({"detail":"this endpoint is a WebSocket: connect with Upgrade: websocket"})"));
+  if (req.cross_origin) // CO-10: a page of another origin gets the upgrade (WS-44), then this close
+    return ws->close(4403, "Cross-origin request refused");
   // WS-45: authentication and authorization come before any frame is read.
   auto& workspace_id = req.params.at("workspace_id");
-  auto caller = rx::authenticate(req.header("authorization"), s->config, s->service_tokens);
+  auto caller = rx::authenticate(req.header("authorization"), s->config, s->service_tokens, s->open);
   if (!caller)
     return ws->close(4401, "unauthorized");
   if (!rx::is_workspace_id(workspace_id) || !rx::may_use(*caller, workspace_id))

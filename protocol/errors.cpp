@@ -31,6 +31,8 @@ constexpr errc_entry errc_table[] = {
   {errc::internal, 500, "internal", "server_error"},
   {errc::upstream_failed, 502, "upstream_failed", "server_error"},
   {errc::cancelled, 499, "cancelled", "server_error"},
+  {errc::unsupported_media_type, 415, "unsupported_media_type", "invalid_request_error"},
+  {errc::misdirected, 421, "misdirected_request", "invalid_request_error"},
 };
 
 const errc_entry& entry(errc code) {
@@ -87,7 +89,7 @@ std::string validation_body(const std::vector<validation_issue>& issues) {
     w.Key("loc");
     w.StartArray();
     for (auto& part : issue.loc) {
-      bool numeric = !part.empty();
+      bool numeric = !part.empty() && part.size() <= 18; // an index, never a member name stoll cannot hold
       for (char c : part)
         numeric = numeric && std::isdigit(static_cast<unsigned char>(c));
       if (numeric)

@@ -23,6 +23,8 @@ enum class errc : uint8_t {
   internal,
   upstream_failed,
   cancelled,
+  unsupported_media_type,
+  misdirected,
 };
 
 const char* to_string(errc code);
