@@ -89,7 +89,7 @@ void read_model_names(config_reader& r, const char* key, model_names& into, bool
   into = std::move(out);
 }
 
-// model.upstreams[] (responses.md Appendix A). Unknown keys are ignored, as in every other section.
+// model.upstreams[] (responses.md Appendix A).
 void read_upstreams(config_reader& model, std::vector<upstream_config>& into) {
   auto v = model.find("upstreams");
   if (!v)
@@ -106,7 +106,7 @@ void read_upstreams(config_reader& model, std::vector<upstream_config>& into) {
       model.errors().push_back(path + ": expected an object, got " + json_preview(entry));
       continue;
     }
-    config_reader r(&entry, path, model.errors());
+    auto r = model.element(entry, path);
     upstream_config u;
     if (!r.find("name"))
       r.error("name", "required: a name for this upstream, unique among model.upstreams");
@@ -167,7 +167,9 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   for (auto& s : set_overrides)
     apply_override(doc, s, errors);
 
-  config_reader root(&doc, "", errors);
+  // Every key is read below where it is used; what no reader asked for is refused at the end.
+  config_keys keys;
+  config_reader root(&doc, "", errors, &keys);
   root.string("data_dir", c.data_dir);
 
   auto service = root.child("service");
@@ -256,6 +258,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   mcp.raw("servers", servers, true);
   for (auto& e : parse_mcp_servers(servers, c.mcp.servers))
     errors.push_back(e);
+  keys.refuse_unknown(errors);
 
   auto from_env = [&](const char* name, std::string& into) {
     if (auto v = env(name); v && !v->empty())
