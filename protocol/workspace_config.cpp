@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <map>
+#include <utility>
 
 namespace troupe::protocol {
 
@@ -105,13 +106,15 @@ void read_workspaces_config(config_reader& section, workspaces_config& into) {
   });
   section.integer("max_depth", into.max_depth, 1, 1000);
   auto stream = section.child("stream");
-  if (auto v = stream.find("hello_timeout")) {
-    auto d = duration_value(*v);
-    if (d && *d > 0)
-      into.hello_timeout = *d;
-    else
-      stream.fail("hello_timeout", "expected a duration such as \"PT10S\" or a number of seconds > 0", *v);
-  }
+  for (auto [key, into_seconds] : {std::pair{"hello_timeout", &into.hello_timeout},
+                                   {"client_stall_timeout", &into.client_stall_timeout}})
+    if (auto v = stream.find(key)) {
+      auto d = duration_value(*v);
+      if (d && *d > 0)
+        *into_seconds = *d;
+      else
+        stream.fail(key, "expected a duration such as \"PT10S\" or a number of seconds > 0", *v);
+    }
   stream.integer("outbox_frames", into.outbox_frames, 1, 1 << 24);
   auto results = section.child("command_results");
   if (auto v = results.find("retention")) {
