@@ -1,6 +1,7 @@
 #include "protocol/config.hpp"
 
 #include "protocol/config_reader.hpp"
+#include "protocol/ids.hpp"
 #include "protocol/json.hpp"
 
 #include <cmath>
@@ -276,6 +277,13 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
     if (!v.empty())
       c.service.service_tokens.push_back(v);
   }
+
+  // WS-59: the service token is tenant default's; a credential with its hash would give it another.
+  for (auto& t : c.service.service_tokens)
+    for (std::size_t i = 0; i < c.workspaces.credentials.size(); ++i)
+      if (c.workspaces.credentials[i].token_sha256 == sha256_hex(t))
+        errors.push_back("workspaces.credentials[" + std::to_string(i) + "].token_sha256: the SHA-256 of the service "
+                         "token, which is tenant default's; a token belongs to one tenant");
 
   if (c.model.provider == "openai" && c.model.base_url.empty())
     errors.push_back("model.base_url: expected the upstream's URL (e.g. http://127.0.0.1:11434/v1) when "

@@ -67,14 +67,19 @@ void config_keys::asked(const json::value& object, std::string_view key) {
 }
 
 void config_keys::refuse_unknown(std::vector<std::string>& errors) const {
+  // Suggestions cost an edit distance per known key; a document of many unknown keys gets a few.
+  std::size_t suggestions_left = 100;
   for (auto& o : objects_)
     for (auto& m : o.object->GetObject()) {
       std::string_view name(m.name.GetString(), m.name.GetStringLength());
       if (o.asked.count(name))
         continue;
       auto text = (o.path.empty() ? "" : o.path + ".") + std::string(name) + ": unknown key";
-      if (auto near = nearest_key(name, o.asked); !near.empty())
-        text += " (did you mean " + json::quote(near) + ")";
+      if (suggestions_left > 0) {
+        --suggestions_left;
+        if (auto near = nearest_key(name, o.asked); !near.empty())
+          text += " (did you mean " + json::quote(near) + ")";
+      }
       errors.push_back(std::move(text));
     }
 }

@@ -110,10 +110,10 @@ void read_workspaces_config(config_reader& section, workspaces_config& into) {
                                    {"client_stall_timeout", &into.client_stall_timeout}})
     if (auto v = stream.find(key)) {
       auto d = duration_value(*v);
-      if (d && *d > 0)
+      if (d && *d > 0 && *d <= 86400) // at most a day, so it converts to a timer's duration
         *into_seconds = *d;
       else
-        stream.fail(key, "expected a duration such as \"PT10S\" or a number of seconds > 0", *v);
+        stream.fail(key, "expected a duration such as \"PT10S\" or a number of seconds > 0, at most P1D", *v);
     }
   stream.integer("outbox_frames", into.outbox_frames, 1, 1 << 24);
   auto results = section.child("command_results");
