@@ -6,6 +6,7 @@
 #include <cctype>
 #include <map>
 #include <utility>
+#include <vector>
 
 namespace troupe::protocol {
 
@@ -30,6 +31,20 @@ void objects(config_reader& section, const char* key, Each each) {
     }
     each(section.element(item, path));
   }
+}
+
+// The keys an actor of `kind` may carry: those write_actor writes for one with every field set, so
+// the kinds' fields stay in one table (WS-21).
+std::vector<std::string> actor_keys(const std::string& kind) {
+  workspace_actor full{kind, "x", "x", "x", "x", "x", "x"};
+  rapidjson::StringBuffer buf;
+  json::writer w(buf);
+  write_actor(w, full);
+  std::vector<std::string> keys;
+  if (auto doc = json::parse(std::string_view(buf.GetString(), buf.GetSize())); doc && doc->IsObject())
+    for (auto& m : doc->GetObject())
+      keys.emplace_back(m.name.GetString(), m.name.GetStringLength());
+  return keys;
 }
 
 // WS-22: client commands are attributed to these; agent and system actors are troupe's own.
@@ -92,8 +107,13 @@ void read_workspaces_config(config_reader& section, workspaces_config& into) {
       else if (auto& actor = std::get<workspace_actor>(parsed); !is_client_kind(actor.kind))
         r.error("actor", "a credential's actor is a client: expected kind user, source, evaluator or "
                          "external_agent, not '" + actor.kind + "'");
-      else
+      else {
+        // Stricter than an envelope's actor (WS-3): a misspelt field here would be dropped unseen.
+        auto fields = r.element(*a, r.path_of("actor"));
+        for (auto& key : actor_keys(actor.kind))
+          fields.find(key.c_str());
         c.actor = std::move(actor);
+      }
     } else {
       r.error("actor", "expected an actor such as {\"kind\":\"user\",\"id\":\"alice\"}");
     }

@@ -346,6 +346,16 @@ TEST_CASE("no workspace credential may hold the service token, which is tenant d
                        "default's; a token belongs to one tenant");
 }
 
+TEST_CASE("a credential's actor takes only the fields of its kind", "[workspace]") { // issue 15 finding 16, WS-21
+  auto r = parse_config(R"({"workspaces":{"credentials":[{"token_sha256":")" + std::string(64, 'b')
+                          + R"(","tenant":"acme","actor":{"kind":"user","id":"b","nmae":"Bob"},"workspaces":"*"},)"
+                          + R"({"token_sha256":")" + std::string(64, 'c')
+                          + R"(","tenant":"acme","actor":{"kind":"evaluator","name":"e","version":"1"},"workspaces":"*"}]}})",
+                        {}, [](const std::string&) { return std::nullopt; });
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0] == R"(workspaces.credentials[0].actor.nmae: unknown key (did you mean "name"))");
+}
+
 TEST_CASE("null stands for an absent id or correlation id in a publish body", "[workspace]") { // WS-3
   memory_log log;
   auto single = parse_publish_body(R"({"event":{"type":"ops:deploy.finished","service":"a"},"id":null})", *registry());
