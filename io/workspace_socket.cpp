@@ -26,7 +26,7 @@ namespace rx = protocol::reflexr;
 
 constexpr const char* hello_first = "the first frame must be hello";
 // Room above the event bound for the frames that are not events (welcome, replay_complete,
-// results, errors), so a full outbox of events alone decides 4429.
+// results, errors), which are sent when they are due rather than pulled.
 constexpr std::size_t control_frames = 64;
 constexpr std::size_t page_limit = 256;
 constexpr auto drain_poll = std::chrono::milliseconds(2);
@@ -55,6 +55,8 @@ struct socket_state {
   bool reading_store = false;
   bool drain_scheduled = false;
   std::size_t outbox = 1000;
+  caf::timespan stall_limit;
+  std::optional<std::chrono::steady_clock::time_point> full_since; // the outbox full, nothing written
   std::deque<pending_result> results;
 };
 
@@ -95,7 +97,8 @@ void release_results(socket_actor* self) {
   }
 }
 
-// One envelope reaches the client, or is skipped by its types; a full outbox closes 4429 (WS-56).
+// One envelope reaches the client, or is skipped by its types. pump() pulls only what fits, so a
+// frame that does not fit is a fault of the edge's, closed 4429 all the same (WS-56).
 void deliver(socket_actor* self, int64_t seq, const std::string& frame, const std::string& type) {
   auto& st = self->state;
   if (st.at == phase::closed || seq <= st.position)
@@ -155,30 +158,39 @@ void read_store(socket_actor* self, std::size_t limit) {
       [=](caf::error&) { close(self, 1011, "the log could not be read"); });
 }
 
-// Sends what the client has not seen, up to the known head. Replay goes at the client's pace (it
-// waits while half the outbox is queued); live events go at once, and a client that cannot take
-// them is closed (WS-56).
+// Waits for the client to take frames from a full outbox. A client that takes none for
+// client_stall_timeout while more is waiting is not keeping up (WS-56, WS-133).
+void await_room(socket_actor* self) {
+  auto& st = self->state;
+  auto now = std::chrono::steady_clock::now();
+  if (!st.full_since)
+    st.full_since = now;
+  else if (now - *st.full_since >= st.stall_limit)
+    return close(self, 4429, "the client is not keeping up");
+  if (!st.drain_scheduled) {
+    st.drain_scheduled = true;
+    self->delayed_send(self, drain_poll, drained_atom::value);
+  }
+}
+
+// Sends what the client has not seen, up to the known head. One rule for replay and live: events
+// are pulled from the ring (or the store) only into the room the outbox has, so a batch of any size
+// goes at the client's pace, and only a client that stops taking frames is closed 4429.
 void pump(socket_actor* self) {
   auto& st = self->state;
   while (st.at == phase::live && !st.reading_store && st.position < st.known_head) {
     auto bound = replay_bound(st);
     if (bound <= st.position)
       return;
-    std::size_t limit = bound - st.position;
-    if (st.replaying) {
-      auto queued = st.ws->queued();
-      if (queued * 2 >= st.outbox) {
-        if (!st.drain_scheduled) {
-          st.drain_scheduled = true;
-          self->delayed_send(self, drain_poll, drained_atom::value);
-        }
-        return;
-      }
-      limit = std::min({limit, page_limit, std::max<std::size_t>(1, st.outbox / 2 - queued)});
-    }
+    auto queued = st.ws->queued();
+    if (queued >= st.outbox)
+      return await_room(self);
+    st.full_since.reset();
+    std::size_t limit = std::min<std::size_t>({static_cast<std::size_t>(bound - st.position), page_limit,
+                                               st.outbox - queued});
     std::vector<envelope_ring::entry> entries;
     if (!st.ring->after(st.position, bound, limit, entries)) {
-      read_store(self, std::min(limit, page_limit));
+      read_store(self, limit);
       return;
     }
     if (entries.empty())
@@ -258,6 +270,8 @@ caf::behavior workspace_socket(socket_actor* self, std::shared_ptr<const workspa
   st.caller = std::move(caller);
   st.key = std::move(key);
   st.outbox = static_cast<std::size_t>(st.surface->config.outbox_frames);
+  st.stall_limit = std::chrono::duration_cast<caf::timespan>(
+    std::chrono::duration<double>(st.surface->config.client_stall_timeout));
   auto actor = caf::actor_cast<caf::actor>(self);
   st.ws->start({[actor](std::string data, bool binary) { caf::anon_send(actor, frame_atom::value, std::move(data), binary); },
                 [actor] { caf::anon_send(actor, closed_atom::value); }});

@@ -1,6 +1,7 @@
 #include "protocol/config.hpp"
 
 #include "protocol/config_reader.hpp"
+#include "protocol/ids.hpp"
 #include "protocol/json.hpp"
 
 #include <cmath>
@@ -87,7 +88,7 @@ void read_model_names(config_reader& r, const char* key, model_names& into, bool
   into = std::move(out);
 }
 
-// model.upstreams[] (responses.md Appendix A). Unknown keys are ignored, as in every other section.
+// model.upstreams[] (responses.md Appendix A).
 void read_upstreams(config_reader& model, std::vector<upstream_config>& into) {
   auto v = model.find("upstreams");
   if (!v)
@@ -104,7 +105,7 @@ void read_upstreams(config_reader& model, std::vector<upstream_config>& into) {
       model.errors().push_back(path + ": expected an object, got " + json_preview(entry));
       continue;
     }
-    config_reader r(&entry, path, model.errors());
+    auto r = model.element(entry, path);
     upstream_config u;
     if (!r.find("name"))
       r.error("name", "required: a name for this upstream, unique among model.upstreams");
@@ -166,7 +167,9 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   for (auto& s : set_overrides)
     apply_override(doc, s, errors);
 
-  config_reader root(&doc, "", errors);
+  // Every key is read below where it is used; what no reader asked for is refused at the end.
+  config_keys keys;
+  config_reader root(&doc, "", errors, &keys);
   root.string("data_dir", c.data_dir);
 
   auto service = root.child("service");
@@ -259,6 +262,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   mcp.raw("servers", servers, true);
   for (auto& e : parse_mcp_servers(servers, c.mcp.servers))
     errors.push_back(e);
+  keys.refuse_unknown(errors);
 
   auto from_env = [&](const char* name, std::string& into) {
     if (auto v = env(name); v && !v->empty())
@@ -276,6 +280,13 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
     if (!v.empty())
       c.service.service_tokens.push_back(v);
   }
+
+  // WS-59: the service token is tenant default's; a credential with its hash would give it another.
+  for (auto& t : c.service.service_tokens)
+    for (std::size_t i = 0; i < c.workspaces.credentials.size(); ++i)
+      if (c.workspaces.credentials[i].token_sha256 == sha256_hex(t))
+        errors.push_back("workspaces.credentials[" + std::to_string(i) + "].token_sha256: the SHA-256 of the service "
+                         "token, which is tenant default's; a token belongs to one tenant");
 
   if (c.model.provider == "openai" && c.model.base_url.empty())
     errors.push_back("model.base_url: expected the upstream's URL (e.g. http://127.0.0.1:11434/v1) when "

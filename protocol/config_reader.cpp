@@ -1,5 +1,6 @@
 #include "protocol/config_reader.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace troupe::protocol {
@@ -12,7 +13,87 @@ std::string number_text(double x) {
   return json::serialize(json::value(x));
 }
 
+// Optimal string alignment distance: insertions, deletions, substitutions and swaps of neighbours.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i)
+    d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
 } // namespace
+
+std::string nearest_key(std::string_view key, const std::set<std::string, std::less<>>& known) {
+  // A key is compared at most this long: config keys are short, and the distance is quadratic.
+  constexpr std::size_t longest = 64;
+  if (key.size() > longest)
+    return {};
+  std::string best;
+  std::size_t best_distance = std::max<std::size_t>(1, key.size() / 3) + 1;
+  for (auto& k : known) {
+    if (k.size() > longest)
+      continue;
+    auto d = edit_distance(key, k);
+    if (d < best_distance) {
+      best = k;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+config_keys::opened* config_keys::find(const json::value& object) {
+  auto it = index_.find(&object);
+  return it == index_.end() ? nullptr : &objects_[it->second];
+}
+
+void config_keys::open(const json::value& object, const std::string& path) {
+  if (object.IsObject() && index_.emplace(&object, objects_.size()).second)
+    objects_.push_back({&object, path, {}});
+}
+
+void config_keys::asked(const json::value& object, std::string_view key) {
+  if (auto o = find(object))
+    o->asked.emplace(key);
+}
+
+void config_keys::refuse_unknown(std::vector<std::string>& errors) const {
+  // Suggestions cost an edit distance per known key; a document of many unknown keys gets a few.
+  std::size_t suggestions_left = 100;
+  for (auto& o : objects_)
+    for (auto& m : o.object->GetObject()) {
+      std::string_view name(m.name.GetString(), m.name.GetStringLength());
+      if (o.asked.count(name))
+        continue;
+      auto text = (o.path.empty() ? "" : o.path + ".") + std::string(name) + ": unknown key";
+      if (suggestions_left > 0) {
+        --suggestions_left;
+        if (auto near = nearest_key(name, o.asked); !near.empty())
+          text += " (did you mean " + json::quote(near) + ")";
+      }
+      errors.push_back(std::move(text));
+    }
+}
+
+config_reader::config_reader(const json::value* obj, std::string path, std::vector<std::string>& errors,
+                             config_keys* keys)
+  : obj_(obj), path_(std::move(path)), errors_(errors), keys_(keys) {
+  if (keys_ && obj_)
+    keys_->open(*obj_, path_);
+}
+
+config_reader config_reader::element(const json::value& object, std::string path) {
+  return config_reader(&object, std::move(path), errors_, keys_);
+}
 
 std::string json_preview(const json::value& v) {
   auto text = json::serialize(v);
@@ -25,10 +106,12 @@ config_reader config_reader::child(const char* key) {
     fail(key, "expected an object", *v);
     v = nullptr;
   }
-  return config_reader(v, path_of(key), errors_);
+  return config_reader(v, path_of(key), errors_, keys_);
 }
 
 const json::value* config_reader::find(const char* key) const {
+  if (keys_ && obj_)
+    keys_->asked(*obj_, key);
   auto v = obj_ ? json::member(*obj_, key) : nullptr;
   return v && !v->IsNull() ? v : nullptr;
 }

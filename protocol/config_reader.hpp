@@ -1,5 +1,7 @@
 // Reads typed members of a JSON configuration object and records, for each bad one, an error that
 // names its JSON path, what is expected and what was there (`service.port: expected ..., got "x"`).
+// A key is known because a reader asks for it: `config_keys` remembers what was asked of each object
+// so that every other member can be refused afterwards (`auth.moed: unknown key (did you mean "mode")`).
 #pragma once
 
 #include "protocol/json.hpp"
@@ -7,7 +9,9 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace troupe::protocol {
@@ -15,14 +19,43 @@ namespace troupe::protocol {
 // A short JSON rendering of a value for error messages.
 std::string json_preview(const json::value& v);
 
+// The objects of one configuration document that readers opened, and the keys asked of each.
+class config_keys {
+public:
+  void open(const json::value& object, const std::string& path);
+  void asked(const json::value& object, std::string_view key);
+  // One error per member of an opened object that no reader asked for, naming the nearest key that
+  // was asked for when one is close. Objects no reader opened (free-form values such as a schema, or
+  // maps of user-chosen names) are not checked.
+  void refuse_unknown(std::vector<std::string>& errors) const;
+
+private:
+  struct opened {
+    const json::value* object;
+    std::string path;
+    std::set<std::string, std::less<>> asked;
+  };
+  opened* find(const json::value& object);
+  std::vector<opened> objects_; // in the order opened, so errors come in reading order
+  std::map<const json::value*, std::size_t> index_;
+};
+
+// The known key nearest to `key` by edit distance (a swap of neighbours counts once), or "" when
+// none is close enough to be a likely typo.
+std::string nearest_key(std::string_view key, const std::set<std::string, std::less<>>& known);
+
 class config_reader {
 public:
-  // `obj` may be null (an absent section): every read then keeps its default.
-  config_reader(const json::value* obj, std::string path, std::vector<std::string>& errors)
-    : obj_(obj), path_(std::move(path)), errors_(errors) {}
+  // `obj` may be null (an absent section): every read then keeps its default. With `keys`, the object
+  // and every key asked of it (and of the readers made from this one) are recorded there.
+  config_reader(const json::value* obj, std::string path, std::vector<std::string>& errors,
+                config_keys* keys = nullptr);
 
   // A member that must be an object, read with the path extended.
   config_reader child(const char* key);
+  // A reader of an object found some other way (an array element, a map entry), sharing this one's
+  // errors and key record.
+  config_reader element(const json::value& object, std::string path);
 
   // The member, or nullptr when absent or null (null means "use the default").
   const json::value* find(const char* key) const;
@@ -56,6 +89,7 @@ private:
   const json::value* obj_;
   std::string path_;
   std::vector<std::string>& errors_;
+  config_keys* keys_;
 };
 
 } // namespace troupe::protocol

@@ -114,6 +114,7 @@ std::vector<std::string> parse_mcp_servers(std::string_view json_array_text, std
     return errors;
   }
   std::set<std::string> names;
+  config_keys keys;
   for (rapidjson::SizeType i = 0; i < doc.Size(); ++i) {
     auto path = root + "[" + std::to_string(i) + "]";
     auto& entry = doc[i];
@@ -123,7 +124,7 @@ std::vector<std::string> parse_mcp_servers(std::string_view json_array_text, std
     }
     auto before = errors.size();
     mcp_server_config c;
-    config_reader r(&entry, path, errors);
+    config_reader r(&entry, path, errors, &keys);
     if (!r.find("name"))
       r.error("name", "required: letters, digits, _ and -, starting with a letter or digit");
     else if (r.string("name", c.name)) {
@@ -153,6 +154,7 @@ std::vector<std::string> parse_mcp_servers(std::string_view json_array_text, std
     if (errors.size() == before)
       out.push_back(std::move(c));
   }
+  keys.refuse_unknown(errors);
   return errors;
 }
 

@@ -1,6 +1,7 @@
 #include "protocol/policy.hpp"
 
 #include "protocol/auth.hpp"
+#include "protocol/config_reader.hpp"
 #include "protocol/errors.hpp"
 
 #include "protocol/ids.hpp"
@@ -109,14 +110,17 @@ public:
       errors_.push_back(path + " must be an action or an object");
       return std::nullopt;
     }
+    keys_.open(v, path);
     bool defined = false;
     for (auto key : {"action", "default_action"}) {
+      keys_.asked(v, key);
       if (auto m = json::member(v, key); m && !m->IsNull()) {
         defined = true;
         (std::string(key) == "action" ? r.action : r.default_action) = action(*m, path + "." + key);
       }
     }
     for (auto key : {"tools", "tool_rules"}) {
+      keys_.asked(v, key);
       if (auto m = json::member(v, key); m && !m->IsNull()) {
         defined = true;
         rules(*m, path + "." + key, r.tools);
@@ -139,8 +143,12 @@ public:
     }
   }
 
+  // The keys of the policy object and of each rule object; a rule map's names are the user's.
+  config_keys& keys() { return keys_; }
+
 private:
   std::vector<std::string>& errors_;
+  config_keys keys_;
 };
 
 // The action an object rule yields for the tool: its tools entry, else "*", else action, else
@@ -252,6 +260,9 @@ policy_config parse_policy(const json::value* policy, std::vector<std::string>& 
     return p;
   }
   policy_reader read(errors);
+  read.keys().open(*policy, "policy");
+  for (auto key : {"default_action", "tool_rules", "tenant_rules", "user_rules", "tool_profiles"})
+    read.keys().asked(*policy, key);
   if (auto m = json::member(*policy, "default_action"); m && !m->IsNull())
     p.default_action = read.action(*m, "policy.default_action");
   for (auto [key, into] : {std::pair{"tool_rules", &p.tool_rules}, {"tenant_rules", &p.tenant_rules},
@@ -264,6 +275,7 @@ policy_config parse_policy(const json::value* policy, std::vector<std::string>& 
     else
       errors.push_back("policy.tool_profiles must be an object");
   }
+  read.keys().refuse_unknown(errors);
   // The policy as GET /v1/policy shows it, every key present, so a client can recompute the hash.
   auto section = [&](const char* key) {
     auto m = json::member(*policy, key);

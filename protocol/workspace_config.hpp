@@ -42,6 +42,9 @@ struct workspaces_config {
   int max_depth = 8;                              // WS-112
   double hello_timeout = 10;                      // stream.hello_timeout, seconds (WS-47)
   int64_t outbox_frames = 1000;                   // stream.outbox_frames (WS-56)
+  // stream.client_stall_timeout, seconds: how long a full outbox may stay full, nothing written to a
+  // client that has more coming, before the client is not keeping up (WS-56, WS-133).
+  double client_stall_timeout = 10;
   double command_result_retention = 7 * 86400.0;  // command_results.retention, seconds (WS-40)
   double log_idle_timeout = 300;                  // a log actor stops after this long unused (WS-128)
 };

@@ -84,6 +84,25 @@ scenario('check-config reports a bad service.port by its JSON path and exits 2',
   assert.doesNotMatch(serve.stdout, /troupe listening on/);
 });
 
+// Issue 15 finding 16: a misspelt key fails closed instead of leaving its setting at the default.
+scenario('check-config and serve refuse an unknown key with exit 2, naming it and the nearest known key', async (s) => {
+  const dir = s.tmpdir();
+  const r = await s.run_troupe(['check-config', '--set', 'auth.moed=jwt']);
+  assert.equal(r.code, 2, JSON.stringify(r));
+  assert.ok((r.stderr + r.stdout).includes('auth.moed: unknown key (did you mean "mode")'), r.stderr + r.stdout);
+
+  const file = path.join(dir, 'colour.json');
+  fs.writeFileSync(file, JSON.stringify(deep_merge(default_config(), { workspaces: { colour: 'red' } })));
+  const serve = await s.run_troupe(['serve', '--config', file, '--port', '0', '--data-dir', path.join(dir, 'data')]);
+  assert.equal(serve.code, 2, JSON.stringify(serve));
+  assert.ok((serve.stderr + serve.stdout).includes('workspaces.colour: unknown key'), serve.stderr + serve.stdout);
+  assert.doesNotMatch(serve.stdout, /troupe listening on/);
+
+  // The embedded default, read by the same rule, is accepted.
+  const defaults = await s.run_troupe(['check-config']);
+  assert.equal(defaults.code, 0, JSON.stringify(defaults));
+});
+
 scenario('check-config accepts a valid file and exits 0', async (s) => {
   const dir = s.tmpdir();
   const good = path.join(dir, 'good.json');

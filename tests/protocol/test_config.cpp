@@ -1,9 +1,11 @@
 // Configuration: defaults, environment and --set overrides, errors that name the JSON path.
 #include "protocol/config.hpp"
+#include "protocol/config_reader.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <set>
 
 using namespace troupe::protocol;
 
@@ -299,8 +301,75 @@ TEST_CASE("discover_models is read per upstream entry, false unless given, and m
   CHECK(bad.errors[0].rfind("model.upstreams[0].discover_models: ", 0) == 0);
 }
 
-TEST_CASE("unknown keys in an upstream entry are ignored, as in every other section", "[config][routing]") {
+TEST_CASE("an unknown key in an upstream entry is refused at its path", "[config][routing]") {
   auto r = parse(R"({"model":{"upstreams":[
     {"name":"a","protocol":"responses","base_url":"http://h/v1","models":"*","comment":"the GPU box"}]}})");
-  CHECK(r.ok());
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0] == "model.upstreams[0].comment: unknown key");
+}
+
+namespace {
+
+bool has_error(const config_result& r, const std::string& text) {
+  for (auto& e : r.errors)
+    if (e == text)
+      return true;
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("an unknown key is refused with its path and the nearest known key when one is close", "[config]") {
+  // Issue 15 finding 16: a misspelt key must not leave its setting silently at the default.
+  auto r = parse(R"({"auth":{"moed":"jwt"},"workspaces":{"colour":"red"},"servce":{}})");
+  CHECK(r.errors.size() == 3);
+  CHECK(has_error(r, R"(auth.moed: unknown key (did you mean "mode"))"));
+  CHECK(has_error(r, "workspaces.colour: unknown key"));
+  CHECK(has_error(r, R"(servce: unknown key (did you mean "service"))"));
+}
+
+TEST_CASE("keys of features troupe does not have are unknown keys", "[config]") {
+  auto r = parse(R"({"cluster":{"heartbeat_seconds":2},"jobs":{},"store":{"postgres_url":"postgres://x"}})");
+  CHECK(r.errors.size() == 3);
+  CHECK(has_error(r, "cluster: unknown key"));
+  CHECK(has_error(r, "jobs: unknown key"));
+  CHECK(has_error(r, "store.postgres_url: unknown key"));
+}
+
+TEST_CASE("an unknown key given with --set is refused like one in the file", "[config]") {
+  auto r = parse("", {}, {"auth.moed=jwt"});
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0] == R"(auth.moed: unknown key (did you mean "mode"))");
+}
+
+TEST_CASE("unknown keys are refused in array entries, rule objects and nested sections", "[config]") {
+  auto r = parse(R"({"mcp":{"servers":[{"name":"a","comand":"x","command":"y"}]},
+                     "policy":{"tool_rules":{"exec":{"acton":"deny"}},"defaults":"allow"},
+                     "tools":{"exec":{"timout_seconds":3}},
+                     "workspaces":{"stream":{"outbox":5},"event_types":[{"name":"a:b","schema":{},"publishd_by":"runs"}]}})");
+  CHECK(has_error(r, R"(mcp.servers[0].comand: unknown key (did you mean "command"))"));
+  CHECK(has_error(r, R"(policy.tool_rules.exec.acton: unknown key (did you mean "action"))"));
+  CHECK(has_error(r, "policy.defaults: unknown key"));
+  CHECK(has_error(r, R"(tools.exec.timout_seconds: unknown key (did you mean "timeout_seconds"))"));
+  CHECK(has_error(r, "workspaces.stream.outbox: unknown key"));
+  CHECK(has_error(r, R"(workspaces.event_types[0].publishd_by: unknown key (did you mean "published_by"))"));
+}
+
+TEST_CASE("maps of names the operator chooses and free-form values take any key", "[config]") {
+  auto r = parse(R"({"tools":{"exec":{"env":{"ANY_NAME":"1"}}},
+                     "model":{"scripts":{"my-script":[{"content":"x"}]}},
+                     "policy":{"tool_rules":{"whatever_tool":"allow"},"tenant_rules":{"acme":{"default_action":"deny"}},
+                               "tool_profiles":{"anything":{"goes":1}}},
+                     "mcp":{"servers":[{"name":"a","command":"x","env":{"FREE":"y"}}]},
+                     "workspaces":{"event_types":[{"name":"a:b","schema":{"type":"object","x-anything":1}}]}})");
+  CHECK(r.errors == std::vector<std::string>{});
+}
+
+TEST_CASE("the nearest known key is suggested only for a likely typo", "[config]") {
+  std::set<std::string, std::less<>> known{"mode", "jwt_secret", "api_keys"};
+  CHECK(nearest_key("moed", known) == "mode");
+  CHECK(nearest_key("jwt_secert", known) == "jwt_secret");
+  CHECK(nearest_key("apikeys", known) == "api_keys");
+  CHECK(nearest_key("colour", known).empty());
+  CHECK(nearest_key(std::string(100000, 'm'), known).empty()); // bounded work for any length
 }

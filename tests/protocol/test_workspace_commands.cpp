@@ -2,6 +2,7 @@
 // deduplication by event id, chains, the WS-28 checks in order, frame parsing and the REST read.
 #include "protocol/config.hpp"
 #include "protocol/duration.hpp"
+#include "protocol/ids.hpp"
 #include "protocol/workspace_commands.hpp"
 
 #include <catch2/catch.hpp>
@@ -301,12 +302,58 @@ TEST_CASE("the workspaces configuration refuses the reserved namespace and bad c
   };
   CHECK(has("workspaces.event_types[0].name: the reflexr namespace is reserved"));
   CHECK(has("workspaces.event_types[1].name: expected a qualified event type name such as 'ops:service.error'"));
-  CHECK(has("workspaces.event_types[2].extra: unknown field"));
+  CHECK(has("workspaces.event_types[2].extra: unknown key"));
   CHECK(has("workspaces.credentials[0].token_sha256: expected the token's SHA-256 as 64 lowercase hex digits"));
-  CHECK(has("workspaces.stream.hello_timeout: expected a duration such as \"PT10S\" or a number of seconds > 0, got \"soon\""));
+  CHECK(has("workspaces.stream.hello_timeout: expected a duration such as \"PT10S\" or a number of seconds > 0, "
+            "at most P1D, got \"soon\""));
   auto defaults = parse_config("", {}, [](const std::string&) { return std::nullopt; });
   CHECK(defaults.value.workspaces.outbox_frames == 1000);
+  CHECK(defaults.value.workspaces.client_stall_timeout == 10);
   CHECK(defaults.value.workspaces.command_result_retention == 7 * 86400);
+}
+
+TEST_CASE("a workspace credential's actor is a client, and one token belongs to one credential", "[workspace]") {
+  // Issue 15 findings 14 and 16, WS-22, WS-59.
+  std::string a(64, 'a'), b(64, 'b'), c(64, 'c');
+  auto cred = [](const std::string& hash, const std::string& tenant, const std::string& actor) {
+    return R"({"token_sha256":")" + hash + R"(","tenant":")" + tenant + R"(","actor":)" + actor + R"(,"workspaces":"*"})";
+  };
+  auto r = parse_config(R"({"workspaces":{"credentials":[)" + cred(a, "acme", R"({"kind":"user","id":"alice"})") + ","
+                          + cred(a, "globex", R"({"kind":"user","id":"bob"})") + ","
+                          + cred(b, "acme", R"({"kind":"system","name":"reactor"})") + ","
+                          + cred(c, "acme", R"({"kind":"agent","rule":"r","run_id":"run_1","name":"agent"})") + "]}}",
+                        {}, [](const std::string&) { return std::nullopt; });
+  REQUIRE(r.errors.size() == 3);
+  CHECK(r.errors[0] == "workspaces.credentials[1].token_sha256: the same token as "
+                       "workspaces.credentials[0].token_sha256; a token belongs to one credential");
+  CHECK(r.errors[1] == "workspaces.credentials[2].actor: a credential's actor is a client: expected kind user, "
+                       "source, evaluator or external_agent, not 'system'");
+  CHECK(r.errors[2].rfind("workspaces.credentials[3].actor: a credential's actor is a client", 0) == 0);
+  auto clients = parse_config(R"({"workspaces":{"credentials":[)" + cred(a, "acme", R"({"kind":"source","name":"pd"})") + ","
+                                + cred(b, "acme", R"({"kind":"evaluator","name":"e","version":"1"})") + ","
+                                + cred(c, "acme", R"({"kind":"external_agent","client_id":"bot"})") + "]}}",
+                              {}, [](const std::string&) { return std::nullopt; });
+  CHECK(clients.errors == std::vector<std::string>{});
+}
+
+TEST_CASE("no workspace credential may hold the service token, which is tenant default's", "[workspace]") {
+  // Issue 15 finding 16, WS-59.
+  auto r = parse_config(R"({"service":{"service_token":"svc"},"workspaces":{"credentials":[)"
+                        R"({"token_sha256":")" + sha256_hex("svc") + R"(","tenant":"acme","actor":{"kind":"user","id":"a"},"workspaces":"*"}]}})",
+                        {}, [](const std::string&) { return std::nullopt; });
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0] == "workspaces.credentials[0].token_sha256: the SHA-256 of the service token, which is tenant "
+                       "default's; a token belongs to one tenant");
+}
+
+TEST_CASE("a credential's actor takes only the fields of its kind", "[workspace]") { // issue 15 finding 16, WS-21
+  auto r = parse_config(R"({"workspaces":{"credentials":[{"token_sha256":")" + std::string(64, 'b')
+                          + R"(","tenant":"acme","actor":{"kind":"user","id":"b","nmae":"Bob"},"workspaces":"*"},)"
+                          + R"({"token_sha256":")" + std::string(64, 'c')
+                          + R"(","tenant":"acme","actor":{"kind":"evaluator","name":"e","version":"1"},"workspaces":"*"}]}})",
+                        {}, [](const std::string&) { return std::nullopt; });
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0] == R"(workspaces.credentials[0].actor.nmae: unknown key (did you mean "name"))");
 }
 
 TEST_CASE("null stands for an absent id or correlation id in a publish body", "[workspace]") { // WS-3
