@@ -11,6 +11,11 @@ import { scenario, check_event_stream, processes_with, until, user } from './har
 const allow_exec = { tool_rules: { exec: 'allow' } }; // redirections and kill would need approval (AS-37)
 const exec = (command) => ({ tool_calls: [{ name: 'exec', arguments: { command } }] });
 
+// A command that starts `what` in a session of its own (out of the process group's reach) and
+// returns once it has left, then echoes "started".
+const detached = (what) =>
+  `setsid sh -c 'touch detached; exec ${what}' >/dev/null 2>&1 & until [ -e detached ]; do sleep 0.01; done; echo started`;
+
 async function tool_results(troupe, user_key) {
   const stream = await troupe.stream({ messages: [user('go')], user_key });
   assert.equal(stream.status, 200, stream.body);
@@ -28,14 +33,13 @@ scenario('a sandboxed exec cannot kill troupe, read its variables or its data di
       model: {
         script: [
           exec('env; tr "\\000" "\\n" < /proc/$PPID/environ'),
-          exec('kill -9 $PPID; echo parent=$?; kill -9 "$(cat troupe.pid)" 2>&1; echo troupe=$?; kill -9 -1; echo all=$?'),
+          exec('kill -9 $PPID; echo parent=$?; kill -9 "$(cat troupe.pid)" 2>&1; echo troupe=$?'),
           exec(`cat ${data_dir}/troupe.db ${data_dir}/audit.jsonl 2>&1 | head -c 300; ls -a ${data_dir} 2>&1`),
           exec(`echo x > ${data_dir}/planted; echo x > /usr/planted; echo x > /planted; echo inside > made.txt && echo wrote-inside`),
           { content: 'done' },
         ],
       },
     },
-    // The service token must be sent by the test too.
   });
   const auth = { authorization: 'Bearer tok-secret' };
   const ws = troupe.workspace('pska', 'pska_sandbox');
@@ -67,8 +71,9 @@ scenario('a sandboxed exec cannot kill troupe, read its variables or its data di
 
   assert.match(writes, /wrote-inside/, writes);
   assert.equal(fs.readFileSync(path.join(ws, 'made.txt'), 'utf8'), 'inside\n');
-  for (const planted of [path.join(data_dir, 'planted'), '/usr/planted', '/planted'])
-    assert.ok(!fs.existsSync(planted), `nothing was written to ${planted}`);
+  const planted = [path.join(data_dir, 'planted'), '/usr/planted', '/planted'].filter((p) => fs.existsSync(p));
+  for (const p of planted) fs.rmSync(p, { force: true }); // leave the host clean, then fail below
+  assert.deepEqual(planted, [], 'nothing was written outside the workspace');
 
   // A second run still works: nothing of the above harmed troupe.
   const again = await troupe.chat({ messages: [user('again')], user_key: 'pska:other' }, auth);
@@ -79,7 +84,7 @@ scenario('a setsid child of a sandboxed exec is gone within 1 s of the call\'s e
   const troupe = await s.troupe({
     config: {
       policy: allow_exec,
-      model: { script: [exec('setsid sleep 300.2718 >/dev/null 2>&1 & echo started'), exec('sleep 2'), { content: 'done' }] },
+      model: { script: [exec(detached('sleep 300.2718')), exec('sleep 2'), { content: 'done' }] },
     },
   });
   const stream = await troupe.stream({ messages: [user('go')], user_key: 'pska:sleeper' });
