@@ -252,7 +252,7 @@ std::string ready_json(const shared_context& ctx) {
   bool exec_ready = !sandbox || sandbox->unavailable().empty();
   return protocol::json::object([&](writer& w) {
     w.Key("status");
-    w.String(mcp_ready && exec_ready ? "ready" : "degraded");
+    w.String(mcp_ready ? "ready" : "degraded"); // AS-58: exec's state is reported on its own below
     w.Key("agent_ready");
     w.Bool(true);
     w.Key("service_contract");

@@ -131,7 +131,7 @@ scenario('without bwrap each exec answers a clear [ERROR] and /ready says why', 
 
   const ready = await troupe.request('GET', '/ready');
   assert.equal(ready.status, 200, ready.text);
-  assert.equal(ready.json.status, 'degraded');
+  assert.equal(ready.json.status, 'ready', 'AS-58: status follows the agent and MCP; exec reports itself');
   assert.equal(ready.json.exec.sandbox, 'bwrap');
   assert.equal(ready.json.exec.ready, false);
   assert.match(ready.json.exec.error, /bubblewrap \(bwrap\) is not installed/);

@@ -745,3 +745,13 @@ TEST_CASE("with the sandbox off (none) exec runs the shell as troupe's own child
   CHECK(run(tools, "exec", "{\"command\":\"cat " + (dir.outside() / "visible.txt").string() + "; echo $PPID\"}",
             dir.ws()) == "seen" + std::to_string(::getpid()) + "\n");
 }
+
+TEST_CASE("in the sandbox exec has no capability, cannot gain privileges and has no network but loopback",
+          "[tools][sandbox]") {
+  temp_dir dir;
+  builtin_tools tools;
+  auto out = run(tools, "exec",
+                 R"({"command":"grep -E '^(CapEff|NoNewPrivs):' /proc/self/status; tail -n +3 /proc/net/dev | cut -d: -f1"})",
+                 dir.ws());
+  CHECK(out == "CapEff:\t0000000000000000\nNoNewPrivs:\t1\n    lo\n");
+}
