@@ -49,6 +49,10 @@ constexpr int first_private_fd = 64;
 // errno goes up `report` (close-on-exec, so a successful exec closes it with nothing written).
 [[noreturn]] void run_child(const char* path, char* const* argv, char* const* envp, const spawn_spec& spec,
                             pid_t parent, int report) {
+  // Above 0, 1 and 2 first: a report descriptor among them would be overwritten below.
+  report = ::fcntl(report, F_DUPFD_CLOEXEC, first_private_fd);
+  if (report < 0)
+    ::_exit(127);
   auto fail = [report](int err) { child_failed(report, err); };
   // Default dispositions, so the parent's (an ignored SIGPIPE) do not leak in; the mask is cleared
   // last, right before exec.
@@ -66,9 +70,6 @@ constexpr int first_private_fd = 64;
     if (::getppid() != parent)
       ::_exit(127); // the parent died before the signal was armed
   }
-  report = ::fcntl(report, F_DUPFD_CLOEXEC, first_private_fd);
-  if (report < 0)
-    ::_exit(127);
   const int sources[3] = {spec.stdin_fd, spec.stdout_fd, spec.stderr_fd};
   int moved[3];
   for (int target = 0; target < 3; ++target) {
