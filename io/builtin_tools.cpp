@@ -760,7 +760,8 @@ private:
 } // namespace
 
 builtin_tools::builtin_tools(builtin_tools_options options)
-    : executor_(std::make_shared<executor>(std::move(options))) {}
+    : exec_sandboxed_(options.sandbox && options.sandbox->enabled()),
+      executor_(std::make_shared<executor>(std::move(options))) {}
 
 builtin_tools::~builtin_tools() {
   executor_->shutdown();
@@ -769,10 +770,13 @@ builtin_tools::~builtin_tools() {
 std::vector<protocol::tool_schema> builtin_tools::tools() const {
   return {
       {"exec",
-       "Run a shell command with /bin/sh -c in the user's workspace and return its output: "
-       "stdout, then stderr after a STDERR: line, then the exit code when it is not zero. The "
-       "command runs with a minimal environment (HOME is the workspace) and is killed after the "
-       "configured timeout. Output is cut at 10000 characters.",
+       std::string("Run a shell command with /bin/sh -c in the user's workspace and return its output: "
+                   "stdout, then stderr after a STDERR: line, then the exit code when it is not zero. The "
+                   "command runs with a minimal environment (HOME is the workspace)") +
+           (exec_sandboxed_ ? " in a sandbox: no network, and only the workspace and /tmp are writable; "
+                              "what it starts ends with it. It"
+                            : " and") +
+           " is killed after the configured timeout. Output is cut at 10000 characters.",
        R"({"type":"object","properties":{)"
        R"("command":{"type":"string","description":"The shell command to run."},)"
        R"("working_dir":{"type":"string","description":"Directory to run in, relative to the workspace (default: the workspace itself)."}},)"

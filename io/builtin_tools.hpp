@@ -48,6 +48,7 @@ public:
   class executor; // the worker pool; public only so the .cpp's helpers can name it
 
 private:
+  bool exec_sandboxed_; // the exec description tells the model what the sandbox allows
   std::shared_ptr<executor> executor_;
 };
 
