@@ -222,6 +222,19 @@ model_ports make_model_ports(const protocol::config& c) {
   return ports;
 }
 
+// tools.exec.sandbox, checked once: when bwrap cannot start, every exec answers why and /ready says it.
+std::shared_ptr<const io::exec_sandbox> make_exec_sandbox(const protocol::config& c) {
+  io::exec_sandbox_options o;
+  o.enabled = c.exec.sandbox == "bwrap";
+  o.hidden = {c.data_dir, c.workspaces_root};
+  auto sandbox = std::make_shared<io::exec_sandbox>(o);
+  if (!o.enabled)
+    spdlog::warn("exec: tools.exec.sandbox is \"none\": commands run unsandboxed, as troupe's user");
+  else if (auto& why = sandbox->probe(c.workspaces_root); !why.empty())
+    spdlog::error("exec: the sandbox cannot run commands, every exec call will fail: {}", why);
+  return sandbox;
+}
+
 int check_config(const cli_options& cli) {
   auto r = load_config(cli);
   if (!r.ok())
@@ -272,6 +285,7 @@ int serve(const cli_options& cli) {
   io::builtin_tools_options tool_opts;
   tool_opts.exec_timeout_seconds = cfg.exec.timeout_seconds;
   tool_opts.exec_env = cfg.exec.env;
+  tool_opts.sandbox = make_exec_sandbox(cfg);
   auto tools = std::make_shared<tool_router>(sys, std::make_shared<io::builtin_tools>(tool_opts));
   for (auto& server : cfg.mcp.servers) {
     mcp_server_options o;
@@ -357,7 +371,7 @@ int serve(const cli_options& cli) {
     spdlog::warn("workspaces: no credentials configured; every caller is tenant default, user local (WS-59)");
 
   auto routes = std::make_shared<io::router>();
-  io::add_agent_routes(*routes, sys, registry, {cfg, tools, env->store, TROUPE_VERSION});
+  io::add_agent_routes(*routes, sys, registry, {cfg, tools, env->store, TROUPE_VERSION, tool_opts.sandbox});
   io::add_run_routes(*routes, sys, registry, env->store, env->metrics, cfg);
   io::add_policy_routes(*routes, sys, env->approvals, env->store, cfg);
   io::add_responses_routes(*routes, sys, responses, live, ports.models, cfg);

@@ -248,9 +248,11 @@ std::string health_json() {
 std::string ready_json(const shared_context& ctx) {
   auto& c = ctx.info.config;
   bool mcp_ready = ctx.info.tools->mcp_ready();
+  auto& sandbox = ctx.info.sandbox;
+  bool exec_ready = !sandbox || sandbox->unavailable().empty();
   return protocol::json::object([&](writer& w) {
     w.Key("status");
-    w.String(mcp_ready ? "ready" : "degraded");
+    w.String(mcp_ready ? "ready" : "degraded"); // AS-58: exec's state is reported on its own below
     w.Key("agent_ready");
     w.Bool(true);
     w.Key("service_contract");
@@ -283,6 +285,17 @@ std::string ready_json(const shared_context& ctx) {
     w.Bool(true);
     w.Key("workspaces_root");
     w.String(c.workspaces_root);
+    w.EndObject();
+    w.Key("exec");
+    w.StartObject();
+    w.Key("sandbox");
+    w.String(sandbox && sandbox->enabled() ? "bwrap" : "none");
+    w.Key("ready");
+    w.Bool(exec_ready);
+    if (!exec_ready) {
+      w.Key("error");
+      w.String(sandbox->unavailable());
+    }
     w.EndObject();
     w.Key("mcp");
     w.StartObject();

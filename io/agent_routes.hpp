@@ -5,6 +5,7 @@
 #include "actors/run_registry.hpp"
 #include "actors/store.hpp"
 #include "actors/tool_router.hpp"
+#include "io/exec_sandbox.hpp"
 #include "io/router.hpp"
 #include "protocol/config.hpp"
 
@@ -20,6 +21,7 @@ struct agent_service_info {
   std::shared_ptr<const tool_router> tools; // built-ins, then MCP
   store_actor store;                        // counts rate-limit windows (AS-92); may be invalid
   std::string version;
+  std::shared_ptr<const exec_sandbox> sandbox; // what /ready reports of exec; may be null (none)
 };
 
 void add_agent_routes(router& routes, caf::actor_system& sys, run_registry_actor registry,

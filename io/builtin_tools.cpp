@@ -463,15 +463,18 @@ tool_outcome run_exec(const json::value& args, const std::string& workspace,
     throw tool_error("exec: cannot create a pipe: " + errno_text(errno));
   unique_fd err_read(err_pipe[0]), err_write(err_pipe[1]);
 
-  spawn_spec spec;
-  spec.program = "/bin/sh";
-  spec.args = {"-c", command};
-  spec.env = exec_environment(box.root(), options.exec_env);
-  spec.working_dir = cwd.string();
+  const exec_sandbox& runner = *options.sandbox;
+  if (!runner.unavailable().empty())
+    throw tool_error("exec: the sandbox cannot run commands: " + runner.unavailable());
+  spawn_spec spec = runner.shell(command, box.root().string(), cwd.string(),
+                               exec_environment(box.root(), options.exec_env));
+  // bwrap (or, with no sandbox, the shell) dies with this worker thread, so with troupe too.
+  spec.die_with_parent = true;
   spec.stdout_fd = out_write.get();
   spec.stderr_fd = err_write.get();
   std::string error;
-  // Destroying the child kills its group and reaps it, so no command outlives its call.
+  // Destroying the child kills its group and reaps it; in the sandbox, bwrap's PID namespace takes
+  // every descendant with it (setsid ones too), so no command outlives its call.
   child_process child = child_process::spawn(spec, error);
   if (!child)
     throw tool_error("exec: " + error);
@@ -757,7 +760,8 @@ private:
 } // namespace
 
 builtin_tools::builtin_tools(builtin_tools_options options)
-    : executor_(std::make_shared<executor>(std::move(options))) {}
+    : exec_sandboxed_(options.sandbox && options.sandbox->enabled()),
+      executor_(std::make_shared<executor>(std::move(options))) {}
 
 builtin_tools::~builtin_tools() {
   executor_->shutdown();
@@ -766,10 +770,13 @@ builtin_tools::~builtin_tools() {
 std::vector<protocol::tool_schema> builtin_tools::tools() const {
   return {
       {"exec",
-       "Run a shell command with /bin/sh -c in the user's workspace and return its output: "
-       "stdout, then stderr after a STDERR: line, then the exit code when it is not zero. The "
-       "command runs with a minimal environment (HOME is the workspace) and is killed after the "
-       "configured timeout. Output is cut at 10000 characters.",
+       std::string("Run a shell command with /bin/sh -c in the user's workspace and return its output: "
+                   "stdout, then stderr after a STDERR: line, then the exit code when it is not zero. The "
+                   "command runs with a minimal environment (HOME is the workspace)") +
+           (exec_sandboxed_ ? " in a sandbox: no network, and only the workspace and /tmp are writable; "
+                              "what it starts ends with it. It"
+                            : " and") +
+           " is killed after the configured timeout. Output is cut at 10000 characters.",
        R"({"type":"object","properties":{)"
        R"("command":{"type":"string","description":"The shell command to run."},)"
        R"("working_dir":{"type":"string","description":"Directory to run in, relative to the workspace (default: the workspace itself)."}},)"

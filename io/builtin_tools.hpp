@@ -2,6 +2,7 @@
 #pragma once
 
 #include "actors/tool_port.hpp"
+#include "io/exec_sandbox.hpp"
 
 #include <cstddef>
 #include <map>
@@ -21,6 +22,8 @@ inline constexpr std::size_t exec_stream_keep_bytes = 64 * 1024;
 struct builtin_tools_options {
   double exec_timeout_seconds = 30;            // tools.exec.timeout_seconds (AS-28)
   std::map<std::string, std::string> exec_env; // tools.exec.env: added to the minimal environment
+  // tools.exec.sandbox: where every exec runs; bubblewrap unless the operator opted out.
+  std::shared_ptr<const exec_sandbox> sandbox = std::make_shared<exec_sandbox>();
   std::size_t worker_threads = 4;              // calls that run at once
   std::size_t max_queued = 64; // calls waiting while every worker is taken; one more is "busy"
 };
@@ -45,6 +48,7 @@ public:
   class executor; // the worker pool; public only so the .cpp's helpers can name it
 
 private:
+  bool exec_sandboxed_; // the exec description tells the model what the sandbox allows
   std::shared_ptr<executor> executor_;
 };
 

@@ -8,7 +8,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -30,12 +30,78 @@ bool is_executable_file(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
-// The program a name stands for, looked up in the child's own PATH (posix_spawnp would use the
-// parent's, which differs when the configuration sets PATH). Empty when nothing matches.
+// The program a name stands for in the child's own PATH (the parent's differs when the configuration
+// sets PATH). Empty when nothing matches.
 std::string find_program(const std::string& program, const std::vector<std::string>& env) {
+  return find_in_path(program, env_value(env, "PATH"));
+}
+
+// Where the child's descriptors come from. Sources are copied above every target first, so that a
+// source that is itself 0, 1 or 2 (troupe started with a closed stdin) cannot be overwritten.
+constexpr int first_private_fd = 64;
+
+[[noreturn]] void child_failed(int report, int err) {
+  [[maybe_unused]] auto n = ::write(report, &err, sizeof err);
+  ::_exit(127);
+}
+
+// The child side of spawn(): only async-signal-safe calls, nothing that allocates. On failure the
+// errno goes up `report` (close-on-exec, so a successful exec closes it with nothing written).
+[[noreturn]] void run_child(const char* path, char* const* argv, char* const* envp, const spawn_spec& spec,
+                            pid_t parent, int report) {
+  // Above 0, 1 and 2 first: a report descriptor among them would be overwritten below.
+  report = ::fcntl(report, F_DUPFD_CLOEXEC, first_private_fd);
+  if (report < 0)
+    ::_exit(127);
+  auto fail = [report](int err) { child_failed(report, err); };
+  // Default dispositions, so the parent's (an ignored SIGPIPE) do not leak in; the mask is cleared
+  // last, right before exec.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig)
+    if (sig != SIGKILL && sig != SIGSTOP)
+      ::sigaction(sig, &dfl, nullptr);
+  // Own group so that everything the child starts can be stopped with it.
+  if (::setpgid(0, 0) != 0)
+    fail(errno);
+  if (spec.die_with_parent) {
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+      fail(errno);
+    if (::getppid() != parent)
+      ::_exit(127); // the parent died before the signal was armed
+  }
+  const int sources[3] = {spec.stdin_fd, spec.stdout_fd, spec.stderr_fd};
+  int moved[3];
+  for (int target = 0; target < 3; ++target) {
+    int fd = sources[target] >= 0 ? ::fcntl(sources[target], F_DUPFD_CLOEXEC, first_private_fd)
+                                  : ::open("/dev/null", (target == 0 ? O_RDONLY : O_WRONLY) | O_CLOEXEC);
+    if (fd < 0)
+      fail(errno);
+    moved[target] = fd;
+  }
+  for (int target = 0; target < 3; ++target)
+    if (::dup2(moved[target], target) < 0)
+      fail(errno);
+  if (!spec.working_dir.empty() && ::chdir(spec.working_dir.c_str()) != 0)
+    fail(errno);
+  // Nothing but 0, 1 and 2 crosses the exec.
+  if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    long max = ::sysconf(_SC_OPEN_MAX);
+    for (int fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); ++fd)
+      ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execve(path, argv, envp);
+  child_failed(report, errno);
+}
+
+} // namespace
+
+std::string find_in_path(const std::string& program, std::string_view path) {
   if (program.find('/') != std::string::npos)
     return program;
-  std::string_view path = env_value(env, "PATH");
   if (path.empty())
     path = "/usr/local/bin:/usr/bin:/bin";
   while (true) {
@@ -49,32 +115,6 @@ std::string find_program(const std::string& program, const std::vector<std::stri
     path.remove_prefix(colon + 1);
   }
 }
-
-class spawn_setup {
-public:
-  spawn_setup() {
-    posix_spawn_file_actions_init(&actions);
-    posix_spawnattr_init(&attr);
-  }
-  ~spawn_setup() {
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-  }
-  spawn_setup(const spawn_setup&) = delete;
-  spawn_setup& operator=(const spawn_setup&) = delete;
-
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attr;
-};
-
-void route(spawn_setup& setup, int fd, int target, int dev_null_flags) {
-  if (fd >= 0)
-    posix_spawn_file_actions_adddup2(&setup.actions, fd, target);
-  else
-    posix_spawn_file_actions_addopen(&setup.actions, target, "/dev/null", dev_null_flags, 0);
-}
-
-} // namespace
 
 void unique_fd::reset(int fd) {
   if (fd_ >= 0)
@@ -108,32 +148,29 @@ child_process child_process::spawn(const spawn_spec& spec, std::string& error) {
     envp.push_back(e.data());
   envp.push_back(nullptr);
 
-  spawn_setup setup;
-  route(setup, spec.stdin_fd, 0, O_RDONLY);
-  route(setup, spec.stdout_fd, 1, O_WRONLY);
-  route(setup, spec.stderr_fd, 2, O_WRONLY);
-  if (!spec.working_dir.empty())
-    posix_spawn_file_actions_addchdir_np(&setup.actions, spec.working_dir.c_str());
-  posix_spawn_file_actions_addclosefrom_np(&setup.actions, 3);
-  // Own group so that everything the child starts can be stopped with it; default dispositions and
-  // an empty mask so that the parent's (an ignored SIGPIPE, a blocked SIGTERM) do not leak in.
-  posix_spawnattr_setflags(&setup.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                            POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&setup.attr, 0);
-  sigset_t no_signals;
-  sigemptyset(&no_signals);
-  posix_spawnattr_setsigmask(&setup.attr, &no_signals);
-  sigset_t default_signals;
-  sigfillset(&default_signals);
-  sigdelset(&default_signals, SIGKILL);
-  sigdelset(&default_signals, SIGSTOP);
-  posix_spawnattr_setsigdefault(&setup.attr, &default_signals);
-
-  pid_t pid = -1;
-  // glibc reports a failed exec (ENOENT, EACCES, ENOEXEC) as posix_spawn's result.
-  int rc = ::posix_spawn(&pid, path.c_str(), &setup.actions, &setup.attr, argv.data(), envp.data());
-  if (rc != 0)
-    return fail(rc);
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0)
+    return fail(errno);
+  unique_fd report_read(report[0]), report_write(report[1]);
+  // fork, not posix_spawn: only a child of our own can arm PR_SET_PDEATHSIG before its exec.
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0)
+    return fail(errno);
+  if (pid == 0)
+    run_child(path.c_str(), argv.data(), envp.data(), spec, parent, report_write.get());
+  report_write.reset();
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(report_read.get(), &child_errno, sizeof child_errno);
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return fail(child_errno);
+  }
   child.pid_ = pid;
 #ifdef SYS_pidfd_open
   child.pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));

@@ -1,9 +1,11 @@
 // Child processes for io/: started without a shell in a process group of their own, signalled as a
-// group, waited for without blocking forever, and always reaped.
+// group, waited for without blocking forever, and always reaped; optionally killed by the kernel
+// when the thread that started them dies (troupe's death included).
 #pragma once
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -35,6 +37,10 @@ private:
   int fd_ = -1;
 };
 
+// The program a name stands for in a PATH list (`program` itself when it holds a slash; the usual
+// system directories when `path` is empty); empty when nothing there is executable.
+std::string find_in_path(const std::string& program, std::string_view path);
+
 // What to start. The child gets exactly `env` (never the parent's environment), default signal
 // handling, an empty signal mask and no descriptors but 0, 1 and 2; a descriptor left at -1 is
 // /dev/null.
@@ -46,6 +52,10 @@ struct spawn_spec {
   int stdin_fd = -1;
   int stdout_fd = -1;
   int stderr_fd = -1;
+  // SIGKILL the child when the thread that spawned it ends (PR_SET_PDEATHSIG), so that a troupe
+  // killed with -9 leaves no server behind. Only for children started from a thread that lives as
+  // long as they should.
+  bool die_with_parent = false;
 };
 
 // A started child that leads its own process group (pgid == pid). Until it is reaped its pid stays

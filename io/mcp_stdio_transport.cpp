@@ -176,6 +176,9 @@ public:
     spec.stdin_fd = in_read.get();
     spec.stdout_fd = out_write.get();
     spec.stderr_fd = err_write.get();
+    // The orphan rule: the server dies with troupe (even killed with -9), and what it started in
+    // its group dies when it stops (below). Its supervisor's thread lives as long as the server.
+    spec.die_with_parent = true;
     std::string error;
     child_ = child_process::spawn(spec, error);
     if (!child_)

@@ -246,6 +246,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   auto exec = root.child("tools").child("exec");
   exec.seconds("timeout_seconds", c.exec.timeout_seconds, 0.001);
   exec.string_map("env", c.exec.env);
+  exec.one_of("sandbox", c.exec.sandbox, {"bwrap", "none"});
 
   auto safety = root.child("safety");
   safety.boolean("enabled", c.safety.enabled);

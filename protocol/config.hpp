@@ -91,6 +91,7 @@ struct react_config {
 struct exec_config {
   double timeout_seconds = 30;
   std::map<std::string, std::string> env;
+  std::string sandbox = "bwrap"; // bwrap | none (the operator's explicit opt-out)
 };
 
 struct mcp_config {

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { scenario, upstream_config, until, user } from './harness.mjs';
+import { scenario, processes_with, upstream_config, until, user } from './harness.mjs';
 
 scenario('a client that disconnects mid-stream cancels the run and its upstream request within 500 ms', async (s) => {
   const up = await s.upstream();
@@ -67,27 +67,28 @@ function alive(pid) {
 }
 
 scenario('a client that disconnects during an exec tool call gets the command process group killed', async (s) => {
-  // AS-11 (the run's tool calls are cancelled with it), AS-28 (cancelling the run kills the group).
-  // The redirection would need approval (AS-37); the policy allows exec outright.
+  // AS-11 (the run's tool calls are cancelled with it), AS-28 (cancelling the run kills the group,
+  // and the sandbox with it). The command runs in its own PID namespace, so the test finds it on the
+  // host by its odd sleep duration.
+  const marker = 'sleep 45.0606';
   const troupe = await s.troupe({
     config: {
       policy: { tool_rules: { exec: 'allow' } },
       tools: { exec: { timeout_seconds: 60 } },
       model: {
         script: [
-          { tool_calls: [{ name: 'exec', arguments: { command: 'sleep 45 & echo $! > sleeper.pid; wait' } }] },
+          { tool_calls: [{ name: 'exec', arguments: { command: `${marker} & wait` } }] },
           { content: 'never reached' },
         ],
       },
     },
   });
-  const pid_file = path.join(troupe.workspace('pska', 'pska_erin'), 'sleeper.pid');
   const stream = await troupe.stream({ messages: [user('sleep')], user_key: 'pska:erin' });
   assert.equal(stream.status, 200);
   await stream.wait_for((f) => f.event === 'tool_call');
-  const pid = await until(() => {
-    const text = fs.existsSync(pid_file) ? fs.readFileSync(pid_file, 'utf8').trim() : '';
-    return text ? Number(text) : 0;
+  const [pid] = await until(() => {
+    const pids = processes_with(marker);
+    return pids.length > 0 && pids;
   }, { timeout_ms: 10_000, message: 'the command to start' });
   assert.ok(alive(pid), 'the command runs while the client is connected');
 

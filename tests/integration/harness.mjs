@@ -685,3 +685,21 @@ process.stdin.emit = function (event, ...args) {
   return emit.call(this, event, ...args);
 };
 `;
+
+// Host pids of living (not zombie) processes whose command line contains `marker`, from /proc: how
+// a test finds a sandboxed command's processes, whose own pids are those of their namespace.
+export function processes_with(marker) {
+  const found = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const cmdline = fs.readFileSync(`/proc/${name}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      if (!cmdline.includes(marker)) continue;
+      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+      if (stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z') found.push(Number(name));
+    } catch {
+      // gone while we looked
+    }
+  }
+  return found;
+}

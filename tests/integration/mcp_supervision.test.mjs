@@ -360,3 +360,19 @@ scenario('on SIGTERM troupe exits 0 and its MCP server and the helper in its pro
   assert.deepEqual({ server_left, helper_left }, { server_left: false, helper_left: false },
     `no MCP process outlives troupe (server ${server_pid}, helper ${helper_pid})`);
 });
+
+scenario('troupe killed with SIGKILL takes its stdio MCP server with it, even one that outlives the end of its stdin (finding 6: the orphan rule)', async (s) => {
+  const fake = fake_mcp(s, { flags: ['--ignore-sigterm'] });
+  const troupe = await s.troupe({ config: { mcp: { servers: [fake.server] } } });
+  await wait_mcp_ready(troupe, ['fake']);
+  const server_pid = fake.pid();
+  assert.ok(server_pid && fake_alive(server_pid), `the fake server runs: ${fake.pids()}`);
+
+  await troupe.stop('SIGKILL');
+  try {
+    await until(() => !fake_alive(server_pid), { timeout_ms: 2000, interval_ms: 10,
+      message: `the MCP server ${server_pid} to die with troupe` });
+  } finally {
+    if (fake_alive(server_pid)) process.kill(server_pid, 'SIGKILL'); // leave nothing behind
+  }
+});

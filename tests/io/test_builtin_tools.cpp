@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -10,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
+#include <vector>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -120,6 +123,52 @@ bool process_gone(pid_t pid) {
     std::this_thread::sleep_for(20ms);
   }
   return false;
+}
+
+// Options whose exec runs the shell directly (tools.exec.sandbox "none"), for the tests that watch
+// the command's processes by the pids it reports: in the sandbox those are its own namespace's.
+builtin_tools_options unsandboxed() {
+  builtin_tools_options options;
+  troupe::io::exec_sandbox_options none;
+  none.enabled = false;
+  options.sandbox = std::make_shared<troupe::io::exec_sandbox>(none);
+  return options;
+}
+
+// The host pids of living processes whose command line contains `marker` (such as a sleep of an
+// odd duration), from /proc: how a test sees a sandboxed command's processes from outside.
+std::vector<pid_t> processes_with(const std::string& marker) {
+  std::vector<pid_t> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    std::ifstream cmd(entry.path() / "cmdline", std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    std::replace(text.begin(), text.end(), '\0', ' ');
+    if (text.find(marker) == std::string::npos)
+      continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    auto close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z')
+      continue; // a zombie runs nothing
+    found.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return found;
+}
+
+// Whether no process with `marker` runs any more, looking again until `limit` has passed.
+bool gone_within(const std::string& marker, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!processes_with(marker).empty()) {
+    if (std::chrono::steady_clock::now() >= deadline)
+      return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
 }
 
 bool wait_for_file(const fs::path& p) {
@@ -420,7 +469,7 @@ TEST_CASE("exec over its timeout answers the timeout marker and kills the whole 
           "[tools]") {
   // AS-28
   temp_dir dir;
-  builtin_tools_options options;
+  builtin_tools_options options = unsandboxed(); // watches the group by its host pids
   options.exec_timeout_seconds = 1;
   builtin_tools tools(options);
   auto started = std::chrono::steady_clock::now();
@@ -437,7 +486,7 @@ TEST_CASE("exec returns when the shell exits even if it left a process in the ba
           "[tools]") {
   // AS-28: the group goes with the call, so a leftover cannot hold the pipes until the timeout.
   temp_dir dir;
-  builtin_tools tools;
+  builtin_tools tools(unsandboxed()); // watches the group by its host pids
   auto started = std::chrono::steady_clock::now();
   auto out = run(tools, "exec", R"({"command":"sleep 5 & echo $! > bg.pid; echo done"})", dir.ws());
   CHECK(out == "done\n");
@@ -461,7 +510,7 @@ TEST_CASE("exec returns when the shell exits even if an escaped process keeps th
 TEST_CASE("cancelling a running exec kills it and completes cancelled within 200 ms", "[tools]") {
   // AS-28: cancelling the run kills the group.
   temp_dir dir;
-  builtin_tools tools;
+  builtin_tools tools(unsandboxed()); // watches the shell by its host pid
   auto p = start(tools, "exec", R"({"command":"echo $$ > sh.pid; sleep 5"})", dir.ws());
   REQUIRE(wait_for_file(dir.ws() / "sh.pid"));
   std::this_thread::sleep_for(50ms);
@@ -531,4 +580,178 @@ TEST_CASE("destroying the tools cancels every call in flight and answers each ex
   CHECK(*running.done_count == 1);
   CHECK(*queued.done_count == 1);
   running.handle->cancel(); // a handle outliving the tools is harmless
+}
+
+// ---- the exec sandbox (tools.exec.sandbox "bwrap", AS-28) ------------------------------------
+
+TEST_CASE("in the sandbox exec sees no variable of troupe's, neither in its environment nor in its parent's",
+          "[tools][sandbox]") {
+  temp_dir dir;
+  // /proc/<pid>/environ shows the environment a process started with: one of this test's own
+  // variables (not one the command gets too) must not show up.
+  std::ifstream self("/proc/self/environ", std::ios::binary);
+  std::string own;
+  for (std::string entry; std::getline(self, entry, '\0');) {
+    auto key = entry.substr(0, entry.find('='));
+    if (key != "PATH" && key != "HOME" && key != "LANG" && key != "PWD" && key != "SHLVL" && key != "_" &&
+        entry.size() > key.size() + 1) {
+      own = entry;
+      break;
+    }
+  }
+  REQUIRE_FALSE(own.empty());
+  ::setenv("TROUPE_SECRET_CANARY", "leaked", 1);
+  builtin_tools tools;
+  auto env = run(tools, "exec", R"({"command":"env; tr '\\000' '\\n' < /proc/$PPID/environ"})", dir.ws());
+  ::unsetenv("TROUPE_SECRET_CANARY");
+  CHECK(env.find("TROUPE_SECRET_CANARY") == std::string::npos);
+  CHECK(("\n" + env + "\n").find("\n" + own + "\n") == std::string::npos);
+  CHECK(env.find("HOME=" + dir.ws().string()) != std::string::npos);
+}
+
+TEST_CASE("in the sandbox exec sees no host process and kill -9 of its parent or of troupe hits nothing",
+          "[tools][sandbox]") {
+  temp_dir dir;
+  builtin_tools tools;
+  // The shell's parent is the namespace's init, which ignores the signal; troupe's pid is not there.
+  auto out = run(tools, "exec",
+                 "{\"command\":\"kill -9 $PPID; kill -9 " + std::to_string(::getpid()) +
+                     " 2>/dev/null || echo no-such-process; ls /proc | grep -c '^[0-9]'\"}",
+                 dir.ws());
+  CHECK(out.find("no-such-process") != std::string::npos);
+  // init, the shell, ls and grep: the host's hundreds of processes are out of sight.
+  auto count = std::atoi(out.substr(out.rfind("no-such-process\n") + 16).c_str());
+  CHECK(count > 0);
+  CHECK(count < 10);
+  CHECK(run(tools, "exec", R"({"command":"echo still here"})", dir.ws()) == "still here\n");
+}
+
+TEST_CASE("in the sandbox a setsid child is gone within 1 s of the call's end", "[tools][sandbox]") {
+  temp_dir dir;
+  builtin_tools tools;
+  // The shell returns only once the child has left its process group, out of a group kill's reach.
+  auto out = run(tools, "exec",
+                 R"({"command":"setsid sh -c 'touch detached; exec sleep 300.4242' >/dev/null 2>&1 & )"
+                 R"(until [ -e detached ]; do sleep 0.01; done; echo started"})",
+                 dir.ws());
+  CHECK(out == "started\n");
+  CHECK(gone_within("sleep 300.4242", 1s));
+}
+
+TEST_CASE("in the sandbox a timeout or a cancel takes every descendant with the call, setsid ones too",
+          "[tools][sandbox]") {
+  temp_dir dir;
+  SECTION("timeout") {
+    builtin_tools_options options;
+    options.exec_timeout_seconds = 1;
+    builtin_tools tools(options);
+    auto out = run(tools, "exec",
+                   R"({"command":"setsid sh -c 'touch detached; exec sleep 300.4343' >/dev/null 2>&1 & )"
+                   R"(sleep 300.4344"})",
+                   dir.ws());
+    REQUIRE(fs::exists(dir.ws() / "detached"));
+    CHECK(out == "[ERROR] Command timed out after 1 seconds");
+    CHECK(gone_within("sleep 300.434", 1s));
+  }
+  SECTION("cancel") {
+    builtin_tools tools;
+    auto p = start(tools, "exec",
+                   R"({"command":"setsid sh -c 'touch started; exec sleep 300.4545' >/dev/null 2>&1 & )"
+                   R"(sleep 300.4546"})",
+                   dir.ws());
+    REQUIRE(wait_for_file(dir.ws() / "started"));
+    p.handle->cancel();
+    REQUIRE(p.ready_within(2s));
+    CHECK(p.future.get().cancelled);
+    CHECK(gone_within("sleep 300.454", 1s));
+  }
+}
+
+TEST_CASE("in the sandbox the workspace is the only writable place and the rest of the host is out of sight",
+          "[tools][sandbox]") {
+  temp_dir dir;
+  spit(dir.outside() / "secret.txt", "host secret");
+  builtin_tools tools;
+  const std::string outside = dir.outside().string();
+  auto out = run(tools, "exec",
+                 "{\"command\":\"cat " + outside + "/secret.txt; touch " + outside +
+                     "/made /usr/made /made 2>/dev/null || echo refused; ls /root /home /var 2>/dev/null | wc -l; "
+                     "echo inside > made.txt; test -e /etc/shadow || echo no-shadow\"}",
+                 dir.ws());
+  // Whatever a failure left on the host goes before the checks, so no later run trips on it.
+  std::vector<std::string> planted;
+  for (const auto& p : {dir.outside() / "made", fs::path("/usr/made"), fs::path("/made")})
+    if (fs::exists(p) && fs::remove(p))
+      planted.push_back(p.string());
+  CHECK(out.find("host secret") == std::string::npos);
+  CHECK(out.find("refused\n0\nno-shadow\n") != std::string::npos);
+  CHECK(planted.empty());
+  CHECK(slurp(dir.ws() / "made.txt") == "inside\n");
+}
+
+TEST_CASE("a hidden directory that a system bind would show is empty in the sandbox", "[tools][sandbox]") {
+  // The data directory and the workspaces root are hidden wherever they are; under /usr only a
+  // tmpfs over them can hide them. base-files ships /usr/share/common-licenses on Debian.
+  temp_dir dir;
+  REQUIRE(fs::is_directory("/usr/share/common-licenses"));
+  builtin_tools_options options;
+  options.sandbox = std::make_shared<troupe::io::exec_sandbox>(
+      troupe::io::exec_sandbox_options{true, "bwrap", {"/usr/share/common-licenses"}});
+  builtin_tools hiding(options);
+  builtin_tools plain;
+  const std::string list = R"({"command":"ls /usr/share/common-licenses | wc -l"})";
+  CHECK(run(hiding, "exec", list, dir.ws()) == "0\n");
+  CHECK(run(plain, "exec", list, dir.ws()) != "0\n");
+}
+
+TEST_CASE("without bwrap every exec answers a clear [ERROR] and runs nothing", "[tools][sandbox]") {
+  temp_dir dir;
+  troupe::io::exec_sandbox_options missing;
+  missing.bwrap = (dir.root / "no-such-bwrap").string();
+  auto sandbox = std::make_shared<troupe::io::exec_sandbox>(missing);
+  CHECK(sandbox->probe(dir.root.string()) == sandbox->unavailable());
+  CHECK(sandbox->unavailable().find("bubblewrap") != std::string::npos);
+  builtin_tools_options options;
+  options.sandbox = sandbox;
+  builtin_tools tools(options);
+  auto out = run(tools, "exec", R"({"command":"touch ran"})", dir.ws());
+  CHECK(out.rfind("[ERROR] exec: the sandbox cannot run commands: bubblewrap (", 0) == 0);
+  CHECK(out.find("tools.exec.sandbox") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir.ws() / "ran"));
+}
+
+TEST_CASE("a bwrap that cannot create the sandbox is caught by the probe, with bwrap's own reason",
+          "[tools][sandbox]") {
+  temp_dir dir;
+  auto fake = dir.root / "bwrap";
+  spit(fake, "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n");
+  fs::permissions(fake, fs::perms::owner_all);
+  troupe::io::exec_sandbox_options failing;
+  failing.bwrap = fake.string();
+  troupe::io::exec_sandbox sandbox(failing);
+  CHECK(sandbox.unavailable().empty());
+  auto why = sandbox.probe(dir.root.string());
+  CHECK(why == "bubblewrap cannot create the sandbox (exited with code 1): bwrap: No permissions to create new "
+               "namespace");
+  CHECK(sandbox.unavailable() == why);
+  troupe::io::exec_sandbox real;
+  CHECK(real.probe(dir.root.string()).empty());
+}
+
+TEST_CASE("with the sandbox off (none) exec runs the shell as troupe's own child", "[tools][sandbox]") {
+  temp_dir dir;
+  spit(dir.outside() / "visible.txt", "seen");
+  builtin_tools tools(unsandboxed());
+  CHECK(run(tools, "exec", "{\"command\":\"cat " + (dir.outside() / "visible.txt").string() + "; echo $PPID\"}",
+            dir.ws()) == "seen" + std::to_string(::getpid()) + "\n");
+}
+
+TEST_CASE("in the sandbox exec has no capability, cannot gain privileges and has no network but loopback",
+          "[tools][sandbox]") {
+  temp_dir dir;
+  builtin_tools tools;
+  auto out = run(tools, "exec",
+                 R"({"command":"grep -E '^(CapEff|NoNewPrivs):' /proc/self/status; tail -n +3 /proc/net/dev | cut -d: -f1"})",
+                 dir.ws());
+  CHECK(out == "CapEff:\t0000000000000000\nNoNewPrivs:\t1\n    lo\n");
 }

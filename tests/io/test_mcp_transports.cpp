@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <regex>
@@ -745,4 +746,30 @@ TEST_CASE("an https MCP server with a trusted certificate answers over TLS", "[m
   CHECK(json::member(*json::member(*list, "result"), "tools")->Size() == 7);
   t->close();
   CHECK(events.closed_count() == 0);
+}
+
+TEST_CASE("a stdio server is killed by the kernel when the thread that started it ends, as when troupe dies",
+          "[mcp_transport]") {
+  // Finding 6's orphan rule: a server dies with troupe, even one killed with -9 (no close() runs),
+  // and even a server that outlives the end of its stdin.
+  temp_dir dir;
+  auto transport = troupe::io::make_mcp_stdio_transport(stdio_config({"--ignore-sigterm", "--pid-file", dir.file("pid")}));
+  recorder events;
+  std::string error;
+  std::promise<void> may_end;
+  std::thread starter([&, until = may_end.get_future()] {
+    error = transport->start(events.handlers());
+    until.wait();
+  });
+  bool started = eventually([&] { return read_pids(dir.file("pid")).size() == 1; }, 10000ms);
+  may_end.set_value();
+  starter.join();
+  REQUIRE(error.empty());
+  REQUIRE(started);
+  auto pid = read_pids(dir.file("pid"))[0];
+  CHECK(eventually([&] { return gone(pid); }, 2000ms));
+  CHECK(events.closed(2000ms) == std::optional<std::string>("killed by signal 9"));
+  if (!gone(pid))
+    ::kill(pid, SIGKILL); // leave nothing behind
+  transport->close();
 }
