@@ -108,8 +108,10 @@ struct run_state : loop_dialect {
   }
 
   // Stores the event, then sends it to the subscribers (AS-90: nothing is seen before it is stored).
-  // The store answers in order, so subscribers see the events in sequence.
+  // The store answers in order, so subscribers see the events in sequence. Secrets in its text are
+  // masked first (AS-85): the model saw the real text, the log and every client see the masked one.
   void emit(protocol::agent_event e) {
+    e.content = protocol::redact_text(e.content);
     if (!env->store) {
       publish(event_atom::value, e);
       return;
@@ -353,7 +355,7 @@ struct run_state : loop_dialect {
     r.task_id = task_id();
     r.tool_call_id = c.id;
     r.tool_name = c.name;
-    r.tool_args = c.arguments;
+    r.tool_args = protocol::redact_record_json(c.arguments); // AS-85: stored; the call runs with c.arguments
     r.reason = d.reason;
     r.pattern_matched = d.pattern_matched.value_or("");
     r.policy_scope = d.policy_scope.value_or("");
@@ -500,6 +502,7 @@ struct run_state : loop_dialect {
     append(tool_msg);
   }
   void finish_completed(std::string answer, const char* stop_reason) {
+    answer = protocol::redact_text(answer); // AS-85: the answer is stored in the event, trace and session
     auto e = make_event("session_end", answer);
     e.cited_source_ids = citations;
     e.metadata = protocol::json::object([&](writer& w) {
@@ -554,7 +557,7 @@ struct run_state : loop_dialect {
     t.run_id = spec.run_id;
     t.lease_epoch = spec.lease_epoch;
     t.status = "queued";
-    t.last_error = std::move(error);
+    t.last_error = protocol::redact_text(error);
     t.retry_seconds = protocol::retry_delay_seconds(spec.attempt, env->retry_base_seconds, env->retry_max_seconds);
     self->request(env->store, caf::infinite, transition_atom::value, std::move(t))
       .then(
@@ -583,7 +586,7 @@ struct run_state : loop_dialect {
     t.run_id = spec.run_id;
     t.lease_epoch = spec.lease_epoch;
     t.status = status;
-    t.error = std::move(error);
+    t.error = protocol::redact_text(error);
     t.trace.trace_type = spec.run_kind == "chat" ? "chat" : "background_run";
     t.trace.tool_name_counts = tool_name_counts;
     for (auto& [name, n] : tool_name_counts)
@@ -611,7 +614,7 @@ struct run_state : loop_dialect {
     rec.created_at = rec.updated_at;
     rec.last_run_id = spec.run_id;
     rec.last_status = status;
-    rec.last_query = spec.request.query;
+    rec.last_query = protocol::redact_text(spec.request.query);
     rec.last_answer = answer;
     self->send(env->store, save_session_atom::value, std::move(rec));
   }

@@ -3,6 +3,7 @@
 #include "actors/errors.hpp"
 #include "actors/lease_keeper.hpp"
 #include "protocol/ids.hpp"
+#include "protocol/redaction.hpp"
 #include "protocol/timestamp.hpp"
 
 #include <caf/all.hpp>
@@ -60,10 +61,13 @@ run_record record_of(const run_spec& spec) {
   r.session_id = spec.request.session_id;
   r.tenant_key = spec.tenant_key;
   r.user_key = spec.user_key;
-  r.metadata = spec.request.metadata;
+  // AS-85: secrets never reach the run record or its trace. A background run keeps its messages,
+  // because a retry re-executes the stored request (AS-53); a chat run is never retried from it.
+  r.metadata = protocol::redact_record_json(spec.request.metadata);
   r.generation_options = protocol::generation_options_json(spec.request);
   r.max_attempts = spec.max_attempts;
-  r.request = spec.request_body;
+  r.request = spec.run_kind == "chat" ? protocol::redact_record_json(spec.request_body)
+                                      : protocol::redact_record_json(spec.request_body, {"messages"});
   return r;
 }
 
