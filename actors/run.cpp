@@ -525,12 +525,8 @@ struct run_state : loop_dialect {
   // Ends the attempt with an `error` event; a retryable failure of a background run with attempts
   // left is re-queued instead of failing the run (AS-53).
   void fail(std::string message, const char* error_type, bool retryable = false) {
-    auto e = make_event("error", message);
+    auto e = protocol::error_event(spec.run_id, spec.request.session_id, sequence++, message, error_type);
     e.duration_ms = since_start_ms();
-    e.metadata = protocol::json::object([&](writer& w) {
-      w.Key("error_type");
-      w.String(error_type);
-    });
     emit(std::move(e));
     if (retryable && spec.run_kind != "chat" && spec.attempt < spec.max_attempts) {
       requeue(std::move(message));

@@ -365,7 +365,11 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
       self->request(st.env->store, caf::infinite, recover_atom::value, false)
         .then(
           [=](recovery_report& r) {
-            self->state.env->metrics->runs_recovered(r.requeued, r.failed);
+            auto& env = self->state.env;
+            if (env->approvals) // AS-81: a run that is gone can no longer be approved
+              for (auto& id : r.failed_run_ids)
+                self->send(env->approvals, run_ended_atom::value, id, std::string("run_terminated"));
+            env->metrics->runs_recovered(r.requeued, r.failed);
             if (r.requeued + r.failed > 0)
               spdlog::warn("recovery: {} runs with a lapsed lease re-queued, {} failed", r.requeued, r.failed);
             schedule(self);

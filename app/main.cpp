@@ -282,7 +282,9 @@ int serve(const cli_options& cli) {
     caf::scoped_actor self{sys};
     self->request(env->store, caf::infinite, recover_atom::value, true)
       .receive(
-        [](recovery_report& r) {
+        [&](recovery_report& r) {
+          for (auto& id : r.failed_run_ids) // AS-81: a run that is gone can no longer be approved
+            self->send(env->approvals, run_ended_atom::value, id, std::string("run_terminated"));
           if (r.requeued + r.failed > 0)
             spdlog::warn("serve: recovered runs of the previous process: {} re-queued, {} failed", r.requeued,
                          r.failed);
