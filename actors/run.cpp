@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 
 namespace troupe {
@@ -54,6 +55,8 @@ struct run_state : loop_dialect {
   std::shared_ptr<const run_environment> env;
   run_spec spec;
   std::vector<caf::actor> subscribers;
+  run_slots_actor slots;
+  bool slot_released = false; // given back to the registry while an approval is awaited
 
   std::string workspace_dir;
   std::string model_name;
@@ -376,9 +379,36 @@ struct run_state : loop_dialect {
           }
           emit_ask_user(opened);
           audit_approval_request(index, opened);
+          release_slot();
           self->request(env->approvals, caf::infinite, await_atom::value, opened.request_id)
-            .then([this, key, index](protocol::approval_record& resolved) { on_approval(key, index, resolved); },
-                  [this](caf::error& err) { fenced(err); });
+            .then(
+              [this, key, index](protocol::approval_record& resolved) {
+                with_slot([this, key, index, resolved] { on_approval(key, index, resolved); });
+              },
+              [this](caf::error& err) { fenced(err); });
+        },
+        [this](caf::error& err) { fenced(err); });
+  }
+
+  // AS-53: a run waiting on a person holds no concurrency slot, so waiting runs never stall the others.
+  void release_slot() {
+    if (!slots || slot_released)
+      return;
+    slot_released = true;
+    self->send(slots, release_slot_atom::value, spec.run_id);
+  }
+
+  // Runs `next` once the attempt holds its slot again (at once when it never gave it back).
+  void with_slot(std::function<void()> next) {
+    if (!slot_released) {
+      next();
+      return;
+    }
+    self->request(slots, caf::infinite, acquire_slot_atom::value, spec.run_id)
+      .then(
+        [this, next = std::move(next)](bool) {
+          slot_released = false;
+          next();
         },
         [this](caf::error& err) { fenced(err); });
   }
@@ -618,12 +648,13 @@ struct run_state : loop_dialect {
 
 run_actor::behavior_type run_behavior(run_actor::stateful_pointer<run_state> self,
                                       std::shared_ptr<const run_environment> env, run_spec spec,
-                                      std::vector<caf::actor> subscribers) {
+                                      std::vector<caf::actor> subscribers, run_slots_actor slots) {
   auto& st = self->state;
   st.self = self;
   st.env = std::move(env);
   st.spec = std::move(spec);
   st.subscribers = std::move(subscribers);
+  st.slots = std::move(slots);
   loop_settings settings;
   settings.max_rounds = st.env->limits.max_iterations;
   settings.parallel_calls = 1; // AS-18
@@ -651,8 +682,8 @@ run_actor::behavior_type run_behavior(run_actor::stateful_pointer<run_state> sel
 } // namespace
 
 run_actor spawn_run(caf::actor_system& sys, std::shared_ptr<const run_environment> env, run_spec spec,
-                    std::vector<caf::actor> subscribers) {
-  return sys.spawn(run_behavior, std::move(env), std::move(spec), std::move(subscribers));
+                    std::vector<caf::actor> subscribers, run_slots_actor slots) {
+  return sys.spawn(run_behavior, std::move(env), std::move(spec), std::move(subscribers), std::move(slots));
 }
 
 } // namespace troupe

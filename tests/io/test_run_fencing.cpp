@@ -1,11 +1,13 @@
 // Lease fencing at the actor tier (AS-82, AS-83) with the real SQLite store: a run registry claims a
 // background run, a simulated second worker takes its lease over, and the first attempt must write
 // nothing more; the lease keeper renews the lease of a live run so recovery leaves it alone.
+#include "actors/approval_registry.hpp"
 #include "actors/errors.hpp"
 #include "actors/fake_ports.hpp"
 #include "actors/run_registry.hpp"
 #include "io/sqlite_store.hpp"
 #include "protocol/chat_request.hpp"
+#include "protocol/json.hpp"
 #include "protocol/timestamp.hpp"
 
 #include <caf/all.hpp>
@@ -117,7 +119,7 @@ struct node {
   run_registry_actor registry;
   caf::scoped_actor self{sys};
 
-  node(const std::string& db, scheduler_options options) {
+  node(const std::string& db, scheduler_options options, std::function<void(node&)> setup = {}) {
     auto s = io::spawn_sqlite_store(sys, db);
     if (auto err = std::get_if<std::string>(&s))
       FAIL("cannot open the store: " << *err);
@@ -126,6 +128,8 @@ struct node {
     env->tools = tools;
     env->store = store;
     env->workspaces_root = (std::filesystem::path(db).parent_path() / "workspaces").string();
+    if (setup)
+      setup(*this);
     // no tick is sent: recovery sweeps happen only when a test asks the store for one
     registry = spawn_run_registry(sys, env, std::move(options));
   }
@@ -135,6 +139,8 @@ struct node {
     self->send(registry, cancel_all_atom::value);
     self->request(registry, 5s, count_atom::value).receive([](uint64_t) {}, [](caf::error&) {});
     self->send_exit(registry, caf::exit_reason::user_shutdown);
+    if (env->approvals)
+      self->send_exit(env->approvals, caf::exit_reason::user_shutdown);
     self->send_exit(store, caf::exit_reason::user_shutdown);
   }
 
@@ -441,4 +447,58 @@ TEST_CASE("the lease keeper renews a live run's lease, so recovery leaves the he
     types.push_back(e.type);
   CHECK(types == std::vector<std::string>{"session_start", "think", "step_end", "session_end"});
   CHECK(n.model->inferences() == 1);
+}
+
+TEST_CASE("a background run waiting on an approval gives its slot to a queued run and takes one back before it "
+          "continues (AS-46, AS-53)",
+          "[registry][approvals]") {
+  auto options = node::options(300);
+  options.run_concurrency = 1;
+  node n(fresh_db("approval-slot"), options, [](node& at_start) {
+    at_start.env->approvals = spawn_approval_registry(at_start.sys, at_start.store);
+    at_start.env->policy.tool_rules["echo"].action = "require_approval";
+  });
+  n.submit("bg-waiting");
+  REQUIRE(n.model->wait_for_inferences(1));
+  protocol::model_outcome call = answer("");
+  call.reply.tool_calls.push_back({"c1", "echo", R"({"x":1})"});
+  REQUIRE(n.model->release(0, call));
+  // session_start, think, tool_call, step_end, ask_user: the run now waits on its approval
+  REQUIRE(n.wait_for_run("bg-waiting", [](const run_record& r) { return r.event_count >= 5; }));
+
+  // the only slot is free while it waits, so the next queued run starts
+  n.submit("bg-next");
+  REQUIRE(n.model->wait_for_inferences(2));
+
+  protocol::approval_query of_run;
+  of_run.filters["run_id"] = "bg-waiting";
+  auto pending = n.ok<approval_list>(n.store, list_approvals_atom::value, of_run);
+  REQUIRE(pending.page.size() == 1);
+  n.tools->push({"echoed", false});
+  auto approved = n.ok<protocol::approval_record>(n.env->approvals, resolve_atom::value, pending.page[0].request_id,
+                                                  true, std::string());
+  CHECK(approved.status == "approved");
+
+  // bg-next holds the slot until it ends; only then does the approved call run
+  REQUIRE(n.model->release(1, answer("next done")));
+  REQUIRE(n.wait_for_run("bg-next", [](const run_record& r) { return r.status == "completed"; }));
+  REQUIRE(n.model->wait_for_inferences(3));
+  REQUIRE(n.model->release(2, answer("waiting done")));
+  run_record done;
+  REQUIRE(n.wait_for_run("bg-waiting", [&](const run_record& r) {
+    done = r;
+    return protocol::is_terminal(r.status);
+  }));
+  CHECK(done.status == "completed");
+  std::string tool_ran_at;
+  for (auto& e : n.events("bg-waiting").events)
+    if (e.type == "tool_result") {
+      auto doc = protocol::json::parse(e.json);
+      REQUIRE(doc);
+      tool_ran_at = protocol::json::get_string(*doc, "timestamp");
+    }
+  REQUIRE_FALSE(tool_ran_at.empty());
+  CHECK(tool_ran_at >= n.get("bg-next").completed_at);
+  CHECK(n.tools->requests().size() == 1);
+  CHECK(n.wait_for_live_attempts(0));
 }
