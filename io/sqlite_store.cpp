@@ -670,7 +670,9 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
     [=](begin_chat_atom, run_record& r, std::string& worker_id, double lease_seconds) {
       return write<run_record>(self, [=, r = std::move(r)](database& db) mutable -> result_t {
         if (auto stored = db.get_run(r.run_id)) {
-          if (stored->run_kind != "chat" || !protocol::is_terminal(stored->status))
+          // AS-10: only the caller's own terminal chat run reopens; another caller's run is never touched.
+          if (stored->run_kind != "chat" || !protocol::is_terminal(stored->status)
+              || stored->tenant_key != r.tenant_key || stored->user_key != r.user_key)
             return make_error(errc::conflict, "Run already exists");
         } else {
           r = accepted(std::move(r));

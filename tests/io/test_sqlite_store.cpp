@@ -729,6 +729,36 @@ TEST_CASE("begin_chat refuses a run id that a live chat run or any background ru
   CHECK(store_client::ok(c.get("bg1")).status == "cancelled");
 }
 
+TEST_CASE("begin_chat refuses another caller's finished chat run and leaves its attempts, events and trace alone "
+          "(AS-10, AS-84)",
+          "[store][runs][chat]") {
+  store_client c(fresh_db("chat-foreign"));
+  auto first = store_client::ok(c.begin_chat(store_client::run("chat1", 1, "s1", "chat"), "worker-1", 30));
+  store_client::ok(c.append("chat1", first.lease_epoch, 0, "session_start"));
+  auto t = transition_of(first, "completed");
+  t.trace.final_content = "the owner's answer";
+  store_client::ok(c.transition(t));
+  auto trace_before = store_client::ok(c.trace("chat1"));
+
+  auto other_tenant = store_client::run("chat1", 1, "s1", "chat");
+  other_tenant.tenant_key = "mallory";
+  other_tenant.user_key = "mallory:m";
+  auto other_user = store_client::run("chat1", 1, "s1", "chat");
+  other_user.user_key = "t:someone-else";
+  for (auto& intruder : {other_tenant, other_user}) {
+    auto err = store_client::refused(c.begin_chat(intruder, "worker-2", 30));
+    CHECK(code_of(err) == errc::conflict);
+    CHECK(message_of(err) == "Run already exists");
+  }
+  auto stored = store_client::ok(c.get("chat1"));
+  CHECK(stored.status == "completed");
+  CHECK(stored.attempts == 1);
+  CHECK(stored.lease_epoch == first.lease_epoch);
+  CHECK(store_client::ok(c.trace("chat1")) == trace_before);
+  // the owner still reopens it
+  CHECK(store_client::ok(c.begin_chat(store_client::run("chat1", 1, "s1", "chat"), "worker-3", 30)).attempts == 2);
+}
+
 TEST_CASE("recovery ends every recovered attempt with an error event at its next sequence, re-queued or failed "
           "(AS-14, AS-83, AS-90)",
           "[store][runs][recovery]") {
