@@ -272,7 +272,6 @@ int serve(const cli_options& cli) {
   env->policy = cfg.policy;
   env->safety = cfg.safety;
   env->approval_timeout_seconds = cfg.service.approval_timeout_seconds;
-  env->approvals = spawn_approval_registry(sys, env->store); // restores pending approvals first (AS-81)
   env->retry_base_seconds = cfg.service.run_retry_base_seconds;
   env->retry_max_seconds = cfg.service.run_retry_max_seconds;
 
@@ -282,15 +281,15 @@ int serve(const cli_options& cli) {
     caf::scoped_actor self{sys};
     self->request(env->store, caf::infinite, recover_atom::value, true)
       .receive(
-        [&](recovery_report& r) {
-          for (auto& id : r.failed_run_ids) // AS-81: a run that is gone can no longer be approved
-            self->send(env->approvals, run_ended_atom::value, id, std::string("run_terminated"));
+        [](recovery_report& r) {
           if (r.requeued + r.failed > 0)
             spdlog::warn("serve: recovered runs of the previous process: {} re-queued, {} failed", r.requeued,
                          r.failed);
         },
         [&](caf::error& err) { spdlog::error("serve: recovering runs failed: {}", message_of(err)); });
   }
+  // Restores pending approvals (AS-81) after recovery, so those of runs it failed are denied at once.
+  env->approvals = spawn_approval_registry(sys, env->store);
   scheduler_options sched;
   sched.run_concurrency = cfg.service.run_concurrency;
   sched.run_max_attempts = cfg.service.run_max_attempts;
