@@ -411,9 +411,15 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
         .then(
           [=](recovery_report& r) {
             auto& env = self->state.env;
-            if (env->approvals) // AS-81: a run that is gone can no longer be approved
-              for (auto& id : r.failed_run_ids)
+            for (auto& id : r.failed_run_ids) {
+              if (env->approvals) // AS-81: a run that is gone can no longer be approved
                 self->send(env->approvals, run_ended_atom::value, id, std::string("run_terminated"));
+              // No attempt will announce this end: the streams following the run are told, and read
+              // the error event recovery stored (AS-74).
+              self->request(env->store, caf::infinite, get_run_atom::value, id)
+                .then([=](run_record& ended) { announce_end(self, ended); },
+                      [=](caf::error& err) { spdlog::error("recovery: run {}: {}", id, message_of(err)); });
+            }
             env->metrics->runs_recovered(r.requeued, r.failed);
             if (r.requeued + r.failed > 0)
               spdlog::warn("recovery: {} runs with a lapsed lease re-queued, {} failed", r.requeued, r.failed);

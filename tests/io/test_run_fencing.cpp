@@ -502,3 +502,33 @@ TEST_CASE("a background run waiting on an approval gives its slot to a queued ru
   CHECK(n.tools->requests().size() == 1);
   CHECK(n.wait_for_live_attempts(0));
 }
+
+TEST_CASE("a run the recovery sweep fails is announced to whoever follows it, since no attempt will (AS-74, AS-83)",
+          "[registry][recovery]") {
+  node n(fresh_db("sweep-announces"), node::options(300));
+  // a chat run whose attempt is gone: begun under a short lease that nobody renews
+  run_record r;
+  r.run_id = "chat-orphan";
+  r.run_kind = "chat";
+  r.session_id = "s1";
+  r.tenant_key = "t";
+  r.user_key = "t:u";
+  r.max_attempts = 1;
+  n.ok<run_record>(n.store, begin_chat_atom::value, r, std::string("worker-gone"), 0.2);
+  caf::scoped_actor follower{n.sys};
+  CHECK(n.ok<bool>(n.registry, subscribe_atom::value, std::string("chat-orphan"), caf::actor_cast<caf::actor>(follower)));
+  REQUIRE(n.wait_for_run("chat-orphan", [](const run_record& x) {
+    auto lease = protocol::parse_iso_timestamp(x.lease_expires_at);
+    return lease && *lease < std::chrono::system_clock::now();
+  }));
+
+  n.self->send(n.registry, tick_atom::value);
+  run_result ended;
+  follower->receive([&](run_end_atom, const run_result& res) { ended = res; },
+                    caf::after(10s) >> [] { FAIL("the follower was never told the run ended"); });
+  CHECK(ended.run_id == "chat-orphan");
+  CHECK(ended.status == "failed");
+  auto page = n.events("chat-orphan");
+  REQUIRE(page.events.size() == 1);
+  CHECK(page.events[0].type == "error"); // what a stream reads once told
+}
