@@ -52,6 +52,7 @@ struct run_registry_state {
   std::unordered_map<caf::actor_addr, std::string> watching;
   std::unordered_map<std::string, std::vector<caf::typed_response_promise<run_record>>> cancels;
   bool claiming = false;
+  int claim_reserved = 0; // slots the claim in flight may fill
   bool claim_again = false;
   bool stopping = false; // shutdown: nothing new starts
   std::optional<steady::time_point> wake_at; // a delayed queued run becomes ready
@@ -159,7 +160,8 @@ live_attempt* sending_attempt(registry_pointer self, const std::string& run_id) 
 }
 
 bool slot_free(const run_registry_state& st) {
-  return st.options.run_concurrency == 0 || st.background_live < st.options.run_concurrency;
+  auto limit = st.options.run_concurrency;
+  return limit == 0 || st.background_live + st.claim_reserved < limit;
 }
 
 // Attempts back from an approval wait get free slots first: they were running before any queued run.
@@ -192,12 +194,14 @@ void schedule(registry_pointer self) {
   if (n == 0)
     return;
   st.claiming = true;
+  st.claim_reserved = limit == 0 ? 0 : static_cast<int>(n);
   st.claim_again = false;
   self->request(st.env->store, caf::infinite, claim_atom::value, st.options.worker_id, st.options.run_lease_seconds, n)
     .then(
       [=](run_claim& claim) {
         auto& st = self->state;
         st.claiming = false;
+        st.claim_reserved = 0;
         if (st.stopping)
           return; // claimed during shutdown: still `running`, so the next start recovers them
         for (auto& r : claim.runs) {
@@ -220,9 +224,13 @@ void schedule(registry_pointer self) {
           wake_in(self, claim.next_ready_seconds);
         if (claim.runs.size() == n || st.claim_again)
           schedule(self);
+        else
+          grant_slots(self); // what the claim left free
       },
       [=](caf::error& err) {
         self->state.claiming = false;
+        self->state.claim_reserved = 0;
+        grant_slots(self);
         spdlog::error("scheduler: claiming queued runs failed: {}", message_of(err));
       });
 }
