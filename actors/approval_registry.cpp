@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <set>
 #include <unordered_map>
 
 namespace troupe {
@@ -79,9 +80,21 @@ void settle(registry_pointer self, const std::string& id, const std::string& sta
       });
 }
 
+// Denies every pending approval of a run that ended (AS-81).
+void deny_pending_of(registry_pointer self, const std::string& run_id, const std::string& reason) {
+  std::vector<std::string> ids;
+  for (auto& [id, p] : self->state.pending)
+    if (p.record.run_id == run_id)
+      ids.push_back(id);
+  for (auto& id : ids)
+    settle(self, id, "denied", reason);
+}
+
 approval_registry_actor::behavior_type approval_registry_behavior(registry_pointer self, store_actor store) {
   self->state.store = store;
-  // Pending approvals of the previous process: expired ones settle, the others wait their remaining time.
+  // Pending approvals of the previous process: expired ones settle, the others wait their remaining time,
+  // and those of a run that is over (it ended or was failed by recovery while no process could deny
+  // them) are denied, so nobody approves a call no run will make.
   protocol::approval_query pending_query;
   pending_query.filters["status"] = "pending";
   pending_query.limit = 0;
@@ -100,6 +113,20 @@ approval_registry_actor::behavior_type approval_registry_behavior(registry_point
         }
         if (!list.page.empty())
           spdlog::info("approvals: {} pending approvals restored", list.page.size());
+        std::set<std::string> runs;
+        for (auto& r : list.page)
+          runs.insert(r.run_id);
+        for (auto& run_id : runs)
+          self->request(store, caf::infinite, get_run_atom::value, run_id)
+            .await(
+              [=](run_record& run) {
+                if (protocol::is_terminal(run.status))
+                  deny_pending_of(self, run_id, run.status == "cancelled" ? "run_cancelled" : "run_terminated");
+              },
+              [=](caf::error& err) {
+                if (code_of(err) == errc::not_found) // the run is gone from the store
+                  deny_pending_of(self, run_id, "run_terminated");
+              });
       },
       [](caf::error& err) { spdlog::error("approvals: loading pending approvals failed: {}", message_of(err)); });
   return {
@@ -158,12 +185,7 @@ approval_registry_actor::behavior_type approval_registry_behavior(registry_point
       return rp;
     },
     [=](run_ended_atom, const std::string& run_id, const std::string& reason) {
-      std::vector<std::string> ids;
-      for (auto& [id, p] : self->state.pending)
-        if (p.record.run_id == run_id)
-          ids.push_back(id);
-      for (auto& id : ids)
-        settle(self, id, "denied", reason);
+      deny_pending_of(self, run_id, reason);
     },
     [=](expire_atom, const std::string& id) {
       auto it = self->state.pending.find(id);

@@ -78,6 +78,7 @@ struct approval_list {
 struct recovery_report {
   int64_t requeued = 0;
   int64_t failed = 0;
+  std::vector<std::string> failed_run_ids; // their pending approvals are denied (AS-81)
 };
 
 // How a run ended; sent to its subscriber after the terminal event.

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 
 namespace troupe {
@@ -54,6 +55,8 @@ struct run_state : loop_dialect {
   std::shared_ptr<const run_environment> env;
   run_spec spec;
   std::vector<caf::actor> subscribers;
+  run_slots_actor slots;
+  bool slot_released = false; // given back to the registry while an approval is awaited
 
   std::string workspace_dir;
   std::string model_name;
@@ -108,8 +111,10 @@ struct run_state : loop_dialect {
   }
 
   // Stores the event, then sends it to the subscribers (AS-90: nothing is seen before it is stored).
-  // The store answers in order, so subscribers see the events in sequence.
+  // The store answers in order, so subscribers see the events in sequence. Secrets in its text are
+  // masked first (AS-85): the model saw the real text, the log and every client see the masked one.
   void emit(protocol::agent_event e) {
+    e.content = protocol::redact_text(e.content);
     if (!env->store) {
       publish(event_atom::value, e);
       return;
@@ -353,7 +358,7 @@ struct run_state : loop_dialect {
     r.task_id = task_id();
     r.tool_call_id = c.id;
     r.tool_name = c.name;
-    r.tool_args = c.arguments;
+    r.tool_args = protocol::redact_record_json(c.arguments); // AS-85: stored; the call runs with c.arguments
     r.reason = d.reason;
     r.pattern_matched = d.pattern_matched.value_or("");
     r.policy_scope = d.policy_scope.value_or("");
@@ -374,9 +379,36 @@ struct run_state : loop_dialect {
           }
           emit_ask_user(opened);
           audit_approval_request(index, opened);
+          release_slot();
           self->request(env->approvals, caf::infinite, await_atom::value, opened.request_id)
-            .then([this, key, index](protocol::approval_record& resolved) { on_approval(key, index, resolved); },
-                  [this](caf::error& err) { fenced(err); });
+            .then(
+              [this, key, index](protocol::approval_record& resolved) {
+                with_slot([this, key, index, resolved] { on_approval(key, index, resolved); });
+              },
+              [this](caf::error& err) { fenced(err); });
+        },
+        [this](caf::error& err) { fenced(err); });
+  }
+
+  // AS-53: a run waiting on a person holds no concurrency slot, so waiting runs never stall the others.
+  void release_slot() {
+    if (!slots || slot_released)
+      return;
+    slot_released = true;
+    self->send(slots, release_slot_atom::value, spec.run_id);
+  }
+
+  // Runs `next` once the attempt holds its slot again (at once when it never gave it back).
+  void with_slot(std::function<void()> next) {
+    if (!slot_released) {
+      next();
+      return;
+    }
+    self->request(slots, caf::infinite, acquire_slot_atom::value, spec.run_id)
+      .then(
+        [this, next = std::move(next)](bool) {
+          slot_released = false;
+          next();
         },
         [this](caf::error& err) { fenced(err); });
   }
@@ -500,6 +532,7 @@ struct run_state : loop_dialect {
     append(tool_msg);
   }
   void finish_completed(std::string answer, const char* stop_reason) {
+    answer = protocol::redact_text(answer); // AS-85: the answer is stored in the event, trace and session
     auto e = make_event("session_end", answer);
     e.cited_source_ids = citations;
     e.metadata = protocol::json::object([&](writer& w) {
@@ -522,12 +555,8 @@ struct run_state : loop_dialect {
   // Ends the attempt with an `error` event; a retryable failure of a background run with attempts
   // left is re-queued instead of failing the run (AS-53).
   void fail(std::string message, const char* error_type, bool retryable = false) {
-    auto e = make_event("error", message);
+    auto e = protocol::error_event(spec.run_id, spec.request.session_id, sequence++, message, error_type);
     e.duration_ms = since_start_ms();
-    e.metadata = protocol::json::object([&](writer& w) {
-      w.Key("error_type");
-      w.String(error_type);
-    });
     emit(std::move(e));
     if (retryable && spec.run_kind != "chat" && spec.attempt < spec.max_attempts) {
       requeue(std::move(message));
@@ -554,7 +583,7 @@ struct run_state : loop_dialect {
     t.run_id = spec.run_id;
     t.lease_epoch = spec.lease_epoch;
     t.status = "queued";
-    t.last_error = std::move(error);
+    t.last_error = protocol::redact_text(error);
     t.retry_seconds = protocol::retry_delay_seconds(spec.attempt, env->retry_base_seconds, env->retry_max_seconds);
     self->request(env->store, caf::infinite, transition_atom::value, std::move(t))
       .then(
@@ -583,7 +612,7 @@ struct run_state : loop_dialect {
     t.run_id = spec.run_id;
     t.lease_epoch = spec.lease_epoch;
     t.status = status;
-    t.error = std::move(error);
+    t.error = protocol::redact_text(error);
     t.trace.trace_type = spec.run_kind == "chat" ? "chat" : "background_run";
     t.trace.tool_name_counts = tool_name_counts;
     for (auto& [name, n] : tool_name_counts)
@@ -611,7 +640,7 @@ struct run_state : loop_dialect {
     rec.created_at = rec.updated_at;
     rec.last_run_id = spec.run_id;
     rec.last_status = status;
-    rec.last_query = spec.request.query;
+    rec.last_query = protocol::redact_text(spec.request.query);
     rec.last_answer = answer;
     self->send(env->store, save_session_atom::value, std::move(rec));
   }
@@ -619,12 +648,13 @@ struct run_state : loop_dialect {
 
 run_actor::behavior_type run_behavior(run_actor::stateful_pointer<run_state> self,
                                       std::shared_ptr<const run_environment> env, run_spec spec,
-                                      std::vector<caf::actor> subscribers) {
+                                      std::vector<caf::actor> subscribers, run_slots_actor slots) {
   auto& st = self->state;
   st.self = self;
   st.env = std::move(env);
   st.spec = std::move(spec);
   st.subscribers = std::move(subscribers);
+  st.slots = std::move(slots);
   loop_settings settings;
   settings.max_rounds = st.env->limits.max_iterations;
   settings.parallel_calls = 1; // AS-18
@@ -652,8 +682,8 @@ run_actor::behavior_type run_behavior(run_actor::stateful_pointer<run_state> sel
 } // namespace
 
 run_actor spawn_run(caf::actor_system& sys, std::shared_ptr<const run_environment> env, run_spec spec,
-                    std::vector<caf::actor> subscribers) {
-  return sys.spawn(run_behavior, std::move(env), std::move(spec), std::move(subscribers));
+                    std::vector<caf::actor> subscribers, run_slots_actor slots) {
+  return sys.spawn(run_behavior, std::move(env), std::move(spec), std::move(subscribers), std::move(slots));
 }
 
 } // namespace troupe

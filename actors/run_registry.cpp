@@ -3,6 +3,7 @@
 #include "actors/errors.hpp"
 #include "actors/lease_keeper.hpp"
 #include "protocol/ids.hpp"
+#include "protocol/redaction.hpp"
 #include "protocol/timestamp.hpp"
 
 #include <caf/all.hpp>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,6 +28,13 @@ constexpr uint32_t unlimited_batch = 256;
 struct live_attempt {
   run_actor run;
   bool background = false;
+  bool holds_slot = false; // counted in background_live; not while it waits on an approval
+};
+
+// An attempt asking for its slot back after an approval wait (AS-53).
+struct slot_request {
+  caf::actor_addr attempt;
+  caf::typed_response_promise<bool> promise;
 };
 
 struct run_registry_state {
@@ -36,12 +45,14 @@ struct run_registry_state {
   std::unordered_map<std::string, live_attempt> live;
   std::unordered_map<caf::actor_addr, std::string> attempt_of;
   std::unordered_set<std::string> reserved; // chat ids whose begin is being stored
-  int background_live = 0;
+  int background_live = 0; // attempts holding a slot
+  std::deque<slot_request> slot_requests; // served before any queued run is claimed
   // Subscribers per run id, across attempts; they leave when they stop.
   std::unordered_map<std::string, std::vector<caf::actor>> watchers;
   std::unordered_map<caf::actor_addr, std::string> watching;
   std::unordered_map<std::string, std::vector<caf::typed_response_promise<run_record>>> cancels;
   bool claiming = false;
+  int claim_reserved = 0; // slots the claim in flight may fill
   bool claim_again = false;
   bool stopping = false; // shutdown: nothing new starts
   std::optional<steady::time_point> wake_at; // a delayed queued run becomes ready
@@ -60,10 +71,13 @@ run_record record_of(const run_spec& spec) {
   r.session_id = spec.request.session_id;
   r.tenant_key = spec.tenant_key;
   r.user_key = spec.user_key;
-  r.metadata = spec.request.metadata;
+  // AS-85: secrets never reach the run record or its trace. A background run keeps its messages,
+  // because a retry re-executes the stored request (AS-53); a chat run is never retried from it.
+  r.metadata = protocol::redact_record_json(spec.request.metadata);
   r.generation_options = protocol::generation_options_json(spec.request);
   r.max_attempts = spec.max_attempts;
-  r.request = spec.request_body;
+  r.request = spec.run_kind == "chat" ? protocol::redact_record_json(spec.request_body)
+                                      : protocol::redact_record_json(spec.request_body, {"messages"});
   return r;
 }
 
@@ -104,7 +118,7 @@ run_actor launch(registry_pointer self, run_spec spec, caf::actor extra) {
     // A lapsed attempt that is still alive (wedged) gives way to the new one.
     self->send_exit(old->second.run, caf::exit_reason::kill);
     st.attempt_of.erase(old->second.run.address());
-    if (old->second.background)
+    if (old->second.holds_slot)
       --st.background_live;
     st.live.erase(old);
   }
@@ -113,10 +127,11 @@ run_actor launch(registry_pointer self, run_spec spec, caf::actor extra) {
     subscribers.push_back(std::move(extra));
   bool background = spec.run_kind != "chat";
   auto epoch = spec.lease_epoch;
-  auto run = spawn_run(self->system(), st.env, std::move(spec), std::move(subscribers));
+  auto slots = background ? caf::actor_cast<run_slots_actor>(self) : run_slots_actor{};
+  auto run = spawn_run(self->system(), st.env, std::move(spec), std::move(subscribers), std::move(slots));
   self->monitor(run);
   st.attempt_of.emplace(run.address(), id);
-  st.live.emplace(id, live_attempt{run, background});
+  st.live.emplace(id, live_attempt{run, background, background});
   if (background)
     ++st.background_live;
   if (st.keeper)
@@ -134,8 +149,40 @@ void wake_in(registry_pointer self, double seconds) {
   self->delayed_send(self, millis(seconds), schedule_atom::value);
 }
 
+// The live attempt of `run_id` when it sent the current message, else nullptr (a stale attempt's
+// message changes nothing).
+live_attempt* sending_attempt(registry_pointer self, const std::string& run_id) {
+  auto it = self->state.live.find(run_id);
+  if (it == self->state.live.end()
+      || it->second.run.address() != caf::actor_cast<caf::actor_addr>(self->current_sender()))
+    return nullptr;
+  return &it->second;
+}
+
+bool slot_free(const run_registry_state& st) {
+  auto limit = st.options.run_concurrency;
+  return limit == 0 || st.background_live + st.claim_reserved < limit;
+}
+
+// Attempts back from an approval wait get free slots first: they were running before any queued run.
+void grant_slots(registry_pointer self) {
+  auto& st = self->state;
+  while (!st.slot_requests.empty() && slot_free(st)) {
+    auto request = std::move(st.slot_requests.front());
+    st.slot_requests.pop_front();
+    auto id = st.attempt_of.find(request.attempt);
+    if (id == st.attempt_of.end())
+      continue; // it ended meanwhile
+    auto& attempt = st.live.at(id->second);
+    attempt.holds_slot = true;
+    ++st.background_live;
+    request.promise.deliver(true);
+  }
+}
+
 void schedule(registry_pointer self) {
   auto& st = self->state;
+  grant_slots(self);
   if (!st.env->store || st.stopping)
     return;
   if (st.claiming) {
@@ -147,12 +194,14 @@ void schedule(registry_pointer self) {
   if (n == 0)
     return;
   st.claiming = true;
+  st.claim_reserved = limit == 0 ? 0 : static_cast<int>(n);
   st.claim_again = false;
   self->request(st.env->store, caf::infinite, claim_atom::value, st.options.worker_id, st.options.run_lease_seconds, n)
     .then(
       [=](run_claim& claim) {
         auto& st = self->state;
         st.claiming = false;
+        st.claim_reserved = 0;
         if (st.stopping)
           return; // claimed during shutdown: still `running`, so the next start recovers them
         for (auto& r : claim.runs) {
@@ -175,9 +224,13 @@ void schedule(registry_pointer self) {
           wake_in(self, claim.next_ready_seconds);
         if (claim.runs.size() == n || st.claim_again)
           schedule(self);
+        else
+          grant_slots(self); // what the claim left free
       },
       [=](caf::error& err) {
         self->state.claiming = false;
+        self->state.claim_reserved = 0;
+        grant_slots(self);
         spdlog::error("scheduler: claiming queued runs failed: {}", message_of(err));
       });
 }
@@ -216,10 +269,14 @@ void attempt_ended(registry_pointer self, const caf::actor_addr& addr) {
   st.attempt_of.erase(it);
   auto live = st.live.find(id);
   if (live != st.live.end() && live->second.run.address() == addr) {
-    if (live->second.background)
+    if (live->second.holds_slot)
       --st.background_live;
     st.live.erase(live);
   }
+  auto& waiting = st.slot_requests;
+  waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
+                               [&](const slot_request& r) { return r.attempt == addr; }),
+                waiting.end());
   // A cancel that waited for the attempt is finished by the store: a run the attempt re-queued is
   // cancelled there, a terminal one is returned unchanged.
   if (auto c = st.cancels.find(id); c != st.cancels.end()) {
@@ -361,7 +418,17 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
       self->request(st.env->store, caf::infinite, recover_atom::value, false)
         .then(
           [=](recovery_report& r) {
-            self->state.env->metrics->runs_recovered(r.requeued, r.failed);
+            auto& env = self->state.env;
+            for (auto& id : r.failed_run_ids) {
+              if (env->approvals) // AS-81: a run that is gone can no longer be approved
+                self->send(env->approvals, run_ended_atom::value, id, std::string("run_terminated"));
+              // No attempt will announce this end: the streams following the run are told, and read
+              // the error event recovery stored (AS-74).
+              self->request(env->store, caf::infinite, get_run_atom::value, id)
+                .then([=](run_record& ended) { announce_end(self, ended); },
+                      [=](caf::error& err) { spdlog::error("recovery: run {}: {}", id, message_of(err)); });
+            }
+            env->metrics->runs_recovered(r.requeued, r.failed);
             if (r.requeued + r.failed > 0)
               spdlog::warn("recovery: {} runs with a lapsed lease re-queued, {} failed", r.requeued, r.failed);
             schedule(self);
@@ -369,6 +436,23 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
           [](caf::error& err) { spdlog::error("recovery: sweep failed: {}", message_of(err)); });
     },
     [=](count_atom) { return static_cast<uint64_t>(self->state.live.size()); },
+    [=](release_slot_atom, const std::string& run_id) {
+      auto attempt = sending_attempt(self, run_id);
+      if (!attempt || !attempt->holds_slot)
+        return;
+      attempt->holds_slot = false;
+      --self->state.background_live;
+      schedule(self);
+    },
+    [=](acquire_slot_atom, const std::string& run_id) -> caf::result<bool> {
+      auto attempt = sending_attempt(self, run_id);
+      if (!attempt || attempt->holds_slot)
+        return true; // nothing to count: an attempt the registry no longer tracks, or one holding its slot
+      auto rp = self->make_response_promise<bool>();
+      self->state.slot_requests.push_back({attempt->run.address(), rp});
+      grant_slots(self);
+      return rp;
+    },
   };
 }
 

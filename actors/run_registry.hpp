@@ -44,7 +44,7 @@ using run_registry_actor = caf::typed_actor<
   // The recovery sweep (every service.run_recovery_interval_seconds).
   caf::reacts_to<tick_atom>,
   // The number of live attempts.
-  caf::replies_to<count_atom>::with<uint64_t>>;
+  caf::replies_to<count_atom>::with<uint64_t>>::extend_with<run_slots_actor>;
 
 run_registry_actor spawn_run_registry(caf::actor_system& sys, std::shared_ptr<const run_environment> env,
                                       scheduler_options options = {});

@@ -32,7 +32,8 @@ using store_actor = caf::typed_actor<
   // Extends the lease of (run_id, lease_epoch) by lease_seconds from now.
   caf::replies_to<renew_atom, std::string, int64_t, double>::with<bool>,
   // AS-83: re-queues (or fails) every running run whose lease expired, or every running run when
-  // `all_running` (the previous owner of an embedded store is gone).
+  // `all_running` (the previous owner of an embedded store is gone); each such attempt ends with an
+  // `error` event. The report names the failed runs, whose pending approvals are then denied.
   caf::replies_to<recover_atom, bool>::with<recovery_report>,
   // Cancels a run no live attempt holds (AS-52): a queued run never starts; a running one is fenced
   // and ends with the `Run cancelled` event; a terminal one is returned unchanged.

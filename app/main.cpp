@@ -314,7 +314,6 @@ int serve(const cli_options& cli) {
   env->policy = cfg.policy;
   env->safety = cfg.safety;
   env->approval_timeout_seconds = cfg.service.approval_timeout_seconds;
-  env->approvals = spawn_approval_registry(sys, env->store); // restores pending approvals first (AS-81)
   env->retry_base_seconds = cfg.service.run_retry_base_seconds;
   env->retry_max_seconds = cfg.service.run_retry_max_seconds;
 
@@ -331,6 +330,8 @@ int serve(const cli_options& cli) {
         },
         [&](caf::error& err) { spdlog::error("serve: recovering runs failed: {}", message_of(err)); });
   }
+  // Restores pending approvals (AS-81) after recovery, so those of runs it failed are denied at once.
+  env->approvals = spawn_approval_registry(sys, env->store);
   scheduler_options sched;
   sched.run_concurrency = cfg.service.run_concurrency;
   sched.run_max_attempts = cfg.service.run_max_attempts;

@@ -146,14 +146,8 @@ caf::behavior chat_relay(caf::stateful_actor<chat_relay_state>* self, run_regist
     auto& s = self->state;
     if (s.ended)
       return;
-    protocol::agent_event e;
-    e.type = "error";
-    e.sequence = s.next_sequence;
-    e.run_id = s.spec.run_id;
-    e.session_id = s.spec.request.session_id;
-    e.timestamp = protocol::iso_now();
-    e.content = "Internal error: the run stopped unexpectedly";
-    e.metadata = R"({"error_type":"internal_error"})";
+    auto e = protocol::error_event(s.spec.run_id, s.spec.request.session_id, s.next_sequence,
+                                   "Internal error: the run stopped unexpectedly", "internal_error");
     if (s.streaming) {
       open_stream(self);
       s.stream->send(protocol::to_sse_frame(e));

@@ -344,6 +344,17 @@ public:
     return insert_event(run_id, e);
   }
 
+  // Ends the attempt the store itself ends (cancel, recovery) with its `error` event at the run's next
+  // sequence, so a stream of the run replays a terminal event (AS-14, AS-90).
+  void append_error(run_record& r, std::string message, const char* error_type) {
+    auto e = protocol::error_event(r.run_id, r.session_id, r.event_count, std::move(message), error_type);
+    insert_event(r.run_id, {e.sequence, e.type, protocol::to_json(e)});
+    r.event_count += 1;
+    auto q = sql("UPDATE runs SET event_count = ?2 WHERE run_id = ?1");
+    q.bind(1, r.run_id).bind(2, r.event_count);
+    q.done();
+  }
+
   bool insert_event(const std::string& run_id, const stored_event& e) {
     auto q = sql("INSERT INTO run_events (run_id, sequence, type, payload) VALUES (?1, ?2, ?3, ?4)");
     q.bind(1, run_id).bind(2, e.sequence).bind(3, e.type).bind(4, e.json);
@@ -659,7 +670,9 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
     [=](begin_chat_atom, run_record& r, std::string& worker_id, double lease_seconds) {
       return write<run_record>(self, [=, r = std::move(r)](database& db) mutable -> result_t {
         if (auto stored = db.get_run(r.run_id)) {
-          if (stored->run_kind != "chat" || !protocol::is_terminal(stored->status))
+          // AS-10: only the caller's own terminal chat run reopens; another caller's run is never touched.
+          if (stored->run_kind != "chat" || !protocol::is_terminal(stored->status)
+              || stored->tenant_key != r.tenant_key || stored->user_key != r.user_key)
             return make_error(errc::conflict, "Run already exists");
         } else {
           r = accepted(std::move(r));
@@ -735,10 +748,13 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
           auto r = *db.get_run(id);
           r.lease_epoch += 1;
           if (r.attempts < r.max_attempts) {
+            db.append_error(r, "Recovered stale running lease", "lease_expired");
             db.requeue(id, r.lease_epoch, "Recovered stale running lease", 0);
             ++report.requeued;
           } else {
+            db.append_error(r, "Run lease expired and no attempts remain", "lease_expired");
             db.finish(r, "failed", "Run lease expired and no attempts remain", facts_of(r));
+            report.failed_run_ids.push_back(id);
             ++report.failed;
           }
         }
@@ -753,21 +769,8 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
         if (protocol::is_terminal(r->status))
           return std::move(*r);
         r->lease_epoch += 1;
-        if (r->status == "running") {
-          protocol::agent_event e;
-          e.type = "error";
-          e.sequence = r->event_count;
-          e.run_id = r->run_id;
-          e.session_id = r->session_id;
-          e.timestamp = protocol::iso_now();
-          e.content = "Run cancelled";
-          e.metadata = R"({"error_type":"CancelledError"})";
-          db.insert_event(r->run_id, {e.sequence, e.type, protocol::to_json(e)});
-          r->event_count += 1;
-          auto q = db.sql("UPDATE runs SET event_count = ?2 WHERE run_id = ?1");
-          q.bind(1, r->run_id).bind(2, r->event_count);
-          q.done();
-        }
+        if (r->status == "running")
+          db.append_error(*r, "Run cancelled", "CancelledError");
         auto facts = facts_of(*r);
         return db.finish(std::move(*r), "cancelled", "Run cancelled", facts);
       });

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace troupe::protocol {
@@ -25,6 +26,11 @@ struct agent_event {
   std::optional<std::string> approval_request_id;
   std::string metadata = "{}"; // JSON object text
 };
+
+// The `error` event that ends an attempt (AS-14, AS-90), stamped now: `content` is the message and
+// `metadata.error_type` says what ended it.
+agent_event error_event(std::string run_id, std::string session_id, int64_t sequence, std::string message,
+                        std::string_view error_type);
 
 // The one-line JSON payload with every key of AS-12; inapplicable keys are null.
 std::string to_json(const agent_event& e);

@@ -210,7 +210,8 @@ std::string audit_json(const audit_record& r) {
     else
       w.Null();
     w.Key("result_summary");
-    auto summary = utf8_prefix(r.result_summary, summary_chars);
+    auto redacted = redact_text(r.result_summary); // before the cut, so no part of a secret is left
+    auto summary = utf8_prefix(redacted, summary_chars);
     w.String(summary.data(), static_cast<rapidjson::SizeType>(summary.size()));
     w.Key("created_at");
     w.String(r.created_at);

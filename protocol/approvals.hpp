@@ -88,7 +88,7 @@ struct audit_record {
   std::string created_at;
 };
 
-// The record with its tool_args redacted (AS-85) and result_summary cut to 500 characters.
+// The record with its tool_args and result_summary redacted (AS-85), the summary cut to 500 characters.
 std::string audit_json(const audit_record& r);
 
 } // namespace troupe::protocol

@@ -349,6 +349,24 @@ scenario('cancelling a background run that waits on an approval denies the appro
     `nothing ran after the cancellation: ${types(events)}`);
 });
 
+scenario('background runs waiting on an approval hold no concurrency slot: another run starts and completes meanwhile, and the approved run finishes after (AS-46, AS-53)', async (s) => {
+  const troupe = await s.troupe({
+    config: { service: { run_concurrency: 1 }, model: { script: rm_script(), scripts: { quick: [{ content: 'quick answer' }] } } },
+  });
+  await post_run(troupe, { messages: [user('remove test.txt')], user_key: 'pska:sam', metadata: { run_id: 'slot-waiting' } });
+  const [pending] = await pending_of(troupe, 'slot-waiting');
+  await post_run(troupe, { messages: [user('quick one')], model: 'scripted:quick', metadata: { run_id: 'slot-next' } });
+  const next = await wait_run(troupe, 'slot-next', (r) => terminal.has(r.status),
+    { timeout_ms: 20_000, message: 'the queued run to run while the other waits on its approval' });
+  assert.equal(next.status, 'completed', JSON.stringify(next));
+  assert.equal((await get_run(troupe, 'slot-waiting')).status, 'running', 'the waiting run still waits');
+
+  assert.equal((await resolve(troupe, pending.request_id, 'approve')).status, 200);
+  const run = await wait_run(troupe, 'slot-waiting', (r) => terminal.has(r.status), { message: 'the approved run to end' });
+  assert.equal(run.status, 'completed', JSON.stringify(run));
+  assert.ok(!fs.existsSync(path.join(troupe.workspace('pska', 'pska_sam'), 'test.txt')), 'the approved command ran');
+});
+
 scenario('GET /v1/approvals filters, orders and pages the records and summarizes the filtered set (AS-47), and unknown ids are 404 (AS-48)', async (s) => {
   const troupe = await s.troupe({
     config: {

@@ -218,3 +218,25 @@ scenario('a metadata.run_id naming a terminal chat run reopens it as attempt 2 w
   assert.equal(start.parent_event_id, `${run_id}:${n - 1}`);
   for (const f of frames.filter((x) => x.json)) assert.equal(f.id, String(f.json.sequence));
 });
+
+scenario('a metadata.run_id naming another caller\'s finished chat run is refused 409 and leaves that run and its trace untouched', async (s) => {
+  // AS-10, AS-84: only the caller's own terminal chat run reopens; tenants never touch each other's runs.
+  const troupe = await s.troupe({ config: { model: { script: [{ content: 'answer' }] } } });
+  const run_id = `owned-${Date.now()}`;
+  const owner = await troupe.chat({ messages: [user('mine')], user_key: 'acme:alice', metadata: { run_id } });
+  assert.equal(owner.status, 200, owner.text);
+  const run_before = (await troupe.request('GET', `/v1/runs/${run_id}`)).json;
+  const trace_before = (await troupe.request('GET', `/v1/traces/${run_id}`)).json;
+
+  for (const user_key of ['evil:mallory', 'acme:bob']) {
+    const intruder = await troupe.chat({ messages: [user('overwrite')], user_key, metadata: { run_id } });
+    assert.equal(intruder.status, 409, `${user_key}: ${intruder.text}`);
+    assert.deepEqual(intruder.json, { detail: 'Run already exists' });
+  }
+  assert.deepEqual((await troupe.request('GET', `/v1/runs/${run_id}`)).json, run_before);
+  assert.deepEqual((await troupe.request('GET', `/v1/traces/${run_id}`)).json, trace_before);
+
+  const again = await troupe.chat({ messages: [user('mine again')], user_key: 'acme:alice', metadata: { run_id } });
+  assert.equal(again.status, 200, again.text);
+  assert.equal(again.json.events[0].metadata.attempt, 2, 'the owner still reopens it');
+});

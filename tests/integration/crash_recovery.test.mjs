@@ -2,7 +2,7 @@
 // are recovered at once by the next `troupe serve` on the same data dir; the retried attempt continues
 // the same event log. (Two live processes on one data dir are refused: lifecycle.test.mjs.)
 import assert from 'node:assert/strict';
-import { get_run, scenario, timestamp_re, until, user } from './harness.mjs';
+import { check_event_stream, get_run, open_sse, scenario, timestamp_re, until, user } from './harness.mjs';
 
 const terminal = new Set(['completed', 'failed', 'cancelled']);
 const recovered_error = 'Recovered stale running lease';
@@ -172,6 +172,11 @@ scenario('a run still queued at the crash runs once after restart while the runn
   assert.equal(running.attempts, 2);
   const r_parts = check_recovered_log(running, await all_events(second, 'cq-running'));
   assert.equal(r_parts.length, 2);
+  // AS-14: the interrupted first attempt ends with the error recovery stored for it
+  const first_end = r_parts[0][r_parts[0].length - 1];
+  assert.equal(first_end.type, 'error', types(r_parts[0]));
+  assert.equal(first_end.content, recovered_error);
+  assert.equal(first_end.metadata.error_type, 'lease_expired');
 
   const queued = done.get('cq-queued');
   assert.equal(queued.status, 'completed', JSON.stringify(queued));
@@ -209,4 +214,45 @@ scenario('a run interrupted on its last allowed attempt is failed by recovery wi
   const parts = check_recovered_log(run, events);
   assert.equal(parts.length, 1, `no new attempt was started: ${types(events)}`);
   assert.ok(!events.some((e) => e.type === 'session_end'));
+  const last = events[events.length - 1];
+  assert.equal(last.type, 'error', `the failed run's log ends with its error (AS-14): ${types(events)}`);
+  assert.equal(last.content, 'Run lease expired and no attempts remain');
+  assert.equal(run.event_count, events.length);
+});
+
+async function replay_stream(troupe, run_id) {
+  const stream = await open_sse(`${troupe.url}/v1/runs/${encodeURIComponent(run_id)}/stream`, { method: 'GET' });
+  assert.equal(stream.status, 200, stream.body);
+  const { frames } = await stream.finished;
+  return check_event_stream(frames, { run_id });
+}
+
+scenario('a chat run killed while it waits on an approval is failed by recovery: its stream replays a terminal error and ends, and its approval can no longer be approved (AS-14, AS-48, AS-81, AS-83, AS-90)', async (s) => {
+  const config = {
+    model: { script: [{ content: 'Removing it.', tool_calls: [{ name: 'exec', arguments: { command: 'rm keep.txt' } }] }, { content: 'done' }] },
+  };
+  const first = await s.troupe({ config });
+  const chat = await first.stream({ messages: [user('remove keep.txt')], user_key: 'pska:gone', metadata: { run_id: 'chat-gone' } });
+  assert.equal(chat.status, 200, chat.body);
+  const ask = (await chat.wait_for((f) => f.event === 'ask_user', 20_000)).json;
+  const id = ask.approval_request_id;
+  await kill9(first);
+
+  const second = await s.troupe({ config, data_dir: first.data_dir });
+  const run = await get_run(second, 'chat-gone');
+  assert.equal(run.status, 'failed', JSON.stringify(run));
+  const events = await replay_stream(second, 'chat-gone');
+  const last = events[events.length - 1];
+  assert.equal(last.type, 'error', `the replay ends with the run's error: ${types(events)}`);
+  assert.equal(last.content, 'Run lease expired and no attempts remain');
+  assert.equal(last.sequence, ask.sequence + 1);
+  assert.equal(run.event_count, events.length);
+
+  const approve = await second.request('POST', `/v1/approvals/${id}/approve`, { body: {} });
+  assert.equal(approve.status, 404, approve.text);
+  assert.equal(approve.json.detail, 'Approval request not found or already resolved');
+  const record = (await second.request('GET', `/v1/approvals/${id}`)).json.approval;
+  assert.equal(record.status, 'denied', JSON.stringify(record));
+  assert.equal(record.resolution_reason, 'run_terminated');
+  assert.equal(record.approved, false);
 });

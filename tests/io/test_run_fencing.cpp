@@ -1,11 +1,13 @@
 // Lease fencing at the actor tier (AS-82, AS-83) with the real SQLite store: a run registry claims a
 // background run, a simulated second worker takes its lease over, and the first attempt must write
 // nothing more; the lease keeper renews the lease of a live run so recovery leaves it alone.
+#include "actors/approval_registry.hpp"
 #include "actors/errors.hpp"
 #include "actors/fake_ports.hpp"
 #include "actors/run_registry.hpp"
 #include "io/sqlite_store.hpp"
 #include "protocol/chat_request.hpp"
+#include "protocol/json.hpp"
 #include "protocol/timestamp.hpp"
 
 #include <caf/all.hpp>
@@ -117,7 +119,7 @@ struct node {
   run_registry_actor registry;
   caf::scoped_actor self{sys};
 
-  node(const std::string& db, scheduler_options options) {
+  node(const std::string& db, scheduler_options options, std::function<void(node&)> setup = {}) {
     auto s = io::spawn_sqlite_store(sys, db);
     if (auto err = std::get_if<std::string>(&s))
       FAIL("cannot open the store: " << *err);
@@ -126,6 +128,8 @@ struct node {
     env->tools = tools;
     env->store = store;
     env->workspaces_root = (std::filesystem::path(db).parent_path() / "workspaces").string();
+    if (setup)
+      setup(*this);
     // no tick is sent: recovery sweeps happen only when a test asks the store for one
     registry = spawn_run_registry(sys, env, std::move(options));
   }
@@ -135,6 +139,8 @@ struct node {
     self->send(registry, cancel_all_atom::value);
     self->request(registry, 5s, count_atom::value).receive([](uint64_t) {}, [](caf::error&) {});
     self->send_exit(registry, caf::exit_reason::user_shutdown);
+    if (env->approvals)
+      self->send_exit(env->approvals, caf::exit_reason::user_shutdown);
     self->send_exit(store, caf::exit_reason::user_shutdown);
   }
 
@@ -301,7 +307,7 @@ TEST_CASE("a lease stolen by a simulated second worker fences the first attempt:
   watcher w(n, "bg-stolen");
   auto held = take_over(n, "bg-stolen");
   CHECK(held.attempts == 2);
-  CHECK(held.event_count == running.event_count);
+  CHECK(held.event_count == running.event_count + 1); // recovery ended the first attempt with an error event
 
   // the first attempt now gets its model's answer and tries to finish the run at epoch 1
   REQUIRE(n.model->release(0, answer("the stale attempt's answer")));
@@ -312,13 +318,14 @@ TEST_CASE("a lease stolen by a simulated second worker fences the first attempt:
   CHECK(after.worker_id == "worker-b");
   CHECK(after.lease_epoch == 3);
   CHECK(after.attempts == 2);
-  CHECK(after.event_count == running.event_count);
+  CHECK(after.event_count == held.event_count);
   CHECK(after.completed_at.empty());
   CHECK(after.lease_expires_at == held.lease_expires_at);
   auto page = n.events("bg-stolen");
-  REQUIRE(page.events.size() == 1);
+  REQUIRE(page.events.size() == 2);
   CHECK(page.events[0].sequence == 0);
   CHECK(page.events[0].type == "session_start");
+  CHECK(page.events[1].type == "error");
   for (auto& e : page.events)
     CHECK(e.type != "session_end");
   caf::error no_trace;
@@ -334,9 +341,9 @@ TEST_CASE("a lease stolen by a simulated second worker fences the first attempt:
   CHECK(n.wait_for_live_attempts(0));
 
   // the new holder's writes are accepted: it continues the run's sequence
-  stored_event next{running.event_count, "session_start", R"({"type":"session_start"})"};
+  stored_event next{held.event_count, "session_start", R"({"type":"session_start"})"};
   CHECK(n.ok<bool>(n.store, append_atom::value, std::string("bg-stolen"), int64_t{3}, next));
-  CHECK(n.get("bg-stolen").event_count == running.event_count + 1);
+  CHECK(n.get("bg-stolen").event_count == held.event_count + 1);
 }
 
 TEST_CASE("a fenced attempt records nothing of its end in the session store either (AS-82)",
@@ -365,7 +372,7 @@ TEST_CASE("a fenced attempt records nothing of its end in the session store eith
 TEST_CASE("the lease keeper stops an attempt whose lease was taken over, without waiting for its model (AS-82)",
           "[fencing][store][registry]") {
   node n(fresh_db("keeper-fences"), node::options(0.6)); // renewals every 0.2 s
-  auto running = start_background_run(n, "bg-keeper");
+  start_background_run(n, "bg-keeper");
   watcher w(n, "bg-keeper");
   auto held = take_over(n, "bg-keeper");
   // the model is never answered: the failed renewal alone must stop the attempt
@@ -376,8 +383,8 @@ TEST_CASE("the lease keeper stops an attempt whose lease was taken over, without
   CHECK(after.status == "running");
   CHECK(after.worker_id == "worker-b");
   CHECK(after.lease_epoch == held.lease_epoch);
-  CHECK(after.event_count == running.event_count);
-  CHECK(n.events("bg-keeper").events.size() == static_cast<std::size_t>(running.event_count));
+  CHECK(after.event_count == held.event_count);
+  CHECK(n.events("bg-keeper").events.size() == static_cast<std::size_t>(held.event_count));
   CHECK(n.wait_for_live_attempts(0));
   CHECK(n.model->inferences() == 1); // the registry did not start another attempt of a run worker-b holds
 }
@@ -440,4 +447,89 @@ TEST_CASE("the lease keeper renews a live run's lease, so recovery leaves the he
     types.push_back(e.type);
   CHECK(types == std::vector<std::string>{"session_start", "think", "step_end", "session_end"});
   CHECK(n.model->inferences() == 1);
+}
+
+TEST_CASE("a background run waiting on an approval gives its slot to a queued run and takes one back before it "
+          "continues (AS-46, AS-53)",
+          "[registry][approvals]") {
+  auto options = node::options(300);
+  options.run_concurrency = 1;
+  node n(fresh_db("approval-slot"), options, [](node& at_start) {
+    at_start.env->approvals = spawn_approval_registry(at_start.sys, at_start.store);
+    at_start.env->policy.tool_rules["echo"].action = "require_approval";
+  });
+  n.submit("bg-waiting");
+  REQUIRE(n.model->wait_for_inferences(1));
+  protocol::model_outcome call = answer("");
+  call.reply.tool_calls.push_back({"c1", "echo", R"({"x":1})"});
+  REQUIRE(n.model->release(0, call));
+  // session_start, think, tool_call, step_end, ask_user: the run now waits on its approval
+  REQUIRE(n.wait_for_run("bg-waiting", [](const run_record& r) { return r.event_count >= 5; }));
+
+  // the only slot is free while it waits, so the next queued run starts
+  n.submit("bg-next");
+  REQUIRE(n.model->wait_for_inferences(2));
+
+  protocol::approval_query of_run;
+  of_run.filters["run_id"] = "bg-waiting";
+  auto pending = n.ok<approval_list>(n.store, list_approvals_atom::value, of_run);
+  REQUIRE(pending.page.size() == 1);
+  n.tools->push({"echoed", false});
+  auto approved = n.ok<protocol::approval_record>(n.env->approvals, resolve_atom::value, pending.page[0].request_id,
+                                                  true, std::string());
+  CHECK(approved.status == "approved");
+
+  // bg-next holds the slot until it ends; only then does the approved call run
+  REQUIRE(n.model->release(1, answer("next done")));
+  REQUIRE(n.wait_for_run("bg-next", [](const run_record& r) { return r.status == "completed"; }));
+  REQUIRE(n.model->wait_for_inferences(3));
+  REQUIRE(n.model->release(2, answer("waiting done")));
+  run_record done;
+  REQUIRE(n.wait_for_run("bg-waiting", [&](const run_record& r) {
+    done = r;
+    return protocol::is_terminal(r.status);
+  }));
+  CHECK(done.status == "completed");
+  std::string tool_ran_at;
+  for (auto& e : n.events("bg-waiting").events)
+    if (e.type == "tool_result") {
+      auto doc = protocol::json::parse(e.json);
+      REQUIRE(doc);
+      tool_ran_at = protocol::json::get_string(*doc, "timestamp");
+    }
+  REQUIRE_FALSE(tool_ran_at.empty());
+  CHECK(tool_ran_at >= n.get("bg-next").completed_at);
+  CHECK(n.tools->requests().size() == 1);
+  CHECK(n.wait_for_live_attempts(0));
+}
+
+TEST_CASE("a run the recovery sweep fails is announced to whoever follows it, since no attempt will (AS-74, AS-83)",
+          "[registry][recovery]") {
+  node n(fresh_db("sweep-announces"), node::options(300));
+  // a chat run whose attempt is gone: begun under a short lease that nobody renews
+  run_record r;
+  r.run_id = "chat-orphan";
+  r.run_kind = "chat";
+  r.session_id = "s1";
+  r.tenant_key = "t";
+  r.user_key = "t:u";
+  r.max_attempts = 1;
+  n.ok<run_record>(n.store, begin_chat_atom::value, r, std::string("worker-gone"), 0.2);
+  caf::scoped_actor follower{n.sys};
+  auto follower_handle = caf::actor_cast<caf::actor>(follower);
+  CHECK(n.ok<bool>(n.registry, subscribe_atom::value, std::string("chat-orphan"), follower_handle));
+  REQUIRE(n.wait_for_run("chat-orphan", [](const run_record& x) {
+    auto lease = protocol::parse_iso_timestamp(x.lease_expires_at);
+    return lease && *lease < std::chrono::system_clock::now();
+  }));
+
+  n.self->send(n.registry, tick_atom::value);
+  run_result ended;
+  follower->receive([&](run_end_atom, const run_result& res) { ended = res; },
+                    caf::after(10s) >> [] { FAIL("the follower was never told the run ended"); });
+  CHECK(ended.run_id == "chat-orphan");
+  CHECK(ended.status == "failed");
+  auto page = n.events("chat-orphan");
+  REQUIRE(page.events.size() == 1);
+  CHECK(page.events[0].type == "error"); // what a stream reads once told
 }

@@ -428,11 +428,11 @@ TEST_CASE("once recovery bumps the epoch, writes at the old epoch are refused an
   CHECK(recovered.last_error == "Recovered stale running lease");
   CHECK(recovered.lease_expires_at.empty());
 
-  auto append = store_client::refused(c.append("r1", 1, 1, "think"));
+  auto append = store_client::refused(c.append("r1", 1, 2, "think"));
   CHECK(code_of(append) == errc::conflict);
   auto page = store_client::ok(c.events("r1", -1, 0));
-  CHECK(sequences(page) == std::vector<int64_t>{0});
-  CHECK(page.run.event_count == 1);
+  CHECK(sequences(page) == std::vector<int64_t>{0, 1}); // session_start, then the error ending the attempt
+  CHECK(page.run.event_count == 2);
 
   auto done = transition_of(r, "completed");
   done.trace.final_content = "stale answer";
@@ -464,12 +464,12 @@ TEST_CASE("once another worker claims the run, the old attempt's writes are refu
   auto second = taken.runs[0];
   CHECK(second.lease_epoch == 3);
   CHECK(second.attempts == 2);
-  CHECK(second.event_count == 1);
+  CHECK(second.event_count == 2); // session_start, then the error ending the first attempt
 
   // the first attempt, still running somewhere, tries to continue at epoch 1
-  CHECK(code_of(store_client::refused(c.append("r1", first.lease_epoch, 1, "think"))) == errc::conflict);
+  CHECK(code_of(store_client::refused(c.append("r1", first.lease_epoch, 2, "think"))) == errc::conflict);
   // the recovered epoch 2 never held the run: it is refused too
-  CHECK(code_of(store_client::refused(c.append("r1", 2, 1, "think"))) == errc::conflict);
+  CHECK(code_of(store_client::refused(c.append("r1", 2, 2, "think"))) == errc::conflict);
   CHECK(code_of(store_client::refused(c.transition(transition_of(first, "completed")))) == errc::conflict);
   CHECK(code_of(store_client::refused(c.renew("r1", first.lease_epoch, 600))) == errc::conflict);
 
@@ -477,17 +477,17 @@ TEST_CASE("once another worker claims the run, the old attempt's writes are refu
   CHECK(held.status == "running");
   CHECK(held.worker_id == "worker-2");
   CHECK(held.lease_epoch == 3);
-  CHECK(held.event_count == 1);
+  CHECK(held.event_count == 2);
   CHECK(held.lease_expires_at == second.lease_expires_at); // the refused renewal moved nothing
-  CHECK(sequences(store_client::ok(c.events("r1", -1, 0))) == std::vector<int64_t>{0});
+  CHECK(sequences(store_client::ok(c.events("r1", -1, 0))) == std::vector<int64_t>{0, 1});
 
   // the holder continues the shared sequence
-  CHECK(store_client::ok(c.append("r1", 3, 1, "session_start")));
+  CHECK(store_client::ok(c.append("r1", 3, 2, "session_start")));
   CHECK(store_client::ok(c.renew("r1", 3, 600)));
   CHECK(seconds_until(store_client::ok(c.get("r1")).lease_expires_at) > 500);
   auto finished = store_client::ok(c.transition(transition_of(second, "completed")));
   CHECK(finished.status == "completed");
-  CHECK(finished.event_count == 2);
+  CHECK(finished.event_count == 3);
 }
 
 TEST_CASE("a terminal run refuses appends and renewals even at its last epoch (AS-82)", "[store][runs][fencing]") {
@@ -563,7 +563,7 @@ TEST_CASE("recovery fails a run whose lease expired with no attempts left, and w
   CHECK(failed.lease_epoch == r.lease_epoch + 1);
   CHECK_FALSE(failed.completed_at.empty());
   CHECK(failed.lease_expires_at.empty());
-  CHECK(failed.event_count == 1);
+  CHECK(failed.event_count == 2); // session_start, then the error ending the attempt
 
   auto trace = store_client::ok(c.trace("r1"));
   CHECK(json_string(trace, "run_id") == "r1");
@@ -727,6 +727,76 @@ TEST_CASE("begin_chat refuses a run id that a live chat run or any background ru
   CHECK(code_of(store_client::refused(c.begin_chat(store_client::run("bg1", 1, "s1", "chat"), "worker-1", 30)))
         == errc::conflict);
   CHECK(store_client::ok(c.get("bg1")).status == "cancelled");
+}
+
+TEST_CASE("begin_chat refuses another caller's finished chat run and leaves its attempts, events and trace alone "
+          "(AS-10, AS-84)",
+          "[store][runs][chat]") {
+  store_client c(fresh_db("chat-foreign"));
+  auto first = store_client::ok(c.begin_chat(store_client::run("chat1", 1, "s1", "chat"), "worker-1", 30));
+  store_client::ok(c.append("chat1", first.lease_epoch, 0, "session_start"));
+  auto t = transition_of(first, "completed");
+  t.trace.final_content = "the owner's answer";
+  store_client::ok(c.transition(t));
+  auto trace_before = store_client::ok(c.trace("chat1"));
+
+  auto other_tenant = store_client::run("chat1", 1, "s1", "chat");
+  other_tenant.tenant_key = "mallory";
+  other_tenant.user_key = "mallory:m";
+  auto other_user = store_client::run("chat1", 1, "s1", "chat");
+  other_user.user_key = "t:someone-else";
+  for (auto& intruder : {other_tenant, other_user}) {
+    auto err = store_client::refused(c.begin_chat(intruder, "worker-2", 30));
+    CHECK(code_of(err) == errc::conflict);
+    CHECK(message_of(err) == "Run already exists");
+  }
+  auto stored = store_client::ok(c.get("chat1"));
+  CHECK(stored.status == "completed");
+  CHECK(stored.attempts == 1);
+  CHECK(stored.lease_epoch == first.lease_epoch);
+  CHECK(store_client::ok(c.trace("chat1")) == trace_before);
+  // the owner still reopens it
+  CHECK(store_client::ok(c.begin_chat(store_client::run("chat1", 1, "s1", "chat"), "worker-3", 30)).attempts == 2);
+}
+
+TEST_CASE("recovery ends every recovered attempt with an error event at its next sequence, re-queued or failed "
+          "(AS-14, AS-83, AS-90)",
+          "[store][runs][recovery]") {
+  store_client c(fresh_db("recover-error-event"));
+  auto retried = c.create_and_claim("bg", "worker-1", 600, 3);
+  store_client::ok(c.append("bg", retried.lease_epoch, 0, "session_start"));
+  auto chat = store_client::ok(c.begin_chat(store_client::run("chat1", 1, "s2", "chat"), "worker-1", 600));
+  store_client::ok(c.append("chat1", chat.lease_epoch, 0, "session_start"));
+  store_client::ok(c.append("chat1", chat.lease_epoch, 1, "ask_user"));
+
+  auto report = store_client::ok(c.recover(true));
+  CHECK(report.requeued == 1);
+  CHECK(report.failed == 1);
+  CHECK(report.failed_run_ids == std::vector<std::string>{"chat1"});
+
+  auto bg = store_client::ok(c.events("bg", -1, 0));
+  REQUIRE(sequences(bg) == std::vector<int64_t>{0, 1});
+  CHECK(bg.events[1].type == "error");
+  CHECK(json_string(bg.events[1].json, "content") == "Recovered stale running lease");
+  CHECK(json_string(bg.events[1].json, "session_id") == "s1");
+  CHECK(json_string(bg.events[1].json, "event_id") == "bg:1");
+  CHECK(bg.events[1].json.find(R"("error_type":"lease_expired")") != std::string::npos);
+  CHECK(bg.run.status == "queued");
+  CHECK(bg.run.event_count == 2);
+
+  auto failed = store_client::ok(c.events("chat1", -1, 0));
+  REQUIRE(sequences(failed) == std::vector<int64_t>{0, 1, 2});
+  CHECK(failed.events[2].type == "error");
+  CHECK(json_string(failed.events[2].json, "content") == "Run lease expired and no attempts remain");
+  CHECK(failed.run.status == "failed");
+  CHECK(failed.run.event_count == 3);
+  CHECK(json_string(store_client::ok(c.trace("chat1")), "status") == "failed");
+
+  // the next attempt of the re-queued run continues after the error event
+  auto next = store_client::ok(c.claim("worker-2", 60, 1));
+  REQUIRE(next.runs.size() == 1);
+  CHECK(next.runs[0].event_count == 2);
+  CHECK(store_client::ok(c.append("bg", next.runs[0].lease_epoch, 2, "session_start")));
 }
 
 TEST_CASE("a terminal transition writes a trace readable by id and in the newest-first trace list (AS-55)",
