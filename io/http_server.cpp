@@ -16,6 +16,8 @@
 #include <boost/beast/websocket.hpp>
 #include <spdlog/spdlog.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <array>
@@ -682,8 +684,10 @@ private:
   void on_read(beast::error_code ec) {
     if (phase_ == phase::closed)
       return;
-    if (ec == http::error::body_limit)
-      return refuse_before_body(body_too_large(protocol::dialect_for_path(head_.path)));
+    if (ec == http::error::body_limit) { // also from the head alone, when Content-Length is over the limit
+      auto target = std::string(parser_->get().target());
+      return refuse_before_body(body_too_large(protocol::dialect_for_path(target.substr(0, target.find('?')))));
+    }
     if (ec) {
       if (ec != http::error::end_of_stream && ec != beast::error::timeout && ec != net::error::connection_reset
           && buffer_.size() > 0) {
@@ -698,6 +702,7 @@ private:
     }
     auto msg = parser_->release();
     keep_alive_ = msg.keep_alive();
+    http11_ = msg.version() >= 11;
     auto upgradable = beast_ws::is_upgrade(msg);
     http_request req = std::move(head_);
     req.body = std::move(msg.body());
@@ -876,14 +881,14 @@ private:
 
   // While an answer is pending, a readable socket with nothing to read means the client shut its
   // sending side: it left, or it half-closed after its request and still reads the answer. Which of the
-  // two shows once something is written to it: a client that left answers with a reset, which the
-  // error watch reports. A stream is probed at once with a comment; a whole answer just goes out.
+  // two shows once something reaches it: a client that left answers with a reset. So the client is
+  // probed at once (an SSE comment on a stream, else an interim `102 Processing`, which HTTP/1.1
+  // clients skip), and its socket is checked for that reset until the answer is done.
   void start_watch() {
     if (watching_ || phase_ == phase::closed)
       return;
     watching_ = true;
-    auto wait = peer_half_closed_ ? tcp::socket::wait_error : tcp::socket::wait_read;
-    stream_.socket().async_wait(wait, [self = shared_from_this()](beast::error_code ec) {
+    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
       self->watching_ = false;
       if (self->resume_after_watch_) {
         self->resume_after_watch_ = false;
@@ -903,15 +908,38 @@ private:
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         self->client_gone();
       else if (n == 0) {
-        bool first = !self->peer_half_closed_;
-        self->peer_half_closed_ = true;
         self->keep_alive_ = false; // nothing more can be read from this client
-        if (first && self->phase_ == phase::streaming && !self->finishing_)
-          self->enqueue(chunk(protocol::sse_heartbeat()), 0);
-        self->start_watch();
+        self->probe_peer();
+        self->watch_half_closed();
       } else if (n < 0)
         self->start_watch();
       // else: the client pipelined its next request; it is read once this answer is done
+    });
+  }
+
+  void probe_peer() {
+    if (phase_ == phase::streaming && !finishing_)
+      enqueue(chunk(protocol::sse_heartbeat()), 0);
+    else if (phase_ == phase::handling && http11_) {
+      // Nothing else is being written in this phase, so one send of a few bytes goes out whole.
+      static constexpr char interim[] = "HTTP/1.1 102 Processing\r\n\r\n";
+      (void)::send(stream_.socket().native_handle(), interim, sizeof interim - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+  }
+
+  void watch_half_closed() {
+    half_closed_check_.expires_after(std::chrono::milliseconds(50));
+    half_closed_check_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || self->phase_ == phase::closed || self->phase_ == phase::reading)
+        return;
+      // After the client's FIN a read reports end-of-stream even once a reset has come; the
+      // connection's state tells the reset.
+      tcp_info info{};
+      socklen_t size = sizeof info;
+      if (::getsockopt(self->stream_.socket().native_handle(), IPPROTO_TCP, TCP_INFO, &info, &size) != 0
+          || info.tcpi_state == TCP_CLOSE)
+        return self->client_gone();
+      self->watch_half_closed();
     });
   }
 
@@ -989,7 +1017,8 @@ private:
   bool finishing_ = false;
   bool draining_ = false;
   std::size_t drained_ = 0;
-  bool peer_half_closed_ = false; // the client shut its sending side after its request (EOF while answering)
+  bool http11_ = true;            // the request was HTTP/1.1: interim answers may be sent
+  net::steady_timer half_closed_check_{stream_.get_executor()}; // a half-closed client's reset, looked for
   std::function<void()> on_disconnect_;
   std::deque<queued> outbox_;
   std::vector<net::const_buffer> gathered_; // the buffers of the write in flight

@@ -52,8 +52,9 @@ function raw(port, chunks, { half_close = false, timeout_ms = 10_000 } = {}) {
   });
 }
 
+// The final status of a raw answer; interim 1xx answers before it are skipped.
 function status_of(text) {
-  const m = text.match(/^HTTP\/1\.1 (\d{3})/);
+  const m = text.replace(/^(HTTP\/1\.1 1\d\d [^\r]*\r\n\r\n)+/, '').match(/^HTTP\/1\.1 (\d{3})/);
   return m ? Number(m[1]) : null;
 }
 

@@ -139,9 +139,14 @@ scenario('in jwt mode a valid HS256 token admits the caller on both caller endpo
   // With no tenant claim, the tenant is the user_key's prefix.
   await expect_identity(troupe, {}, bearer(jwt({ sub: 'pska:u1', exp })),
     { tenant_key: 'pska', user_key: 'pska:u1', subject: 'pska:u1', auth_provider: 'jwt' }, 'no tenant claim');
-  // A subject without ':' becomes sso:<sub>; with no iss the provider is "jwt"; no exp is accepted.
-  await expect_identity(troupe, {}, bearer(jwt({ sub: 'alice' })),
+  // A subject without ':' becomes sso:<sub>; with no iss the provider is "jwt".
+  await expect_identity(troupe, {}, bearer(jwt({ sub: 'alice', exp })),
     { tenant_key: 'sso', user_key: 'sso:alice', subject: 'alice', auth_provider: 'jwt' }, 'sub without a colon');
+  // A token without exp would never expire: refused unless auth.jwt_require_exp is false (issue 15 #9).
+  await expect_refusal(troupe, hi, bearer(jwt({ sub: 'alice' })), 401, 'JWT exp claim required', 'no exp');
+  const lenient = await s.troupe({ config: { ...quick, service: { service_token }, auth: { mode: 'jwt', jwt_secret: secret, jwt_require_exp: false } } });
+  await expect_identity(lenient, {}, bearer(jwt({ sub: 'alice' })),
+    { tenant_key: 'sso', user_key: 'sso:alice', subject: 'alice', auth_provider: 'jwt' }, 'no exp, allowed by config');
 });
 
 scenario('in jwt mode a missing, expired, not-yet-valid, wrongly signed, wrong-issuer, wrong-audience or subject-less token is refused 401 with its AS-6 detail', async (s) => {
@@ -185,7 +190,7 @@ scenario('jwt mode without a key answers 500 JWT auth requires jwt_secret, and j
   const keyless = await s.troupe({
     config: { ...quick, service: { service_token }, auth: { mode: 'jwt', jwt_secret_env: 'IDENTITY_IT_UNSET_KEY' } },
   });
-  await expect_refusal(keyless, hi, bearer(jwt({ sub: 'pska:u1' })), 500, 'JWT auth requires jwt_secret',
+  await expect_refusal(keyless, hi, bearer(jwt({ sub: 'pska:u1', exp: now_s() + 600 })), 500, 'JWT auth requires jwt_secret',
     'a token with no key configured');
   // The service token still works (AS-4).
   await expect_identity(keyless, { user_key: 'pska:svc' }, op,
@@ -196,7 +201,7 @@ scenario('jwt mode without a key answers 500 JWT auth requires jwt_secret, and j
     config: { ...quick, service: { service_token }, auth: { mode: 'jwt', jwt_secret_env: 'IDENTITY_IT_JWT_KEY' } },
     env: { IDENTITY_IT_JWT_KEY: 'key-from-the-environment' },
   });
-  await expect_identity(from_env, {}, bearer(jwt({ sub: 'corp:u9' }, 'key-from-the-environment')),
+  await expect_identity(from_env, {}, bearer(jwt({ sub: 'corp:u9', exp: now_s() + 600 }, 'key-from-the-environment')),
     { tenant_key: 'corp', user_key: 'corp:u9', subject: 'corp:u9', auth_provider: 'jwt' },
     'a token signed with the environment key');
   await expect_refusal(from_env, hi, bearer(jwt({ sub: 'corp:u9' }, secret)), 401, 'JWT signature is invalid',
