@@ -4,11 +4,13 @@
 #include "actors/errors.hpp"
 #include "actors/tool_router.hpp"
 #include "protocol/json.hpp"
+#include "protocol/mcp.hpp"
 #include "protocol/utf8.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -386,15 +388,23 @@ const std::shared_ptr<tool_router>& serves(const run_state& st, const std::strin
   return st.env->tools;
 }
 
-// The gateway calls the stream has pending, as the loop runs them (RS-25). A call to a tool its
-// server does not register has no port: the gate refuses it.
+// Whether this request offers `tool` of `server_label` (RS-30): one of its servers' tools.
+bool offered(const run_state& st, const std::string& server_label, const std::string& tool) {
+  return std::any_of(st.routes.begin(), st.routes.end(), [&](const auto& r) {
+    return r.second.server_label == server_label && r.second.tool == tool;
+  });
+}
+
+// The gateway calls the stream has pending, as the loop runs them (RS-25). A call to a tool the
+// request does not offer, or its server does not register, has no port: the gate refuses it.
 std::vector<loop_call> pending_calls(run_state& st) {
   std::vector<loop_call> calls;
   for (auto& p : st.stream->take_pending()) {
     loop_call c;
     c.ref = p.output_position;
     auto& tools = serves(st, p.server_label);
-    auto name = tools ? tools->registered_name(p.server_label, p.tool) : std::string();
+    auto name = tools && offered(st, p.server_label, p.tool) ? tools->registered_name(p.server_label, p.tool)
+                                                             : std::string();
     if (!name.empty())
       c.port = tools;
     c.invocation.run_id = st.job.id;
@@ -562,13 +572,20 @@ struct response_dialect : loop_dialect {
     return true;
   }
 
+  // Only an offered tool runs, and only with the arguments the model gave (RS-25): arguments that are
+  // not a JSON object are refused, never replaced.
   admission admit_call(const loop_call& call, std::string& refusal) override {
-    if (call.port)
-      return admission::run;
     auto& p = self->state.stream->output()[call.ref];
-    refusal = mcp_error("mcp_protocol_error",
-                        "Unknown tool '" + p.name + "' on MCP server '" + p.server_label + "'", -32602);
-    return admission::refuse;
+    if (!call.port) {
+      refusal = mcp_error("mcp_protocol_error",
+                          "Unknown tool '" + p.name + "' on MCP server '" + p.server_label + "'", -32602);
+      return admission::refuse;
+    }
+    if (auto why = protocol::tool_arguments_error(call.invocation.arguments)) {
+      refusal = mcp_error("mcp_protocol_error", "Invalid arguments for tool '" + p.name + "': " + *why, -32602);
+      return admission::refuse;
+    }
+    return admission::run;
   }
 
   // Ends the call's item (RS-25, RS-34): its output, else an error object.

@@ -818,6 +818,82 @@ scenario('with max_tool_calls 1 and two gateway calls in one round, one mcp_call
     `RS-24: once the budget is spent no gateway tool is offered: ${chat_tool_names(reqs[1])}`);
 });
 
+scenario('a gateway call whose arguments are not a JSON object, or to an MCP tool the request does not offer, never runs: its mcp_call ends failed, the model is told why, and no function_call or mcp__ name reaches the client (RS-25, RS-31)', async (s) => {
+  // Issue 15 finding 13.
+  const mcp = fake_mcp(s);
+  const { up, troupe } = await gateway(s, { config: { mcp: { servers: [mcp.server] } } });
+  await wait_mcp_ready(troupe, ['fake'], mcp_ready_timeout_ms);
+  await up.script([
+    { tool_calls: [
+      { id: 'call_broken', name: 'mcp__fake__echo', arguments: '{"text": "hi"' },
+      { id: 'call_unoffered', name: 'mcp__fake__touch', arguments: '{"marker":"unoffered"}' },
+      { id: 'call_ghost', name: 'mcp__ghost__wipe', arguments: '{}' },
+    ] },
+    { content: 'Understood.' },
+  ]);
+  const tools = [{ type: 'mcp', server_label: 'fake', require_approval: 'never', allowed_tools: ['echo'] }];
+  const res = await post(troupe, { input: 'Go.', tools });
+  assert.equal(res.status, 200, res.text);
+  const output = res.json.output;
+  assert.deepEqual(output.map((i) => i.type), ['mcp_list_tools', 'mcp_call', 'mcp_call', 'mcp_call', 'message'], JSON.stringify(output));
+  const [broken, unoffered, ghost] = output.slice(1, 4);
+  for (const call of [broken, unoffered, ghost]) {
+    assert.equal(call.status, 'failed', JSON.stringify(call));
+    assert.equal(call.error?.type, 'mcp_protocol_error', JSON.stringify(call));
+  }
+  assert.equal(broken.arguments, '{"text": "hi"', 'the item shows the arguments as the model gave them');
+  assert.match(broken.error.message, /^Invalid arguments for tool 'echo': arguments are not valid JSON: /, broken.error.message);
+  assert.equal(unoffered.error.message, "Unknown tool 'touch' on MCP server 'fake'");
+  assert.equal(ghost.error.message, "Unknown tool 'wipe' on MCP server 'ghost'");
+  assert.ok(!res.text.includes('mcp__'), `RS-31: clients never see the model-facing names: ${res.text}`);
+  assert.deepEqual(mcp.calls(), [], `no call reached the MCP server:\n${mcp.describe()}`);
+  assert.deepEqual(mcp.touches(), []);
+
+  const reqs = await up.requests();
+  assert.equal(reqs.length, 2, 'the model is asked again, with the errors');
+  const results = chat_results(reqs[1]);
+  const said = (id) => results.find((r) => r.id === id)?.output ?? ''; // gateway calls go upstream under their item ids
+  assert.match(said(broken.id), /"error":.*Invalid arguments for tool 'echo': arguments are not valid JSON/, JSON.stringify(results));
+  assert.match(said(unoffered.id), /"error":.*Unknown tool 'touch'/, JSON.stringify(results));
+  assert.match(said(ghost.id), /"error":.*Unknown tool 'wipe'/, JSON.stringify(results));
+});
+
+scenario('a call that needs approval but whose arguments are not JSON is not put to the client and never runs, nor does an approved request carrying such arguments (RS-33, RS-25)', async (s) => {
+  // Issue 15 finding 13: an approved call ran with {} instead of the arguments shown.
+  const mcp = fake_mcp(s);
+  const { up, troupe } = await gateway(s, { config: { mcp: { servers: [mcp.server] } } });
+  await wait_mcp_ready(troupe, ['fake'], mcp_ready_timeout_ms);
+  await up.script([
+    { tool_calls: [{ id: 'call_touch', name: 'mcp__fake__touch', arguments: '{"marker":' }] },
+    { content: 'It could not run.' },
+    { content: 'Nothing ran.' },
+  ]);
+  const tools = [{ type: 'mcp', server_label: 'fake', require_approval: 'always' }];
+  const first = await post(troupe, { input: 'Touch.', tools });
+  assert.equal(first.status, 200, first.text);
+  assert.deepEqual(first.json.output.map((i) => i.type), ['mcp_list_tools', 'mcp_call', 'message'], first.text);
+  const call = first.json.output[1];
+  assert.equal(call.status, 'failed');
+  assert.equal(call.arguments, '{"marker":');
+  assert.match(call.error.message, /arguments are not valid JSON/);
+
+  const second = await post(troupe, {
+    previous_response_id: first.json.id, tools,
+    input: [
+      { type: 'mcp_approval_request', id: 'mcpr_client_made', server_label: 'fake', name: 'touch', arguments: '{"marker":' },
+      { type: 'mcp_approval_response', approval_request_id: 'mcpr_client_made', approve: true },
+    ],
+  });
+  assert.equal(second.status, 200, second.text);
+  const approved = second.json.output.find((i) => i.type === 'mcp_call');
+  assert.ok(approved, second.text);
+  assert.equal(approved.approval_request_id, 'mcpr_client_made');
+  assert.equal(approved.status, 'failed', JSON.stringify(approved));
+  assert.match(approved.error.message, /arguments are not valid JSON/);
+  assert.deepEqual(mcp.calls(), [], `no call reached the MCP server:\n${mcp.describe()}`);
+  assert.deepEqual(mcp.touches(), []);
+});
+
 scenario('an upstream 4xx on round 2 (after a gateway call) is a 502 server_error for a non-streaming client, not a 400 (RS-43)', async (s) => {
   const mcp = fake_mcp(s);
   const { up, troupe } = await gateway(s, { config: { mcp: { servers: [mcp.server] } } });
