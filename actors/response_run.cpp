@@ -18,9 +18,10 @@ namespace troupe {
 
 namespace rs = protocol::responses;
 
-void live_responses::add(const std::string& id, response_run_actor run) {
+void live_responses::add(const std::string& id, response_run_actor run, const std::string& owner) {
   std::lock_guard<std::mutex> lock(mu_);
   runs_[id] = std::move(run);
+  owners_[id] = owner;
 }
 
 void live_responses::remove(const std::string& id) {
@@ -28,6 +29,7 @@ void live_responses::remove(const std::string& id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     runs_.erase(id);
+    owners_.erase(id);
     for (auto it = conversations_.begin(); it != conversations_.end();)
       it = it->second == id ? conversations_.erase(it) : std::next(it);
     for (auto it = waiting_.begin(); it != waiting_.end();)
@@ -55,25 +57,33 @@ void live_responses::start_background(const std::string& id, response_run_actor 
 }
 
 
-bool live_responses::claim_conversation(const std::string& conversation, const std::string& response_id) {
+bool live_responses::claim_conversation(const response_owner& owner, const std::string& conversation,
+                                        const std::string& response_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  return conversations_.emplace(conversation, response_id).second;
+  return conversations_.emplace(std::make_pair(owner.key, conversation), response_id).second;
 }
 
-void live_responses::release_conversation(const std::string& conversation) {
+void live_responses::release_conversation(const response_owner& owner, const std::string& conversation) {
   std::lock_guard<std::mutex> lock(mu_);
-  conversations_.erase(conversation);
+  conversations_.erase({owner.key, conversation});
 }
 
-bool live_responses::conversation_busy(const std::string& conversation) const {
+bool live_responses::conversation_busy(const response_owner& owner, const std::string& conversation) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return conversations_.count(conversation) > 0;
+  return conversations_.count({owner.key, conversation}) > 0;
 }
 
 response_run_actor live_responses::find(const std::string& id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = runs_.find(id);
   return it == runs_.end() ? response_run_actor{} : it->second;
+}
+
+response_run_actor live_responses::find(const std::string& id, const response_owner& owner) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = runs_.find(id);
+  auto by = owners_.find(id);
+  return it == runs_.end() || by == owners_.end() || by->second != owner.key ? response_run_actor{} : it->second;
 }
 
 std::size_t live_responses::size() const {
@@ -250,6 +260,7 @@ response_row base_row(const response_job& job) {
   row.input_count = static_cast<int64_t>(row.history_item_ids.size());
   row.previous_response_id = job.req.previous_response_id;
   row.conversation_id = job.req.conversation_id;
+  row.owner = job.owner;
   return row;
 }
 
@@ -863,8 +874,9 @@ response_run_actor spawn_response_run(caf::actor_system& sys, std::shared_ptr<co
                                       std::shared_ptr<live_responses> live, response_job job, caf::actor waiter,
                                       std::shared_ptr<event_sink> sink) {
   auto id = job.id;
+  auto owner = job.owner;
   auto run = sys.spawn(response_run, std::move(env), live, std::move(job), std::move(waiter), std::move(sink));
-  live->add(id, run);
+  live->add(id, run, owner);
   return run;
 }
 

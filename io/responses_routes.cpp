@@ -5,6 +5,7 @@
 #include "io/http_client.hpp"
 #include "io/mcp_http_transport.hpp"
 #include "io/route_ask.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/ids.hpp"
 #include "protocol/json.hpp"
 #include "protocol/model_routing.hpp"
@@ -79,6 +80,17 @@ bool authorized(const context& ctx, const http_request& req) {
   auto given = auth.substr(7);
   return std::find(tokens.begin(), tokens.end(), given) != tokens.end()
          || std::find(keys.begin(), keys.end(), given) != keys.end();
+}
+
+// Who owns what this caller stores and may see it (issue 15 finding 9): the credential it was
+// admitted with, as a digest. Each API key and each service token is its own owner: the service
+// token is one more client here, not an administrator of others' responses. An open service (no
+// key, no token) has one owner, "", which is also the owner of rows stored before owners existed.
+response_owner owner_of(const context& ctx, const http_request& req) {
+  if (ctx.config.service.service_tokens.empty() && ctx.config.auth.api_keys.empty())
+    return {};
+  auto credential = protocol::presented_token(req.header("authorization"), req.header("x-fastreact-service-token"));
+  return {"sha256:" + protocol::sha256_hex(credential)};
 }
 
 // RS-2: a model no upstream serves is refused before any run starts, so a stream:true request gets
@@ -276,7 +288,7 @@ using creation_ptr = std::shared_ptr<creation>;
 
 void reject(creation_ptr c, const rs::api_error& e) {
   if (c->claimed)
-    c->ctx->live->release_conversation(c->job.req.conversation_id);
+    c->ctx->live->release_conversation({c->job.owner}, c->job.req.conversation_id);
   c->ex->respond(api_response(e));
 }
 
@@ -568,7 +580,7 @@ void rehydrate(caf::event_based_actor* self, creation_ptr c) {
   auto store = c->ctx->env->store;
   if (!req.previous_response_id.empty()) {
     auto prev = req.previous_response_id;
-    self->request(store, ask_timeout, get_response_atom::value, prev)
+    self->request(store, ask_timeout, get_response_atom::value, prev, response_owner{c->job.owner})
       .then(
         [=](response_row& row) {
           if (row.status == "queued" || row.status == "in_progress")
@@ -592,10 +604,10 @@ void rehydrate(caf::event_based_actor* self, creation_ptr c) {
   }
   if (!req.conversation_id.empty()) {
     auto conv = req.conversation_id;
-    if (!c->ctx->live->claim_conversation(conv, c->job.id))
+    if (!c->ctx->live->claim_conversation({c->job.owner}, conv, c->job.id))
       return reject(c, conversation_locked(conv));
     c->claimed = true;
-    self->request(store, ask_timeout, conversation_items_atom::value, conv)
+    self->request(store, ask_timeout, conversation_items_atom::value, conv, response_owner{c->job.owner})
       .then(
         [=](conversation_row& row, std::vector<stored_item>& items) {
           c->job.conversation_revision = row.revision;
@@ -625,15 +637,17 @@ void create_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchan
   c->job.input = c->job.req.input;
   c->job.id = protocol::uuid7_id("resp_");
   c->job.created_at = epoch_seconds();
+  c->job.owner = owner_of(*ctx, req).key;
   spawn_task(*ctx->sys, [c](caf::event_based_actor* self) { rehydrate(self, c); });
 }
 
 // ---- GET /v1/responses/{id} ----
 
-void replay(ctx_ptr ctx, std::shared_ptr<http_exchange> ex, const std::string& id, int64_t after) {
+void replay(ctx_ptr ctx, std::shared_ptr<http_exchange> ex, const std::string& id, const response_owner& owner,
+            int64_t after) {
   spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
     auto store = ctx->env->store;
-    self->request(store, ask_timeout, get_response_atom::value, id)
+    self->request(store, ask_timeout, get_response_atom::value, id, owner)
       .then(
         [=](response_row& row) {
           if (!row.background) {
@@ -670,6 +684,7 @@ void replay(ctx_ptr ctx, std::shared_ptr<http_exchange> ex, const std::string& i
 
 void get_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
   auto id = req.params["id"];
+  auto owner = owner_of(*ctx, req);
   if (auto s = req.query.find("stream"); s != req.query.end() && s->second == "true") {
     int64_t after = -1;
     if (auto it = req.query.find("starting_after"); it != req.query.end()) {
@@ -679,10 +694,10 @@ void get_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange>
         return ex->respond(api_response({400, "Invalid value for 'starting_after': '" + it->second + "'.",
                                          "starting_after", "invalid_value"}));
     }
-    return replay(ctx, std::move(ex), id, after);
+    return replay(ctx, std::move(ex), id, owner, after);
   }
   spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
-    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id)
+    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id, owner)
       .then(
         [=](response_row& row) {
           auto run = row.background ? ctx->live->find(id) : response_run_actor{};
@@ -701,15 +716,16 @@ void get_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange>
 
 void delete_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
   auto id = req.params["id"];
+  auto owner = owner_of(*ctx, req);
   spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
     auto store = ctx->env->store;
-    self->request(store, ask_timeout, get_response_atom::value, id)
+    self->request(store, ask_timeout, get_response_atom::value, id, owner)
       .then(
         [=](response_row& row) {
           if (row.status == "queued" || row.status == "in_progress")
             return ex->respond(
               api_response({400, "Cannot delete a response that is still in progress; cancel it first.", {}, {}}));
-          self->request(store, ask_timeout, delete_response_atom::value, id)
+          self->request(store, ask_timeout, delete_response_atom::value, id, owner)
             .then([=](bool) { ex->respond(json_response(200, deleted_json(id, "response"))); },
                   [=](caf::error& err) { ex->respond(api_response(store_failure(err))); });
         },
@@ -721,9 +737,10 @@ void delete_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchan
 
 void cancel_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
   auto id = req.params["id"];
+  auto owner = owner_of(*ctx, req);
   static const rs::api_error foreground{400, "Only responses created with background=true can be cancelled.", {}, {}};
   spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
-    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id)
+    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id, owner)
       .then(
         [=](response_row& row) {
           if (!row.background)
@@ -740,7 +757,7 @@ void cancel_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchan
             .then([=](std::string& snapshot) { ex->respond(json_response(200, snapshot)); },
                   [=](caf::error&) {
                     // The run ended meanwhile: what it stored is the answer.
-                    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id)
+                    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id, owner)
                       .then(
                         [=](response_row& now) {
                           if (now.status == "cancelled")
@@ -751,7 +768,7 @@ void cancel_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchan
                   });
         },
         [=](caf::error& err) {
-          if (code_of(err) == errc::not_found && ctx->live->find(id))
+          if (code_of(err) == errc::not_found && ctx->live->find(id, owner))
             return ex->respond(api_response(foreground));
           ex->respond(api_response(code_of(err) == errc::not_found ? response_not_found(id) : store_failure(err)));
         });
@@ -763,9 +780,10 @@ void input_items(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> 
   if (auto err = std::get_if<rs::api_error>(&page))
     return ex->respond(api_response(*err));
   auto id = req.params["id"];
+  auto owner = owner_of(*ctx, req);
   auto p = std::get<page_request>(page);
   spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
-    self->request(ctx->env->store, ask_timeout, input_items_atom::value, id, p)
+    self->request(ctx->env->store, ask_timeout, input_items_atom::value, id, owner, p)
       .then([=](item_page& page) { ex->respond(json_response(200, list_json(page.items, page.has_more))); },
             [=](caf::error& err) {
               auto e = store_failure(err);
@@ -783,6 +801,7 @@ struct compaction_state {
   ctx_ptr ctx;
   std::shared_ptr<http_exchange> ex;
   rs::request req;
+  response_owner owner;
   std::vector<rs::item> history;
   std::string summary;
   rs::usage tokens;
@@ -840,6 +859,7 @@ void compacted(caf::stateful_actor<compaction_state>* self) {
   }
   c.response.input_count = static_cast<int64_t>(output.size());
   c.response.previous_response_id = st.req.previous_response_id;
+  c.response.owner = st.owner.key;
   auto ex = st.ex;
   self->request(st.ctx->env->store, ask_timeout, save_response_atom::value, std::move(c))
     .then(
@@ -854,17 +874,18 @@ void compacted(caf::stateful_actor<compaction_state>* self) {
 }
 
 caf::behavior compaction(caf::stateful_actor<compaction_state>* self, ctx_ptr ctx, std::shared_ptr<http_exchange> ex,
-                         rs::request req) {
+                         rs::request req, response_owner owner) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.ex = std::move(ex);
   st.req = std::move(req);
+  st.owner = std::move(owner);
   auto store = st.ctx->env->store;
   if (st.req.previous_response_id.empty()) {
     summarize(self);
   } else {
     auto prev = st.req.previous_response_id;
-    self->request(store, ask_timeout, get_response_atom::value, prev)
+    self->request(store, ask_timeout, get_response_atom::value, prev, st.owner)
       .then(
         [=](response_row& row) {
           self->request(store, ask_timeout, get_items_atom::value, row.history_item_ids)
@@ -915,7 +936,8 @@ void compact(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) 
     return ex->respond(api_response(*err));
   if (auto err = unroutable(*ctx, std::get<rs::request>(parsed).model))
     return ex->respond(api_response(*err));
-  ctx->sys->spawn(compaction, ctx, std::move(ex), std::move(std::get<rs::request>(parsed)));
+  auto owner = owner_of(*ctx, req);
+  ctx->sys->spawn(compaction, ctx, std::move(ex), std::move(std::get<rs::request>(parsed)), std::move(owner));
 }
 
 // ---- Conversations (RS-11, RS-12) ----
@@ -959,6 +981,7 @@ void create_conversation(ctx_ptr ctx, http_request& req, std::shared_ptr<http_ex
   conversation_row row;
   row.id = protocol::uuid7_id("conv_");
   row.created_at = epoch_seconds();
+  row.owner = owner_of(*ctx, req).key;
   if (auto v = protocol::json::member(*doc, "metadata"); v && !v->IsNull()) {
     if (auto err = rs::check_metadata(*v, "metadata"))
       return ex->respond(api_response(*err));
@@ -980,11 +1003,12 @@ void add_conversation_items(ctx_ptr ctx, http_request& req, std::shared_ptr<http
   auto parsed = rs::parse_conversation_items(*v, 1);
   if (auto err = std::get_if<rs::api_error>(&parsed))
     return ex->respond(api_response(*err));
-  if (ctx->live->conversation_busy(id))
+  auto owner = owner_of(*ctx, req);
+  if (ctx->live->conversation_busy(owner, id))
     return ex->respond(api_response(conversation_locked(id)));
   ask_conversation<std::vector<stored_item>>(
     ctx, ex, id, [](std::vector<stored_item>& items) { return json_response(200, list_json(items, false)); },
-    add_conversation_items_atom::value, id, to_stored(std::get<std::vector<rs::item>>(parsed)));
+    add_conversation_items_atom::value, id, owner, to_stored(std::get<std::vector<rs::item>>(parsed)));
 }
 
 } // namespace
@@ -1015,7 +1039,7 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
     auto id = req.params["id"];
     ask_conversation<conversation_row>(
       ctx, ex, id, [](conversation_row& c) { return json_response(200, conversation_json(c)); },
-      get_conversation_atom::value, id);
+      get_conversation_atom::value, id, owner_of(*ctx, req));
   });
   on("POST", "/v1/conversations/{id}", [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
     auto id = req.params["id"];
@@ -1030,13 +1054,13 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
     }
     ask_conversation<conversation_row>(
       ctx, ex, id, [](conversation_row& c) { return json_response(200, conversation_json(c)); },
-      update_conversation_atom::value, id, metadata);
+      update_conversation_atom::value, id, owner_of(*ctx, req), metadata);
   });
   on("DELETE", "/v1/conversations/{id}", [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
     auto id = req.params["id"];
     ask_conversation<bool>(
       ctx, ex, id, [id](bool) { return json_response(200, deleted_json(id, "conversation.deleted")); },
-      delete_conversation_atom::value, id);
+      delete_conversation_atom::value, id, owner_of(*ctx, req));
   });
   on("POST", "/v1/conversations/{id}/items", add_conversation_items);
   on("GET", "/v1/conversations/{id}/items", [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
@@ -1044,8 +1068,10 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
     if (auto err = std::get_if<rs::api_error>(&page))
       return ex->respond(api_response(*err));
     auto id = req.params["id"];
+    auto owner = owner_of(*ctx, req);
     spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
-      self->request(ctx->env->store, ask_timeout, list_conversation_items_atom::value, id, std::get<page_request>(page))
+      self->request(ctx->env->store, ask_timeout, list_conversation_items_atom::value, id, owner,
+                    std::get<page_request>(page))
         .then([=](item_page& p) { ex->respond(json_response(200, list_json(p.items, p.has_more))); },
               [=](caf::error& err) {
                 auto e = conversation_failure(err, id);
@@ -1059,8 +1085,9 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
      [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
        auto id = req.params["id"];
        auto item_id = req.params["item_id"];
+       auto owner = owner_of(*ctx, req);
        spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
-         self->request(ctx->env->store, ask_timeout, conversation_items_atom::value, id)
+         self->request(ctx->env->store, ask_timeout, conversation_items_atom::value, id, owner)
            .then(
              [=](conversation_row&, std::vector<stored_item>& items) {
                for (auto& it : items)
@@ -1074,11 +1101,12 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
   on("DELETE", "/v1/conversations/{id}/items/{item_id}",
      [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
        auto id = req.params["id"];
-       if (ctx->live->conversation_busy(id))
+       auto owner = owner_of(*ctx, req);
+       if (ctx->live->conversation_busy(owner, id))
          return ex->respond(api_response(conversation_locked(id)));
        ask_conversation<conversation_row>(
          ctx, ex, id, [](conversation_row& c) { return json_response(200, conversation_json(c)); },
-         remove_conversation_item_atom::value, id, req.params["item_id"]);
+         remove_conversation_item_atom::value, id, owner, req.params["item_id"]);
      });
   on("GET", "/v1/models", [started = epoch_seconds()](ctx_ptr ctx, http_request&, std::shared_ptr<http_exchange> ex) {
     auto body = protocol::json::object([&](protocol::json::writer& w) {

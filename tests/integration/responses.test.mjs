@@ -373,6 +373,73 @@ scenario('with auth.api_keys configured a Responses request needs one of those k
   assert.equal(ok.status, 200, ok.text);
 });
 
+scenario('each client key and the service token alone reads, continues, changes and deletes its own responses and conversations; to any other they answer exactly as missing ones do (RS-3, RS-2)', async (s) => {
+  // Issue 15 finding 9.
+  const key_a = 'sk-client-a';
+  const key_b = 'sk-client-b';
+  const token = 'rs-service-token';
+  const { up, troupe } = await gateway(s, { config: { auth: { api_keys: [key_a, key_b] }, service: { service_token: token } } });
+  await up.script([], { content: 'answer' });
+  const as = (key) => ({ authorization: `Bearer ${key}` });
+  const call = (key, method, route, body) => troupe.request(method, route, { headers: as(key), ...(body ? { body } : {}) });
+
+  const created = await post(troupe, { input: 'my question' }, as(key_a));
+  assert.equal(created.status, 200, created.text);
+  const conv = await call(key_a, 'POST', '/v1/conversations', { items: [{ role: 'user', content: 'secret note' }], metadata: { k: 'v' } });
+  assert.equal(conv.status, 200, conv.text);
+  const rid = created.json.id;
+  const cid = conv.json.id;
+  const iid = (await call(key_a, 'GET', `/v1/conversations/${cid}/items`)).json.data[0].id;
+  const no_rid = 'resp_00000000000000000000000000000000';
+  const no_cid = 'conv_00000000000000000000000000000000';
+
+  const routes = [
+    ['GET', (r) => `/v1/responses/${r}`],
+    ['GET', (r) => `/v1/responses/${r}?stream=true`],
+    ['GET', (r) => `/v1/responses/${r}/input_items`],
+    ['POST', (r) => `/v1/responses/${r}/cancel`],
+    ['DELETE', (r) => `/v1/responses/${r}`],
+  ];
+  const conversation_routes = [
+    ['GET', (c) => `/v1/conversations/${c}`],
+    ['POST', (c) => `/v1/conversations/${c}`, { metadata: { k: 'changed' } }],
+    ['GET', (c) => `/v1/conversations/${c}/items`],
+    ['POST', (c) => `/v1/conversations/${c}/items`, { items: [{ role: 'user', content: 'planted' }] }],
+    ['GET', (c) => `/v1/conversations/${c}/items/${iid}`],
+    ['DELETE', (c) => `/v1/conversations/${c}/items/${iid}`],
+    ['DELETE', (c) => `/v1/conversations/${c}`],
+  ];
+  for (const other of [key_b, token]) {
+    for (const [list, mine, none] of [[routes, rid, no_rid], [conversation_routes, cid, no_cid]]) {
+      for (const [method, route, body] of list) {
+        const what = `${method} ${route('{id}')} as ${other}:`;
+        const foreign = await call(other, method, route(mine), body);
+        const missing = await call(other, method, route(none), body);
+        assert_error(foreign, 404, { code: null }, what);
+        assert.equal(foreign.text, missing.text.replaceAll(none, mine), `${what} the same answer as a missing one`);
+      }
+    }
+    const continued = await post(troupe, { input: 'theirs', previous_response_id: rid }, as(other));
+    assert_error(continued, 400, { code: 'previous_response_not_found', message: `Previous response with id '${rid}' not found.` });
+    const joined = await post(troupe, { input: 'theirs', conversation: cid }, as(other));
+    assert_error(joined, 404, { message: `Conversation with id '${cid}' not found.` });
+  }
+  assert.equal((await up.requests()).length, 1, 'no foreign continuation reached the upstream');
+
+  // The owner's objects are untouched and still its own to use.
+  const again = await call(key_a, 'GET', `/v1/responses/${rid}`);
+  assert.equal(again.status, 200, again.text);
+  assert.equal(again.json.id, rid);
+  const conv_now = await call(key_a, 'GET', `/v1/conversations/${cid}`);
+  assert.deepEqual(conv_now.json.metadata, { k: 'v' });
+  const items = await call(key_a, 'GET', `/v1/conversations/${cid}/items`);
+  assert.deepEqual(items.json.data.map((i) => i.content[0].text), ['secret note']);
+  const next = await post(troupe, { input: 'follow-up', previous_response_id: rid }, as(key_a));
+  assert.equal(next.status, 200, next.text);
+  assert.equal((await call(key_a, 'DELETE', `/v1/responses/${rid}`)).status, 200);
+  assert.equal((await call(key_a, 'DELETE', `/v1/conversations/${cid}`)).status, 200);
+});
+
 // ---------------------------------------------------------------------------------------------
 // RS-42: foreground disconnects
 
