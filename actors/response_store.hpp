@@ -53,7 +53,7 @@ struct response_row {
 };
 
 // One write of a response in one transaction: the row (inserted or replaced), the new items
-// (inserted unless their id is stored: items are immutable), events appended to its log, and an
+// (inserted, owned like the row, unless their id is stored: items are immutable), events appended to its log, and an
 // append to a conversation guarded by its revision (RS-54).
 struct response_commit {
   response_row response;
@@ -95,8 +95,8 @@ using response_store_actor = caf::typed_actor<
   caf::replies_to<save_response_atom, response_commit>::with<int64_t>,
   // The stored row; errc::not_found when there is none, or it is another owner's (so below).
   caf::replies_to<get_response_atom, std::string, response_owner>::with<response_row>,
-  // Items by id, in the order asked; ids not stored are left out.
-  caf::replies_to<get_items_atom, std::vector<std::string>>::with<std::vector<stored_item>>,
+  // Items by id, in the order asked; ids not stored, or stored by another owner, are left out.
+  caf::replies_to<get_items_atom, std::vector<std::string>, response_owner>::with<std::vector<stored_item>>,
   // A page of a response's input listing (history_item_ids[0, input_count)).
   caf::replies_to<input_items_atom, std::string, response_owner, page_request>::with<item_page>,
   // Deletes a response, its events and the items nothing else references (RS-7).

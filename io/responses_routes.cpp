@@ -552,7 +552,7 @@ void resolve_input(caf::event_based_actor* self, creation_ptr c) {
   std::vector<std::string> ids;
   for (auto& it : c->job.input)
     ids.push_back(it.id);
-  self->request(c->ctx->env->store, ask_timeout, get_items_atom::value, ids)
+  self->request(c->ctx->env->store, ask_timeout, get_items_atom::value, ids, response_owner{c->job.owner})
     .then(
       [=](std::vector<stored_item>& found) {
         std::map<std::string, std::string> stored;
@@ -586,7 +586,8 @@ void rehydrate(caf::event_based_actor* self, creation_ptr c) {
           if (row.status == "queued" || row.status == "in_progress")
             return reject(c, {400, "Previous response with id '" + prev + "' is still in progress.",
                               "previous_response_id", "invalid_value"});
-          self->request(store, ask_timeout, get_items_atom::value, row.history_item_ids)
+          self->request(store, ask_timeout, get_items_atom::value, row.history_item_ids,
+                        response_owner{c->job.owner})
             .then(
               [=](std::vector<stored_item>& items) {
                 c->job.history = parse_items(items);
@@ -888,7 +889,7 @@ caf::behavior compaction(caf::stateful_actor<compaction_state>* self, ctx_ptr ct
     self->request(store, ask_timeout, get_response_atom::value, prev, st.owner)
       .then(
         [=](response_row& row) {
-          self->request(store, ask_timeout, get_items_atom::value, row.history_item_ids)
+          self->request(store, ask_timeout, get_items_atom::value, row.history_item_ids, self->state.owner)
             .then(
               [=](std::vector<stored_item>& items) {
                 self->state.history = parse_items(items);

@@ -51,8 +51,9 @@ struct listing {
     std::string from = std::string(" FROM ") + table + " WHERE " + owner + " = ?1 AND item_id = ?2 AND position < ?3";
     first_position = "SELECT MIN(position)" + from;
     last_position = "SELECT MAX(position)" + from;
-    std::string rows = std::string("SELECT i.id, i.json FROM ") + table + " l JOIN items i ON i.id = l.item_id WHERE l."
-                       + owner + " = ?1 AND ";
+    // ?9: the listing's owner, whose items alone it shows (an id another owner stored first is not).
+    std::string rows = std::string("SELECT i.id, i.json FROM ") + table
+                       + " l JOIN items i ON i.id = l.item_id AND i.owner = ?9 WHERE l." + owner + " = ?1 AND ";
     ascending = rows + "l.position > ?2 AND l.position < ?3 ORDER BY l.position ASC LIMIT ?4";
     descending = rows + "l.position < ?2 ORDER BY l.position DESC LIMIT ?3";
   }
@@ -157,10 +158,10 @@ public:
     return true;
   }
 
-  // Items are immutable: a stored id keeps its stored body (RS-12 by reference).
-  bool put_item(const stored_item& item) {
-    auto q = sql("INSERT OR IGNORE INTO items (id, json, created_at) VALUES (?1, ?2, ?3)");
-    q.bind(1, item.id).bind(2, item.json).bind(3, now_seconds());
+  // Items are immutable: a stored id keeps its stored body (RS-12 by reference) and its owner.
+  bool put_item(const stored_item& item, const response_owner& owner) {
+    auto q = sql("INSERT OR IGNORE INTO items (id, json, created_at, owner) VALUES (?1, ?2, ?3, ?4)");
+    q.bind(1, item.id).bind(2, item.json).bind(3, now_seconds()).bind(4, owner.key);
     return q.done();
   }
 
@@ -170,15 +171,16 @@ public:
     return q.done();
   }
 
-  // Items by id in the order asked, in one statement.
-  std::vector<stored_item> items(const std::vector<std::string>& item_ids) {
+  // `owner`'s items by id in the order asked, in one statement.
+  std::vector<stored_item> items(const std::vector<std::string>& item_ids, const response_owner& owner) {
     std::string array = "[";
     for (auto& id : item_ids)
       array += (array.size() > 1 ? "," : "") + protocol::json::quote(id);
     array += "]";
     std::vector<stored_item> out;
-    auto q = sql("SELECT i.id, i.json FROM json_each(?1) j JOIN items i ON i.id = j.value ORDER BY j.key");
-    q.bind(1, array);
+    auto q = sql(
+      "SELECT i.id, i.json FROM json_each(?1) j JOIN items i ON i.id = j.value AND i.owner = ?2 ORDER BY j.key");
+    q.bind(1, array).bind(2, owner.key);
     while (q.row())
       out.push_back({q.text(0), q.text(1)});
     return out;
@@ -217,9 +219,10 @@ public:
   }
 
   // Stores `items` and appends them as members; an id already a member undoes it all (RS-12).
-  outcome<bool> add_members(const std::string& conversation_id, const std::vector<stored_item>& items) {
+  outcome<bool> add_members(const std::string& conversation_id, const response_owner& owner,
+                            const std::vector<stored_item>& items) {
     for (auto& item : items) {
-      if (!put_item(item))
+      if (!put_item(item, owner))
         return failed("storing an item");
       auto rc = append_member(conversation_id, item.id);
       if (rc == SQLITE_CONSTRAINT)
@@ -264,7 +267,7 @@ public:
     if (!c.events_only && (!put_response(c.response) || !put_history(c.response.id, c.response.history_item_ids)))
       return failed("saving a response");
     for (auto& item : c.items)
-      if (!put_item(item))
+      if (!put_item(item, response_owner{c.response.owner}))
         return failed("storing an item");
     for (auto& e : c.events)
       if (!put_event(c.response.id, e))
@@ -283,12 +286,12 @@ public:
   }
 
   // A page of `list` (owned by `owner`, positions below `bound`) as page_request says (RS-8).
-  caf::expected<item_page> page(const listing& list, const std::string& owner, int64_t bound,
-                                const page_request& p) {
+  caf::expected<item_page> page(const listing& list, const std::string& list_id, const response_owner& owner,
+                                int64_t bound, const page_request& p) {
     std::optional<int64_t> cursor;
     if (!p.after.empty()) {
       auto q = sql(p.ascending ? list.first_position.c_str() : list.last_position.c_str());
-      q.bind(1, owner).bind(2, p.after).bind(3, bound);
+      q.bind(1, list_id).bind(2, p.after).bind(3, bound);
       if (!q.row() || !q.real(0))
         return item_not_found(p.after);
       cursor = q.integer(0);
@@ -297,7 +300,7 @@ public:
     item_page out;
     {
       auto q = sql(p.ascending ? list.ascending.c_str() : list.descending.c_str());
-      q.bind(1, owner);
+      q.bind(1, list_id).bind(9, owner.key);
       if (p.ascending)
         q.bind(2, cursor.value_or(-1)).bind(3, bound).bind(4, limit + 1);
       else
@@ -342,8 +345,9 @@ response_store_actor::behavior_type sqlite_response_store_behavior(response_stor
         return std::move(*r);
       return response_not_found(id);
     },
-    [=](get_items_atom, const std::vector<std::string>& ids) -> caf::result<std::vector<stored_item>> {
-      return fresh(self).items(ids);
+    [=](get_items_atom, const std::vector<std::string>& ids,
+        const response_owner& owner) -> caf::result<std::vector<stored_item>> {
+      return fresh(self).items(ids, owner);
     },
     [=](input_items_atom, const std::string& id, const response_owner& owner,
         const page_request& p) -> caf::result<item_page> {
@@ -356,7 +360,7 @@ response_store_actor::behavior_type sqlite_response_store_behavior(response_stor
           return response_not_found(id);
         input_count = q.integer(0);
       }
-      return db.page(history_listing(), id, input_count, p);
+      return db.page(history_listing(), id, owner, input_count, p);
     },
     [=](delete_response_atom, std::string& id, const response_owner& owner) {
       return write<bool>(self, [id, owner](responses_db& db) -> outcome<bool> {
@@ -396,7 +400,8 @@ response_store_actor::behavior_type sqlite_response_store_behavior(response_stor
             if (rc != SQLITE_DONE)
               return db.failed("creating a conversation");
           }
-          if (auto added = db.add_members(row.id, items); std::holds_alternative<caf::error>(added))
+          if (auto added = db.add_members(row.id, response_owner{row.owner}, items);
+              std::holds_alternative<caf::error>(added))
             return std::get<caf::error>(std::move(added));
           return row;
         });
@@ -432,14 +437,14 @@ response_store_actor::behavior_type sqlite_response_store_behavior(response_stor
         self, [id, owner, items = std::move(items)](responses_db& db) -> outcome<std::vector<stored_item>> {
           if (!db.get_conversation(id, owner))
             return conversation_not_found(id);
-          if (auto added = db.add_members(id, items); std::holds_alternative<caf::error>(added))
+          if (auto added = db.add_members(id, owner, items); std::holds_alternative<caf::error>(added))
             return std::get<caf::error>(std::move(added));
           if (!db.bump(id))
             return db.failed("bumping a conversation's revision");
           std::vector<std::string> ids;
           for (auto& item : items)
             ids.push_back(item.id);
-          return db.items(ids); // as stored: a known id keeps its stored body (RS-12)
+          return db.items(ids, owner); // as stored: a known id keeps its stored body (RS-12)
         });
     },
     [=](conversation_items_atom, const std::string& id,
@@ -452,9 +457,9 @@ response_store_actor::behavior_type sqlite_response_store_behavior(response_stor
         return conversation_not_found(id);
       std::vector<stored_item> items;
       auto q = db.sql(R"sql(
-        SELECT i.id, i.json FROM conversation_items c JOIN items i ON i.id = c.item_id
+        SELECT i.id, i.json FROM conversation_items c JOIN items i ON i.id = c.item_id AND i.owner = ?2
         WHERE c.conversation_id = ?1 ORDER BY c.position)sql");
-      q.bind(1, id);
+      q.bind(1, id).bind(2, owner.key);
       while (q.row())
         items.push_back({q.text(0), q.text(1)});
       return caf::result<conversation_row, std::vector<stored_item>>(std::move(*row), std::move(items));
@@ -464,7 +469,7 @@ response_store_actor::behavior_type sqlite_response_store_behavior(response_stor
       auto& db = fresh(self);
       if (!db.get_conversation(id, owner))
         return conversation_not_found(id);
-      return db.page(member_listing(), id, std::numeric_limits<int64_t>::max(), p);
+      return db.page(member_listing(), id, owner, std::numeric_limits<int64_t>::max(), p);
     },
     [=](remove_conversation_item_atom, std::string& id, const response_owner& owner, std::string& item_id) {
       return write<conversation_row>(self, [id, owner, item_id](responses_db& db) -> outcome<conversation_row> {

@@ -423,6 +423,8 @@ scenario('each client key and the service token alone reads, continues, changes 
     assert_error(continued, 400, { code: 'previous_response_not_found', message: `Previous response with id '${rid}' not found.` });
     const joined = await post(troupe, { input: 'theirs', conversation: cid }, as(other));
     assert_error(joined, 404, { message: `Conversation with id '${cid}' not found.` });
+    const referenced = await post(troupe, { input: [{ type: 'item_reference', id: iid }] }, as(other));
+    assert_error(referenced, 400, { param: 'input[0].id', message: `No item found with id '${iid}'.` }, 'an item_reference to another key\'s item:');
   }
   assert.equal((await up.requests()).length, 1, 'no foreign continuation reached the upstream');
 

@@ -86,7 +86,7 @@ struct responses_client {
   int64_t save(response_commit c) { return ok<int64_t>(save_response_atom::value, std::move(c)); }
   response_row get(const std::string& id) { return ok<response_row>(get_response_atom::value, id, nobody); }
   std::vector<stored_item> items(std::vector<std::string> ids) {
-    return ok<std::vector<stored_item>>(get_items_atom::value, std::move(ids));
+    return ok<std::vector<stored_item>>(get_items_atom::value, std::move(ids), nobody);
   }
   conversation_row conversation(const std::string& id) {
     return ok<conversation_row>(get_conversation_atom::value, id, nobody);
@@ -261,6 +261,20 @@ TEST_CASE("another owner's response or conversation is answered exactly like a m
   onto.conversation_append = {"msg_d"};
   onto.expected_revision = 0;
   CHECK(message_of(client.refused<int64_t>(save_response_atom::value, onto)) == gone);
+
+  // Items are the owner's too: another owner neither reads one by id nor, by storing the same id,
+  // reaches its body through its own listings.
+  auto none = client.ok<std::vector<stored_item>>(get_items_atom::value, std::vector<std::string>{"msg_a", "msg_b"}, bob);
+  CHECK(none.empty());
+  auto copy = commit("resp_copy", {"msg_a"}, {item("msg_a", "bob's own")});
+  copy.response.owner = bob.key;
+  client.save(copy);
+  CHECK(client.ok<item_page>(input_items_atom::value, resp("resp_copy"), bob, page_request{}).items.empty());
+  client.ok<conversation_row>(create_conversation_atom::value, conversation_row{"conv_b", 1700000000, "{}", 0, bob.key},
+                              std::vector<stored_item>{item("msg_b", "planted")});
+  CHECK(client.ok<item_page>(list_conversation_items_atom::value, resp("conv_b"), bob, page_request{}).items.empty());
+  CHECK(client.ok<std::vector<stored_item>>(get_items_atom::value, std::vector<std::string>{"msg_a"}, alice).at(0).json
+        == item("msg_a").json);
 
   // Nothing of the owner's changed.
   auto conv = client.ok<conversation_row>(get_conversation_atom::value, resp("conv_a"), alice);
