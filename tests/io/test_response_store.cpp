@@ -216,7 +216,8 @@ TEST_CASE("another owner's response or conversation is answered exactly like a m
   auto c = commit("resp_a", {"msg_a"}, {item("msg_a")});
   c.response.owner = alice.key;
   client.save(c);
-  client.ok<conversation_row>(create_conversation_atom::value, conversation_row{"conv_a", 1700000000, "{}", 0, alice.key},
+  client.ok<conversation_row>(create_conversation_atom::value,
+                              conversation_row{"conv_a", 1700000000, "{}", 0, alice.key},
                               std::vector<stored_item>{item("msg_b")});
 
   // The owner sees both.
@@ -264,13 +265,15 @@ TEST_CASE("another owner's response or conversation is answered exactly like a m
 
   // Items are the owner's too: another owner neither reads one by id nor, by storing the same id,
   // reaches its body through its own listings.
-  auto none = client.ok<std::vector<stored_item>>(get_items_atom::value, std::vector<std::string>{"msg_a", "msg_b"}, bob);
+  auto none =
+    client.ok<std::vector<stored_item>>(get_items_atom::value, std::vector<std::string>{"msg_a", "msg_b"}, bob);
   CHECK(none.empty());
   auto copy = commit("resp_copy", {"msg_a"}, {item("msg_a", "bob's own")});
   copy.response.owner = bob.key;
   client.save(copy);
   CHECK(client.ok<item_page>(input_items_atom::value, resp("resp_copy"), bob, page_request{}).items.empty());
-  client.ok<conversation_row>(create_conversation_atom::value, conversation_row{"conv_b", 1700000000, "{}", 0, bob.key},
+  client.ok<conversation_row>(create_conversation_atom::value,
+                              conversation_row{"conv_b", 1700000000, "{}", 0, bob.key},
                               std::vector<stored_item>{item("msg_b", "planted")});
   CHECK(client.ok<item_page>(list_conversation_items_atom::value, resp("conv_b"), bob, page_request{}).items.empty());
   CHECK(client.ok<std::vector<stored_item>>(get_items_atom::value, std::vector<std::string>{"msg_a"}, alice).at(0).json
@@ -314,7 +317,8 @@ TEST_CASE("deleting a response removes it and collects only the items nothing el
   // RS-7: msg_b is in another response's history and msg_c in a conversation; both survive.
   CHECK(client.ok<bool>(delete_response_atom::value, std::string("resp_1"), nobody));
   CHECK(ids_of(client.items({"msg_a", "msg_b", "msg_c", "msg_d"})) == std::vector<std::string>{"msg_b", "msg_c"});
-  CHECK(code_of(client.refused<response_row>(get_response_atom::value, std::string("resp_1"), nobody)) == errc::not_found);
+  CHECK(code_of(client.refused<response_row>(get_response_atom::value, std::string("resp_1"), nobody))
+        == errc::not_found);
   CHECK(client.ok<std::vector<response_event>>(response_events_atom::value, std::string("resp_1"), int64_t{-1})
           .empty());
   CHECK(client.get("resp_2").history_item_ids == std::vector<std::string>{"msg_b"});
@@ -350,13 +354,15 @@ TEST_CASE("input_items pages visit each input item once in either order and end 
           == std::vector<std::string>(input.rbegin(), input.rend()));
   }
 
-  auto page = client.ok<item_page>(input_items_atom::value, std::string("resp_1"), nobody, page_request{2, false, "msg_2"});
+  auto page =
+    client.ok<item_page>(input_items_atom::value, std::string("resp_1"), nobody, page_request{2, false, "msg_2"});
   CHECK(ids_of(page.items) == std::vector<std::string>{"msg_1"});
   CHECK_FALSE(page.has_more);
 
   // An `after` that is not in the listing, even one of the response's own output items, is unknown.
   for (std::string after : {"msg_nope", "msg_6"}) {
-    auto err = client.refused<item_page>(input_items_atom::value, std::string("resp_1"), nobody, page_request{2, true, after});
+    auto err =
+      client.refused<item_page>(input_items_atom::value, std::string("resp_1"), nobody, page_request{2, true, after});
     CHECK(code_of(err) == errc::not_found);
     CHECK(message_of(err) == "No item found with id '" + after + "'");
   }
@@ -380,7 +386,8 @@ TEST_CASE("a commit whose expected revision is stale writes nothing and answers 
   auto err = client.refused<int64_t>(save_response_atom::value, stale);
   CHECK(code_of(err) == errc::conflict);
   CHECK(message_of(err) == "Another response is in progress for conversation 'conv_1'.");
-  CHECK(code_of(client.refused<response_row>(get_response_atom::value, std::string("resp_1"), nobody)) == errc::not_found);
+  CHECK(code_of(client.refused<response_row>(get_response_atom::value, std::string("resp_1"), nobody))
+        == errc::not_found);
   CHECK(client.items({"msg_c", "msg_d"}).empty());
   CHECK(client.ok<std::vector<response_event>>(response_events_atom::value, std::string("resp_1"), int64_t{-1})
           .empty());
@@ -411,8 +418,8 @@ TEST_CASE("adding an item that is already a member answers conflict and adds not
   CHECK(client.members("conv_1") == std::make_pair(std::vector<std::string>{"msg_a"}, int64_t{0}));
   CHECK(client.items({"msg_b"}).empty());
 
-  auto missing = client.refused<std::vector<stored_item>>(add_conversation_items_atom::value, std::string("conv_nope"), nobody,
-                                                          std::vector<stored_item>{item("msg_b")});
+  auto missing = client.refused<std::vector<stored_item>>(add_conversation_items_atom::value, std::string("conv_nope"),
+                                                          nobody, std::vector<stored_item>{item("msg_b")});
   CHECK(message_of(missing) == "Conversation with id 'conv_nope' not found.");
 }
 

@@ -813,7 +813,7 @@ TEST_CASE("a call to an mcp__ name the request does not offer is a gateway call,
   REQUIRE(s.output().size() == 1);
   CHECK(s.output()[0].type == "mcp_call");
   s.complete_call(pending[0].output_position, "",
-                  R"({"type":"mcp_protocol_error","code":-32602,"message":"Unknown tool 'wipe' on MCP server 'ghost'"})");
+                  R"({"type":"mcp_protocol_error","code":-32602,"message":"Unknown tool 'wipe' on server 'ghost'"})");
   end_as(s, "completed");
   auto events = s.take_events();
   for (auto& e : events) {
