@@ -4,11 +4,13 @@
 #include "actors/errors.hpp"
 #include "actors/tool_router.hpp"
 #include "protocol/json.hpp"
+#include "protocol/mcp.hpp"
 #include "protocol/utf8.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -16,9 +18,10 @@ namespace troupe {
 
 namespace rs = protocol::responses;
 
-void live_responses::add(const std::string& id, response_run_actor run) {
+void live_responses::add(const std::string& id, response_run_actor run, const std::string& owner) {
   std::lock_guard<std::mutex> lock(mu_);
   runs_[id] = std::move(run);
+  owners_[id] = owner;
 }
 
 void live_responses::remove(const std::string& id) {
@@ -26,6 +29,7 @@ void live_responses::remove(const std::string& id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     runs_.erase(id);
+    owners_.erase(id);
     for (auto it = conversations_.begin(); it != conversations_.end();)
       it = it->second == id ? conversations_.erase(it) : std::next(it);
     for (auto it = waiting_.begin(); it != waiting_.end();)
@@ -53,25 +57,33 @@ void live_responses::start_background(const std::string& id, response_run_actor 
 }
 
 
-bool live_responses::claim_conversation(const std::string& conversation, const std::string& response_id) {
+bool live_responses::claim_conversation(const response_owner& owner, const std::string& conversation,
+                                        const std::string& response_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  return conversations_.emplace(conversation, response_id).second;
+  return conversations_.emplace(std::make_pair(owner.key, conversation), response_id).second;
 }
 
-void live_responses::release_conversation(const std::string& conversation) {
+void live_responses::release_conversation(const response_owner& owner, const std::string& conversation) {
   std::lock_guard<std::mutex> lock(mu_);
-  conversations_.erase(conversation);
+  conversations_.erase({owner.key, conversation});
 }
 
-bool live_responses::conversation_busy(const std::string& conversation) const {
+bool live_responses::conversation_busy(const response_owner& owner, const std::string& conversation) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return conversations_.count(conversation) > 0;
+  return conversations_.count({owner.key, conversation}) > 0;
 }
 
 response_run_actor live_responses::find(const std::string& id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = runs_.find(id);
   return it == runs_.end() ? response_run_actor{} : it->second;
+}
+
+response_run_actor live_responses::find(const std::string& id, const response_owner& owner) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = runs_.find(id);
+  auto by = owners_.find(id);
+  return it == runs_.end() || by == owners_.end() || by->second != owner.key ? response_run_actor{} : it->second;
 }
 
 std::size_t live_responses::size() const {
@@ -248,6 +260,7 @@ response_row base_row(const response_job& job) {
   row.input_count = static_cast<int64_t>(row.history_item_ids.size());
   row.previous_response_id = job.req.previous_response_id;
   row.conversation_id = job.req.conversation_id;
+  row.owner = job.owner;
   return row;
 }
 
@@ -386,15 +399,23 @@ const std::shared_ptr<tool_router>& serves(const run_state& st, const std::strin
   return st.env->tools;
 }
 
-// The gateway calls the stream has pending, as the loop runs them (RS-25). A call to a tool its
-// server does not register has no port: the gate refuses it.
+// Whether this request offers `tool` of `server_label` (RS-30): one of its servers' tools.
+bool offered(const run_state& st, const std::string& server_label, const std::string& tool) {
+  return std::any_of(st.routes.begin(), st.routes.end(), [&](const auto& r) {
+    return r.second.server_label == server_label && r.second.tool == tool;
+  });
+}
+
+// The gateway calls the stream has pending, as the loop runs them (RS-25). A call to a tool the
+// request does not offer, or its server does not register, has no port: the gate refuses it.
 std::vector<loop_call> pending_calls(run_state& st) {
   std::vector<loop_call> calls;
   for (auto& p : st.stream->take_pending()) {
     loop_call c;
     c.ref = p.output_position;
     auto& tools = serves(st, p.server_label);
-    auto name = tools ? tools->registered_name(p.server_label, p.tool) : std::string();
+    auto name = tools && offered(st, p.server_label, p.tool) ? tools->registered_name(p.server_label, p.tool)
+                                                             : std::string();
     if (!name.empty())
       c.port = tools;
     c.invocation.run_id = st.job.id;
@@ -562,13 +583,20 @@ struct response_dialect : loop_dialect {
     return true;
   }
 
+  // Only an offered tool runs, and only with the arguments the model gave (RS-25): arguments that are
+  // not a JSON object are refused, never replaced.
   admission admit_call(const loop_call& call, std::string& refusal) override {
-    if (call.port)
-      return admission::run;
     auto& p = self->state.stream->output()[call.ref];
-    refusal = mcp_error("mcp_protocol_error",
-                        "Unknown tool '" + p.name + "' on MCP server '" + p.server_label + "'", -32602);
-    return admission::refuse;
+    if (!call.port) {
+      refusal = mcp_error("mcp_protocol_error",
+                          "Unknown tool '" + p.name + "' on MCP server '" + p.server_label + "'", -32602);
+      return admission::refuse;
+    }
+    if (auto why = protocol::tool_arguments_error(call.invocation.arguments)) {
+      refusal = mcp_error("mcp_protocol_error", "Invalid arguments for tool '" + p.name + "': " + *why, -32602);
+      return admission::refuse;
+    }
+    return admission::run;
   }
 
   // Ends the call's item (RS-25, RS-34): its output, else an error object.
@@ -846,8 +874,9 @@ response_run_actor spawn_response_run(caf::actor_system& sys, std::shared_ptr<co
                                       std::shared_ptr<live_responses> live, response_job job, caf::actor waiter,
                                       std::shared_ptr<event_sink> sink) {
   auto id = job.id;
+  auto owner = job.owner;
   auto run = sys.spawn(response_run, std::move(env), live, std::move(job), std::move(waiter), std::move(sink));
-  live->add(id, run);
+  live->add(id, run, owner);
   return run;
 }
 

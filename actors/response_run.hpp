@@ -68,6 +68,7 @@ struct response_job {
   std::vector<protocol::responses::item> input;
   int64_t conversation_revision = -1;
   std::vector<mcp_binding> servers;
+  std::string owner; // the caller's response_owner::key: the stored rows are its alone
   // The request-declared servers (RS-30), started for this response and stopped when its run ends.
   std::shared_ptr<tool_router> declared;
 };
@@ -103,16 +104,21 @@ class live_responses {
 public:
   explicit live_responses(std::size_t max_active = 64) : max_active_(max_active) {}
 
-  void add(const std::string& id, response_run_actor run);
+  void add(const std::string& id, response_run_actor run, const std::string& owner);
   // Forgets the run and frees the conversation it held.
   void remove(const std::string& id);
   response_run_actor find(const std::string& id) const;
+  // The run when `owner` started it: another owner's run is none.
+  response_run_actor find(const std::string& id, const response_owner& owner) const;
   std::size_t size() const;
 
-  // False when another response holds the conversation.
-  bool claim_conversation(const std::string& conversation, const std::string& response_id);
-  void release_conversation(const std::string& conversation);
-  bool conversation_busy(const std::string& conversation) const;
+  // Conversations are held per owner, so another owner's request naming a conversation id (which
+  // its store lookup then answers 404) neither blocks nor sees the owner's runs.
+  // False when another response of `owner` holds the conversation.
+  bool claim_conversation(const response_owner& owner, const std::string& conversation,
+                          const std::string& response_id);
+  void release_conversation(const response_owner& owner, const std::string& conversation);
+  bool conversation_busy(const response_owner& owner, const std::string& conversation) const;
 
   // RS-55: at most `max_active` background runs execute; the rest wait, first in first out. Starts
   // `run` now or when a running one ends.
@@ -121,7 +127,9 @@ public:
 private:
   mutable std::mutex mu_;
   std::map<std::string, response_run_actor> runs_;
-  std::map<std::string, std::string> conversations_; // conversation → the response holding it
+  std::map<std::string, std::string> owners_; // response → its owner's key
+  // (owner key, conversation) → the response holding it
+  std::map<std::pair<std::string, std::string>, std::string> conversations_;
   const std::size_t max_active_; // background.max_active
   std::set<std::string> active_;
   std::deque<std::pair<std::string, response_run_actor>> waiting_;

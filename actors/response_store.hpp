@@ -16,6 +16,13 @@
 
 namespace troupe {
 
+// Who a stored response or conversation belongs to: the caller that created it (issue 15 finding 9).
+// Every read, continuation, change and delete names its caller, and another owner's object is
+// answered exactly like a missing one. `key` is "" for the one owner of an open service.
+struct response_owner {
+  std::string key;
+};
+
 // One item by its public id; `json` is the whole item object (RS-17).
 struct stored_item {
   std::string id;
@@ -42,10 +49,11 @@ struct response_row {
   int64_t input_count = 0;
   std::string previous_response_id;
   std::string conversation_id;
+  std::string owner; // response_owner::key
 };
 
 // One write of a response in one transaction: the row (inserted or replaced), the new items
-// (inserted unless their id is stored: items are immutable), events appended to its log, and an
+// (inserted, owned like the row, unless their id is stored: items are immutable), events appended to its log, and an
 // append to a conversation guarded by its revision (RS-54).
 struct response_commit {
   response_row response;
@@ -63,6 +71,7 @@ struct conversation_row {
   int64_t created_at = 0;
   std::string metadata = "{}";
   int64_t revision = 0;
+  std::string owner; // response_owner::key
 };
 
 // A page of items in a listing order (RS-8, RS-12).
@@ -80,39 +89,44 @@ struct page_request {
 };
 
 using response_store_actor = caf::typed_actor<
-  // Writes a response (creation, snapshot updates, the final commit). A conversation append whose
-  // revision moved answers errc::conflict and writes nothing; otherwise the new revision (or -1).
+  // Writes a response (creation, snapshot updates, the final commit) owned by its row's owner. A
+  // conversation append whose revision moved answers errc::conflict and writes nothing; otherwise
+  // the new revision (or -1).
   caf::replies_to<save_response_atom, response_commit>::with<int64_t>,
-  // The stored row; errc::not_found when there is none.
-  caf::replies_to<get_response_atom, std::string>::with<response_row>,
-  // Items by id, in the order asked; ids not stored are left out.
-  caf::replies_to<get_items_atom, std::vector<std::string>>::with<std::vector<stored_item>>,
+  // The stored row; errc::not_found when there is none, or it is another owner's (so below).
+  caf::replies_to<get_response_atom, std::string, response_owner>::with<response_row>,
+  // Items by id, in the order asked; ids not stored, or stored by another owner, are left out.
+  caf::replies_to<get_items_atom, std::vector<std::string>, response_owner>::with<std::vector<stored_item>>,
   // A page of a response's input listing (history_item_ids[0, input_count)).
-  caf::replies_to<input_items_atom, std::string, page_request>::with<item_page>,
+  caf::replies_to<input_items_atom, std::string, response_owner, page_request>::with<item_page>,
   // Deletes a response, its events and the items nothing else references (RS-7).
-  caf::replies_to<delete_response_atom, std::string>::with<bool>,
+  caf::replies_to<delete_response_atom, std::string, response_owner>::with<bool>,
   // A background response's events with sequence > after, in order.
   caf::replies_to<response_events_atom, std::string, int64_t>::with<std::vector<response_event>>,
   // Every stored response still queued or in_progress (RS-55: failed at startup).
   caf::replies_to<unfinished_atom>::with<std::vector<response_row>>,
-  // Conversations (RS-11, RS-12). Creating stores the items (by reference when stored) as members.
+  // Conversations (RS-11, RS-12), owned by the row's owner. Creating stores the items (by reference
+  // when stored) as members.
   caf::replies_to<create_conversation_atom, conversation_row, std::vector<stored_item>>::with<conversation_row>,
-  caf::replies_to<get_conversation_atom, std::string>::with<conversation_row>,
+  caf::replies_to<get_conversation_atom, std::string, response_owner>::with<conversation_row>,
   // Replaces the metadata; bumps the revision.
-  caf::replies_to<update_conversation_atom, std::string, std::string>::with<conversation_row>,
-  caf::replies_to<delete_conversation_atom, std::string>::with<bool>,
+  caf::replies_to<update_conversation_atom, std::string, response_owner, std::string>::with<conversation_row>,
+  caf::replies_to<delete_conversation_atom, std::string, response_owner>::with<bool>,
   // Appends members; an id already a member answers errc::conflict naming it, nothing added.
-  caf::replies_to<add_conversation_items_atom, std::string, std::vector<stored_item>>::with<std::vector<stored_item>>,
+  caf::replies_to<add_conversation_items_atom, std::string, response_owner,
+                  std::vector<stored_item>>::with<std::vector<stored_item>>,
   // Every member in order, with the revision read (RS-20 rehydration).
-  caf::replies_to<conversation_items_atom, std::string>::with<conversation_row, std::vector<stored_item>>,
-  caf::replies_to<list_conversation_items_atom, std::string, page_request>::with<item_page>,
+  caf::replies_to<conversation_items_atom, std::string, response_owner>::with<conversation_row,
+                                                                            std::vector<stored_item>>,
+  caf::replies_to<list_conversation_items_atom, std::string, response_owner, page_request>::with<item_page>,
   // Detaches one member (errc::not_found when it is none); the conversation after it.
-  caf::replies_to<remove_conversation_item_atom, std::string, std::string>::with<conversation_row>,
+  caf::replies_to<remove_conversation_item_atom, std::string, response_owner, std::string>::with<conversation_row>,
   // Commits the writes received so far in one transaction (sent by the store to itself).
   caf::reacts_to<flush_atom>>;
 
 } // namespace troupe
 
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::response_owner)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::stored_item)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::response_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::response_row)

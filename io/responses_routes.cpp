@@ -6,6 +6,7 @@
 #include "io/http_client.hpp"
 #include "io/mcp_http_transport.hpp"
 #include "io/route_ask.hpp"
+#include "protocol/auth.hpp"
 #include "protocol/ids.hpp"
 #include "protocol/json.hpp"
 #include "protocol/model_routing.hpp"
@@ -68,6 +69,17 @@ rs::api_error conversation_locked(const std::string& id) {
   return {409, "Another response is in progress for conversation '" + id + "'.", "conversation", "conversation_locked"};
 }
 
+
+// Who owns what this caller stores and may see it (issue 15 finding 9), as admission names it
+// (protocol::admit_responses_caller): each API key and each service token is its own owner, an
+// identity (JWT, trusted headers) is its tenant and user, and an open troupe has one owner, "", which
+// is also the owner of rows stored before owners existed.
+response_owner owner_of(const context& ctx, const http_request& req) {
+  auto admitted = admit_responses_caller(ctx.config, req);
+  if (auto caller = std::get_if<protocol::responses_caller>(&admitted))
+    return {caller->owner};
+  return {"refused"}; // guarded() let no refused caller through; this owner holds nothing
+}
 
 // RS-2: a model no upstream serves is refused before any run starts, so a stream:true request gets
 // plain JSON (RS-1).
@@ -266,7 +278,7 @@ using creation_ptr = std::shared_ptr<creation>;
 
 void reject(creation_ptr c, const rs::api_error& e) {
   if (c->claimed)
-    c->ctx->live->release_conversation(c->job.req.conversation_id);
+    c->ctx->live->release_conversation({c->job.owner}, c->job.req.conversation_id);
   c->ex->respond(api_response(e));
 }
 
@@ -530,7 +542,7 @@ void resolve_input(caf::event_based_actor* self, creation_ptr c) {
   std::vector<std::string> ids;
   for (auto& it : c->job.input)
     ids.push_back(it.id);
-  self->request(c->ctx->env->store, ask_timeout, get_items_atom::value, ids)
+  self->request(c->ctx->env->store, ask_timeout, get_items_atom::value, ids, response_owner{c->job.owner})
     .then(
       [=](std::vector<stored_item>& found) {
         std::map<std::string, std::string> stored;
@@ -558,13 +570,14 @@ void rehydrate(caf::event_based_actor* self, creation_ptr c) {
   auto store = c->ctx->env->store;
   if (!req.previous_response_id.empty()) {
     auto prev = req.previous_response_id;
-    self->request(store, ask_timeout, get_response_atom::value, prev)
+    self->request(store, ask_timeout, get_response_atom::value, prev, response_owner{c->job.owner})
       .then(
         [=](response_row& row) {
           if (row.status == "queued" || row.status == "in_progress")
             return reject(c, {400, "Previous response with id '" + prev + "' is still in progress.",
                               "previous_response_id", "invalid_value"});
-          self->request(store, ask_timeout, get_items_atom::value, row.history_item_ids)
+          self->request(store, ask_timeout, get_items_atom::value, row.history_item_ids,
+                        response_owner{c->job.owner})
             .then(
               [=](std::vector<stored_item>& items) {
                 c->job.history = parse_items(items);
@@ -582,10 +595,10 @@ void rehydrate(caf::event_based_actor* self, creation_ptr c) {
   }
   if (!req.conversation_id.empty()) {
     auto conv = req.conversation_id;
-    if (!c->ctx->live->claim_conversation(conv, c->job.id))
+    if (!c->ctx->live->claim_conversation({c->job.owner}, conv, c->job.id))
       return reject(c, conversation_locked(conv));
     c->claimed = true;
-    self->request(store, ask_timeout, conversation_items_atom::value, conv)
+    self->request(store, ask_timeout, conversation_items_atom::value, conv, response_owner{c->job.owner})
       .then(
         [=](conversation_row& row, std::vector<stored_item>& items) {
           c->job.conversation_revision = row.revision;
@@ -615,15 +628,17 @@ void create_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchan
   c->job.input = c->job.req.input;
   c->job.id = protocol::uuid7_id("resp_");
   c->job.created_at = epoch_seconds();
+  c->job.owner = owner_of(*ctx, req).key;
   spawn_task(*ctx->sys, [c](caf::event_based_actor* self) { rehydrate(self, c); });
 }
 
 // ---- GET /v1/responses/{id} ----
 
-void replay(ctx_ptr ctx, std::shared_ptr<http_exchange> ex, const std::string& id, int64_t after) {
+void replay(ctx_ptr ctx, std::shared_ptr<http_exchange> ex, const std::string& id, const response_owner& owner,
+            int64_t after) {
   spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
     auto store = ctx->env->store;
-    self->request(store, ask_timeout, get_response_atom::value, id)
+    self->request(store, ask_timeout, get_response_atom::value, id, owner)
       .then(
         [=](response_row& row) {
           if (!row.background) {
@@ -660,6 +675,7 @@ void replay(ctx_ptr ctx, std::shared_ptr<http_exchange> ex, const std::string& i
 
 void get_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
   auto id = req.params["id"];
+  auto owner = owner_of(*ctx, req);
   if (auto s = req.query.find("stream"); s != req.query.end() && s->second == "true") {
     int64_t after = -1;
     if (auto it = req.query.find("starting_after"); it != req.query.end()) {
@@ -669,10 +685,10 @@ void get_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange>
         return ex->respond(api_response({400, "Invalid value for 'starting_after': '" + it->second + "'.",
                                          "starting_after", "invalid_value"}));
     }
-    return replay(ctx, std::move(ex), id, after);
+    return replay(ctx, std::move(ex), id, owner, after);
   }
   spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
-    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id)
+    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id, owner)
       .then(
         [=](response_row& row) {
           auto run = row.background ? ctx->live->find(id) : response_run_actor{};
@@ -691,15 +707,16 @@ void get_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange>
 
 void delete_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
   auto id = req.params["id"];
+  auto owner = owner_of(*ctx, req);
   spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
     auto store = ctx->env->store;
-    self->request(store, ask_timeout, get_response_atom::value, id)
+    self->request(store, ask_timeout, get_response_atom::value, id, owner)
       .then(
         [=](response_row& row) {
           if (row.status == "queued" || row.status == "in_progress")
             return ex->respond(
               api_response({400, "Cannot delete a response that is still in progress; cancel it first.", {}, {}}));
-          self->request(store, ask_timeout, delete_response_atom::value, id)
+          self->request(store, ask_timeout, delete_response_atom::value, id, owner)
             .then([=](bool) { ex->respond(json_response(200, deleted_json(id, "response"))); },
                   [=](caf::error& err) { ex->respond(api_response(store_failure(err))); });
         },
@@ -711,9 +728,10 @@ void delete_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchan
 
 void cancel_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
   auto id = req.params["id"];
+  auto owner = owner_of(*ctx, req);
   static const rs::api_error foreground{400, "Only responses created with background=true can be cancelled.", {}, {}};
   spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
-    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id)
+    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id, owner)
       .then(
         [=](response_row& row) {
           if (!row.background)
@@ -730,7 +748,7 @@ void cancel_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchan
             .then([=](std::string& snapshot) { ex->respond(json_response(200, snapshot)); },
                   [=](caf::error&) {
                     // The run ended meanwhile: what it stored is the answer.
-                    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id)
+                    self->request(ctx->env->store, ask_timeout, get_response_atom::value, id, owner)
                       .then(
                         [=](response_row& now) {
                           if (now.status == "cancelled")
@@ -741,7 +759,7 @@ void cancel_response(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchan
                   });
         },
         [=](caf::error& err) {
-          if (code_of(err) == errc::not_found && ctx->live->find(id))
+          if (code_of(err) == errc::not_found && ctx->live->find(id, owner))
             return ex->respond(api_response(foreground));
           ex->respond(api_response(code_of(err) == errc::not_found ? response_not_found(id) : store_failure(err)));
         });
@@ -753,9 +771,10 @@ void input_items(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> 
   if (auto err = std::get_if<rs::api_error>(&page))
     return ex->respond(api_response(*err));
   auto id = req.params["id"];
+  auto owner = owner_of(*ctx, req);
   auto p = std::get<page_request>(page);
   spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
-    self->request(ctx->env->store, ask_timeout, input_items_atom::value, id, p)
+    self->request(ctx->env->store, ask_timeout, input_items_atom::value, id, owner, p)
       .then([=](item_page& page) { ex->respond(json_response(200, list_json(page.items, page.has_more))); },
             [=](caf::error& err) {
               auto e = store_failure(err);
@@ -773,6 +792,7 @@ struct compaction_state {
   ctx_ptr ctx;
   std::shared_ptr<http_exchange> ex;
   rs::request req;
+  response_owner owner;
   std::vector<rs::item> history;
   std::string summary;
   rs::usage tokens;
@@ -830,6 +850,7 @@ void compacted(caf::stateful_actor<compaction_state>* self) {
   }
   c.response.input_count = static_cast<int64_t>(output.size());
   c.response.previous_response_id = st.req.previous_response_id;
+  c.response.owner = st.owner.key;
   auto ex = st.ex;
   self->request(st.ctx->env->store, ask_timeout, save_response_atom::value, std::move(c))
     .then(
@@ -844,20 +865,21 @@ void compacted(caf::stateful_actor<compaction_state>* self) {
 }
 
 caf::behavior compaction(caf::stateful_actor<compaction_state>* self, ctx_ptr ctx, std::shared_ptr<http_exchange> ex,
-                         rs::request req) {
+                         rs::request req, response_owner owner) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.ex = std::move(ex);
   st.req = std::move(req);
+  st.owner = std::move(owner);
   auto store = st.ctx->env->store;
   if (st.req.previous_response_id.empty()) {
     summarize(self);
   } else {
     auto prev = st.req.previous_response_id;
-    self->request(store, ask_timeout, get_response_atom::value, prev)
+    self->request(store, ask_timeout, get_response_atom::value, prev, st.owner)
       .then(
         [=](response_row& row) {
-          self->request(store, ask_timeout, get_items_atom::value, row.history_item_ids)
+          self->request(store, ask_timeout, get_items_atom::value, row.history_item_ids, self->state.owner)
             .then(
               [=](std::vector<stored_item>& items) {
                 self->state.history = parse_items(items);
@@ -905,7 +927,8 @@ void compact(ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) 
     return ex->respond(api_response(*err));
   if (auto err = unroutable(*ctx, std::get<rs::request>(parsed).model))
     return ex->respond(api_response(*err));
-  ctx->sys->spawn(compaction, ctx, std::move(ex), std::move(std::get<rs::request>(parsed)));
+  auto owner = owner_of(*ctx, req);
+  ctx->sys->spawn(compaction, ctx, std::move(ex), std::move(std::get<rs::request>(parsed)), std::move(owner));
 }
 
 // ---- Conversations (RS-11, RS-12) ----
@@ -961,6 +984,7 @@ void create_conversation(ctx_ptr ctx, http_request& req, std::shared_ptr<http_ex
   conversation_row row;
   row.id = protocol::uuid7_id("conv_");
   row.created_at = epoch_seconds();
+  row.owner = owner_of(*ctx, req).key;
   if (auto v = protocol::json::member(*doc, "metadata"); v && !v->IsNull()) {
     if (auto err = rs::check_metadata(*v, "metadata"))
       return ex->respond(api_response(*err));
@@ -983,11 +1007,12 @@ void add_conversation_items(ctx_ptr ctx, http_request& req, std::shared_ptr<http
   auto parsed = rs::parse_conversation_items(*v, 1);
   if (auto err = std::get_if<rs::api_error>(&parsed))
     return ex->respond(api_response(*err));
-  if (ctx->live->conversation_busy(id))
+  auto owner = owner_of(*ctx, req);
+  if (ctx->live->conversation_busy(owner, id))
     return ex->respond(api_response(conversation_locked(id)));
   ask_conversation<std::vector<stored_item>>(
     ctx, ex, id, [](std::vector<stored_item>& items) { return json_response(200, list_json(items, false)); },
-    add_conversation_items_atom::value, id, to_stored(std::get<std::vector<rs::item>>(parsed)));
+    add_conversation_items_atom::value, id, owner, to_stored(std::get<std::vector<rs::item>>(parsed)));
 }
 
 } // namespace
@@ -1018,7 +1043,7 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
     auto id = req.params["id"];
     ask_conversation<conversation_row>(
       ctx, ex, id, [](conversation_row& c) { return json_response(200, conversation_json(c)); },
-      get_conversation_atom::value, id);
+      get_conversation_atom::value, id, owner_of(*ctx, req));
   });
   on("POST", "/v1/conversations/{id}", [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
     auto id = req.params["id"];
@@ -1034,13 +1059,13 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
     }
     ask_conversation<conversation_row>(
       ctx, ex, id, [](conversation_row& c) { return json_response(200, conversation_json(c)); },
-      update_conversation_atom::value, id, metadata);
+      update_conversation_atom::value, id, owner_of(*ctx, req), metadata);
   });
   on("DELETE", "/v1/conversations/{id}", [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
     auto id = req.params["id"];
     ask_conversation<bool>(
       ctx, ex, id, [id](bool) { return json_response(200, deleted_json(id, "conversation.deleted")); },
-      delete_conversation_atom::value, id);
+      delete_conversation_atom::value, id, owner_of(*ctx, req));
   });
   on("POST", "/v1/conversations/{id}/items", add_conversation_items);
   on("GET", "/v1/conversations/{id}/items", [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
@@ -1048,8 +1073,10 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
     if (auto err = std::get_if<rs::api_error>(&page))
       return ex->respond(api_response(*err));
     auto id = req.params["id"];
+    auto owner = owner_of(*ctx, req);
     spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
-      self->request(ctx->env->store, ask_timeout, list_conversation_items_atom::value, id, std::get<page_request>(page))
+      self->request(ctx->env->store, ask_timeout, list_conversation_items_atom::value, id, owner,
+                    std::get<page_request>(page))
         .then([=](item_page& p) { ex->respond(json_response(200, list_json(p.items, p.has_more))); },
               [=](caf::error& err) {
                 auto e = conversation_failure(err, id);
@@ -1063,8 +1090,9 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
      [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
        auto id = req.params["id"];
        auto item_id = req.params["item_id"];
+       auto owner = owner_of(*ctx, req);
        spawn_task(*ctx->sys, [=](caf::event_based_actor* self) {
-         self->request(ctx->env->store, ask_timeout, conversation_items_atom::value, id)
+         self->request(ctx->env->store, ask_timeout, conversation_items_atom::value, id, owner)
            .then(
              [=](conversation_row&, std::vector<stored_item>& items) {
                for (auto& it : items)
@@ -1078,11 +1106,12 @@ void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_pt
   on("DELETE", "/v1/conversations/{id}/items/{item_id}",
      [](ctx_ptr ctx, http_request& req, std::shared_ptr<http_exchange> ex) {
        auto id = req.params["id"];
-       if (ctx->live->conversation_busy(id))
+       auto owner = owner_of(*ctx, req);
+       if (ctx->live->conversation_busy(owner, id))
          return ex->respond(api_response(conversation_locked(id)));
        ask_conversation<conversation_row>(
          ctx, ex, id, [](conversation_row& c) { return json_response(200, conversation_json(c)); },
-         remove_conversation_item_atom::value, id, req.params["item_id"]);
+         remove_conversation_item_atom::value, id, owner, req.params["item_id"]);
      });
   on("GET", "/v1/models", [started = epoch_seconds()](ctx_ptr ctx, http_request&, std::shared_ptr<http_exchange> ex) {
     auto body = protocol::json::object([&](protocol::json::writer& w) {

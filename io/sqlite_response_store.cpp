@@ -51,8 +51,9 @@ struct listing {
     std::string from = std::string(" FROM ") + table + " WHERE " + owner + " = ?1 AND item_id = ?2 AND position < ?3";
     first_position = "SELECT MIN(position)" + from;
     last_position = "SELECT MAX(position)" + from;
-    std::string rows = std::string("SELECT i.id, i.json FROM ") + table + " l JOIN items i ON i.id = l.item_id WHERE l."
-                       + owner + " = ?1 AND ";
+    // ?9: the listing's owner, whose items alone it shows (an id another owner stored first is not).
+    std::string rows = std::string("SELECT i.id, i.json FROM ") + table
+                       + " l JOIN items i ON i.id = l.item_id AND i.owner = ?9 WHERE l." + owner + " = ?1 AND ";
     ascending = rows + "l.position > ?2 AND l.position < ?3 ORDER BY l.position ASC LIMIT ?4";
     descending = rows + "l.position < ?2 ORDER BY l.position DESC LIMIT ?3";
   }
@@ -70,7 +71,8 @@ const listing& member_listing() {
 }
 
 constexpr const char* response_columns =
-  "id, created_at, status, background, model, snapshot, request, input_count, previous_response_id, conversation_id";
+  "id, created_at, status, background, model, snapshot, request, input_count, previous_response_id, conversation_id, "
+  "owner";
 
 // The connection and the SQL of every operation. Each method runs on the store actor's thread; the
 // write methods run inside the batch's transaction, each within its own savepoint.
@@ -86,21 +88,24 @@ public:
     return ids("SELECT item_id FROM response_history WHERE response_id = ?1 ORDER BY position", response_id);
   }
 
-  std::optional<response_row> get_response(const std::string& id) {
-    static const std::string text = std::string("SELECT ") + response_columns + " FROM responses WHERE id = ?1";
-    auto rows = responses(text.c_str(), id);
+  // Another owner's response is none (issue 15 finding 9).
+  std::optional<response_row> get_response(const std::string& id, const response_owner& owner) {
+    static const std::string text =
+      std::string("SELECT ") + response_columns + " FROM responses WHERE id = ?1 AND owner = ?2";
+    auto rows = responses(text.c_str(), {id, owner.key});
     if (rows.empty())
       return std::nullopt;
     return std::move(rows.front());
   }
 
-  // The rows a statement selects (response_columns, at most one parameter), each with its history.
-  std::vector<response_row> responses(const char* text, const std::string& arg = {}) {
+  // The rows a statement selects (response_columns, given its parameters), each with its history.
+  std::vector<response_row> responses(const char* text, std::initializer_list<std::string> args = {}) {
     std::vector<response_row> out;
     {
       auto q = sql(text);
-      if (!arg.empty())
-        q.bind(1, arg);
+      int at = 0;
+      for (auto& arg : args)
+        q.bind(++at, arg);
       while (q.row()) {
         response_row r;
         r.id = q.text(0);
@@ -113,6 +118,7 @@ public:
         r.input_count = q.integer(7);
         r.previous_response_id = q.text(8);
         r.conversation_id = q.text(9);
+        r.owner = q.text(10);
         out.push_back(std::move(r));
       }
     }
@@ -123,11 +129,11 @@ public:
 
   bool put_response(const response_row& r) {
     static const std::string text = std::string("INSERT OR REPLACE INTO responses (") + response_columns
-                                    + ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+                                    + ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
     auto q = sql(text.c_str());
     q.bind(1, r.id).bind(2, r.created_at).bind(3, r.status).bind(4, int64_t{r.background}).bind(5, r.model);
     q.bind(6, r.snapshot).bind(7, r.request).bind(8, r.input_count).bind(9, r.previous_response_id);
-    q.bind(10, r.conversation_id);
+    q.bind(10, r.conversation_id).bind(11, r.owner);
     return q.done();
   }
 
@@ -152,10 +158,10 @@ public:
     return true;
   }
 
-  // Items are immutable: a stored id keeps its stored body (RS-12 by reference).
-  bool put_item(const stored_item& item) {
-    auto q = sql("INSERT OR IGNORE INTO items (id, json, created_at) VALUES (?1, ?2, ?3)");
-    q.bind(1, item.id).bind(2, item.json).bind(3, now_seconds());
+  // Items are immutable: a stored id keeps its stored body (RS-12 by reference) and its owner.
+  bool put_item(const stored_item& item, const response_owner& owner) {
+    auto q = sql("INSERT OR IGNORE INTO items (id, json, created_at, owner) VALUES (?1, ?2, ?3, ?4)");
+    q.bind(1, item.id).bind(2, item.json).bind(3, now_seconds()).bind(4, owner.key);
     return q.done();
   }
 
@@ -165,15 +171,16 @@ public:
     return q.done();
   }
 
-  // Items by id in the order asked, in one statement.
-  std::vector<stored_item> items(const std::vector<std::string>& item_ids) {
+  // `owner`'s items by id in the order asked, in one statement.
+  std::vector<stored_item> items(const std::vector<std::string>& item_ids, const response_owner& owner) {
     std::string array = "[";
     for (auto& id : item_ids)
       array += (array.size() > 1 ? "," : "") + protocol::json::quote(id);
     array += "]";
     std::vector<stored_item> out;
-    auto q = sql("SELECT i.id, i.json FROM json_each(?1) j JOIN items i ON i.id = j.value ORDER BY j.key");
-    q.bind(1, array);
+    auto q = sql(
+      "SELECT i.id, i.json FROM json_each(?1) j JOIN items i ON i.id = j.value AND i.owner = ?2 ORDER BY j.key");
+    q.bind(1, array).bind(2, owner.key);
     while (q.row())
       out.push_back({q.text(0), q.text(1)});
     return out;
@@ -193,12 +200,13 @@ public:
     return true;
   }
 
-  std::optional<conversation_row> get_conversation(const std::string& id) {
-    auto q = sql("SELECT created_at, metadata, revision FROM conversations WHERE id = ?1");
-    q.bind(1, id);
+  // Another owner's conversation is none (issue 15 finding 9).
+  std::optional<conversation_row> get_conversation(const std::string& id, const response_owner& owner) {
+    auto q = sql("SELECT created_at, metadata, revision FROM conversations WHERE id = ?1 AND owner = ?2");
+    q.bind(1, id).bind(2, owner.key);
     if (!q.row())
       return std::nullopt;
-    return conversation_row{id, q.integer(0), q.text(1), q.integer(2)};
+    return conversation_row{id, q.integer(0), q.text(1), q.integer(2), owner.key};
   }
 
   // Appends a member after the last position ever used; SQLITE_CONSTRAINT when it is one already.
@@ -211,9 +219,10 @@ public:
   }
 
   // Stores `items` and appends them as members; an id already a member undoes it all (RS-12).
-  outcome<bool> add_members(const std::string& conversation_id, const std::vector<stored_item>& items) {
+  outcome<bool> add_members(const std::string& conversation_id, const response_owner& owner,
+                            const std::vector<stored_item>& items) {
     for (auto& item : items) {
-      if (!put_item(item))
+      if (!put_item(item, owner))
         return failed("storing an item");
       auto rc = append_member(conversation_id, item.id);
       if (rc == SQLITE_CONSTRAINT)
@@ -249,7 +258,7 @@ public:
   outcome<int64_t> save(const response_commit& c) {
     const auto& conversation = c.conversation_id;
     if (!conversation.empty()) {
-      auto row = get_conversation(conversation);
+      auto row = get_conversation(conversation, response_owner{c.response.owner});
       if (!row)
         return conversation_not_found(conversation);
       if (row->revision != c.expected_revision)
@@ -258,7 +267,7 @@ public:
     if (!c.events_only && (!put_response(c.response) || !put_history(c.response.id, c.response.history_item_ids)))
       return failed("saving a response");
     for (auto& item : c.items)
-      if (!put_item(item))
+      if (!put_item(item, response_owner{c.response.owner}))
         return failed("storing an item");
     for (auto& e : c.events)
       if (!put_event(c.response.id, e))
@@ -277,12 +286,12 @@ public:
   }
 
   // A page of `list` (owned by `owner`, positions below `bound`) as page_request says (RS-8).
-  caf::expected<item_page> page(const listing& list, const std::string& owner, int64_t bound,
-                                const page_request& p) {
+  caf::expected<item_page> page(const listing& list, const std::string& list_id, const response_owner& owner,
+                                int64_t bound, const page_request& p) {
     std::optional<int64_t> cursor;
     if (!p.after.empty()) {
       auto q = sql(p.ascending ? list.first_position.c_str() : list.last_position.c_str());
-      q.bind(1, owner).bind(2, p.after).bind(3, bound);
+      q.bind(1, list_id).bind(2, p.after).bind(3, bound);
       if (!q.row() || !q.real(0))
         return item_not_found(p.after);
       cursor = q.integer(0);
@@ -291,7 +300,7 @@ public:
     item_page out;
     {
       auto q = sql(p.ascending ? list.ascending.c_str() : list.descending.c_str());
-      q.bind(1, owner);
+      q.bind(1, list_id).bind(9, owner.key);
       if (p.ascending)
         q.bind(2, cursor.value_or(-1)).bind(3, bound).bind(4, limit + 1);
       else
@@ -331,29 +340,31 @@ response_store_actor::behavior_type sqlite_response_store_behavior(response_stor
     [=](save_response_atom, response_commit& c) {
       return write<int64_t>(self, [c = std::move(c)](responses_db& db) { return db.save(c); });
     },
-    [=](get_response_atom, const std::string& id) -> caf::result<response_row> {
-      if (auto r = fresh(self).get_response(id))
+    [=](get_response_atom, const std::string& id, const response_owner& owner) -> caf::result<response_row> {
+      if (auto r = fresh(self).get_response(id, owner))
         return std::move(*r);
       return response_not_found(id);
     },
-    [=](get_items_atom, const std::vector<std::string>& ids) -> caf::result<std::vector<stored_item>> {
-      return fresh(self).items(ids);
+    [=](get_items_atom, const std::vector<std::string>& ids,
+        const response_owner& owner) -> caf::result<std::vector<stored_item>> {
+      return fresh(self).items(ids, owner);
     },
-    [=](input_items_atom, const std::string& id, const page_request& p) -> caf::result<item_page> {
+    [=](input_items_atom, const std::string& id, const response_owner& owner,
+        const page_request& p) -> caf::result<item_page> {
       auto& db = fresh(self);
       int64_t input_count = 0;
       {
-        auto q = db.sql("SELECT input_count FROM responses WHERE id = ?1");
-        q.bind(1, id);
+        auto q = db.sql("SELECT input_count FROM responses WHERE id = ?1 AND owner = ?2");
+        q.bind(1, id).bind(2, owner.key);
         if (!q.row())
           return response_not_found(id);
         input_count = q.integer(0);
       }
-      return db.page(history_listing(), id, input_count, p);
+      return db.page(history_listing(), id, owner, input_count, p);
     },
-    [=](delete_response_atom, std::string& id) {
-      return write<bool>(self, [id](responses_db& db) -> outcome<bool> {
-        if (!db.get_response(id))
+    [=](delete_response_atom, std::string& id, const response_owner& owner) {
+      return write<bool>(self, [id, owner](responses_db& db) -> outcome<bool> {
+        if (!db.get_response(id, owner))
           return response_not_found(id);
         return db.drop(id, "SELECT DISTINCT item_id FROM response_history WHERE response_id = ?1",
                        {"DELETE FROM responses WHERE id = ?1", "DELETE FROM response_history WHERE response_id = ?1",
@@ -380,38 +391,40 @@ response_store_actor::behavior_type sqlite_response_store_behavior(response_stor
         self, [row = std::move(row), items = std::move(items)](responses_db& db) mutable -> outcome<conversation_row> {
           row.revision = 0;
           {
-            auto q = db.sql("INSERT INTO conversations (id, created_at, metadata, revision) VALUES (?1, ?2, ?3, 0)");
-            q.bind(1, row.id).bind(2, row.created_at).bind(3, row.metadata);
+            auto q = db.sql(
+              "INSERT INTO conversations (id, created_at, metadata, revision, owner) VALUES (?1, ?2, ?3, 0, ?4)");
+            q.bind(1, row.id).bind(2, row.created_at).bind(3, row.metadata).bind(4, row.owner);
             auto rc = q.step();
             if (rc == SQLITE_CONSTRAINT)
               return make_error(errc::conflict, "Conversation with id '" + row.id + "' already exists.");
             if (rc != SQLITE_DONE)
               return db.failed("creating a conversation");
           }
-          if (auto added = db.add_members(row.id, items); std::holds_alternative<caf::error>(added))
+          if (auto added = db.add_members(row.id, response_owner{row.owner}, items);
+              std::holds_alternative<caf::error>(added))
             return std::get<caf::error>(std::move(added));
           return row;
         });
     },
-    [=](get_conversation_atom, const std::string& id) -> caf::result<conversation_row> {
-      if (auto row = fresh(self).get_conversation(id))
+    [=](get_conversation_atom, const std::string& id, const response_owner& owner) -> caf::result<conversation_row> {
+      if (auto row = fresh(self).get_conversation(id, owner))
         return std::move(*row);
       return conversation_not_found(id);
     },
-    [=](update_conversation_atom, std::string& id, std::string& metadata) {
-      return write<conversation_row>(self, [id, metadata](responses_db& db) -> outcome<conversation_row> {
-        auto q = db.sql("UPDATE conversations SET metadata = ?2, revision = revision + 1 WHERE id = ?1");
-        q.bind(1, id).bind(2, metadata);
+    [=](update_conversation_atom, std::string& id, const response_owner& owner, std::string& metadata) {
+      return write<conversation_row>(self, [id, owner, metadata](responses_db& db) -> outcome<conversation_row> {
+        auto q = db.sql("UPDATE conversations SET metadata = ?2, revision = revision + 1 WHERE id = ?1 AND owner = ?3");
+        q.bind(1, id).bind(2, metadata).bind(3, owner.key);
         if (!q.done())
           return db.failed("updating a conversation");
         if (sqlite3_changes(db.raw()) != 1)
           return conversation_not_found(id);
-        return *db.get_conversation(id);
+        return *db.get_conversation(id, owner);
       });
     },
-    [=](delete_conversation_atom, std::string& id) {
-      return write<bool>(self, [id](responses_db& db) -> outcome<bool> {
-        if (!db.get_conversation(id))
+    [=](delete_conversation_atom, std::string& id, const response_owner& owner) {
+      return write<bool>(self, [id, owner](responses_db& db) -> outcome<bool> {
+        if (!db.get_conversation(id, owner))
           return conversation_not_found(id);
         // Stored responses keep their histories (RS-11): only what the members alone held goes.
         return db.drop(id, "SELECT item_id FROM conversation_items WHERE conversation_id = ?1",
@@ -419,47 +432,48 @@ response_store_actor::behavior_type sqlite_response_store_behavior(response_stor
                         "DELETE FROM conversation_items WHERE conversation_id = ?1"});
       });
     },
-    [=](add_conversation_items_atom, std::string& id, std::vector<stored_item>& items) {
+    [=](add_conversation_items_atom, std::string& id, const response_owner& owner, std::vector<stored_item>& items) {
       return write<std::vector<stored_item>>(
-        self, [id, items = std::move(items)](responses_db& db) -> outcome<std::vector<stored_item>> {
-          if (!db.get_conversation(id))
+        self, [id, owner, items = std::move(items)](responses_db& db) -> outcome<std::vector<stored_item>> {
+          if (!db.get_conversation(id, owner))
             return conversation_not_found(id);
-          if (auto added = db.add_members(id, items); std::holds_alternative<caf::error>(added))
+          if (auto added = db.add_members(id, owner, items); std::holds_alternative<caf::error>(added))
             return std::get<caf::error>(std::move(added));
           if (!db.bump(id))
             return db.failed("bumping a conversation's revision");
           std::vector<std::string> ids;
           for (auto& item : items)
             ids.push_back(item.id);
-          return db.items(ids); // as stored: a known id keeps its stored body (RS-12)
+          return db.items(ids, owner); // as stored: a known id keeps its stored body (RS-12)
         });
     },
-    [=](conversation_items_atom,
-        const std::string& id) -> caf::result<conversation_row, std::vector<stored_item>> {
+    [=](conversation_items_atom, const std::string& id,
+        const response_owner& owner) -> caf::result<conversation_row, std::vector<stored_item>> {
       auto& db = fresh(self);
       // The revision is read before the members: a writer in between (another instance) leaves the
       // revision older than the members, so a commit based on them fails its check (RS-54).
-      auto row = db.get_conversation(id);
+      auto row = db.get_conversation(id, owner);
       if (!row)
         return conversation_not_found(id);
       std::vector<stored_item> items;
       auto q = db.sql(R"sql(
-        SELECT i.id, i.json FROM conversation_items c JOIN items i ON i.id = c.item_id
+        SELECT i.id, i.json FROM conversation_items c JOIN items i ON i.id = c.item_id AND i.owner = ?2
         WHERE c.conversation_id = ?1 ORDER BY c.position)sql");
-      q.bind(1, id);
+      q.bind(1, id).bind(2, owner.key);
       while (q.row())
         items.push_back({q.text(0), q.text(1)});
       return caf::result<conversation_row, std::vector<stored_item>>(std::move(*row), std::move(items));
     },
-    [=](list_conversation_items_atom, const std::string& id, const page_request& p) -> caf::result<item_page> {
+    [=](list_conversation_items_atom, const std::string& id, const response_owner& owner,
+        const page_request& p) -> caf::result<item_page> {
       auto& db = fresh(self);
-      if (!db.get_conversation(id))
+      if (!db.get_conversation(id, owner))
         return conversation_not_found(id);
-      return db.page(member_listing(), id, std::numeric_limits<int64_t>::max(), p);
+      return db.page(member_listing(), id, owner, std::numeric_limits<int64_t>::max(), p);
     },
-    [=](remove_conversation_item_atom, std::string& id, std::string& item_id) {
-      return write<conversation_row>(self, [id, item_id](responses_db& db) -> outcome<conversation_row> {
-        if (!db.get_conversation(id))
+    [=](remove_conversation_item_atom, std::string& id, const response_owner& owner, std::string& item_id) {
+      return write<conversation_row>(self, [id, owner, item_id](responses_db& db) -> outcome<conversation_row> {
+        if (!db.get_conversation(id, owner))
           return conversation_not_found(id);
         auto q = db.sql("DELETE FROM conversation_items WHERE conversation_id = ?1 AND item_id = ?2");
         q.bind(1, id).bind(2, item_id);
@@ -469,7 +483,7 @@ response_store_actor::behavior_type sqlite_response_store_behavior(response_stor
           return item_not_found(item_id);
         if (!db.collect_garbage({item_id}) || !db.bump(id))
           return db.failed("removing a conversation item");
-        return *db.get_conversation(id);
+        return *db.get_conversation(id, owner);
       });
     },
     [=](flush_atom) { self->state.flush(); },

@@ -211,6 +211,13 @@ constexpr const char* migrations[] = {
     ) WITHOUT ROWID;
     CREATE INDEX workspace_command_results_by_age ON workspace_command_results (created_at);
   )sql",
+  // Responses, conversations and items belong to the caller that created them (issue 15 finding 9);
+  // rows from before belong to the open service's owner "".
+  R"sql(
+    ALTER TABLE responses ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE conversations ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE items ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+  )sql",
 };
 
 using sqlite::db_ptr;

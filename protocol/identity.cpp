@@ -450,11 +450,14 @@ std::variant<responses_caller, auth_error> admit_responses_caller(const auth_con
                                                                   const std::vector<std::string>& service_tokens,
                                                                   const header_lookup& headers,
                                                                   int64_t now_epoch_seconds, const env_lookup_fn& env) {
-  if (holds_service_token(service_tokens, headers) || is_open(cfg, service_tokens))
+  if (is_open(cfg, service_tokens))
     return responses_caller{};
+  // Each credential is its own owner; the service token is one more client here, not an administrator
+  // of others' responses.
+  auto credential = presented_token(headers("Authorization"), headers("X-FastReAct-Service-Token"));
+  if (holds_service_token(service_tokens, headers) || token_accepted(cfg.api_keys, credential))
+    return responses_caller{"sha256:" + sha256_hex(credential)};
   auto bearer = presented_token(headers("Authorization"), "");
-  if (token_accepted(cfg.api_keys, bearer))
-    return responses_caller{"key:" + sha256_hex(bearer).substr(0, 32)};
   std::variant<identity, auth_error> who = unauthorized("Incorrect API key provided.");
   if (cfg.mode == "jwt" && !bearer.empty())
     who = jwt_identity(cfg, headers, now_epoch_seconds, env);

@@ -143,8 +143,9 @@ std::variant<identity, auth_error> resolve_identity(const auth_config& cfg,
 
 // Who may use the Responses gateway (RS-3): the service token (either carrier, AS-3), an API key as a
 // bearer, a JWT in jwt mode, the trusted headers in trusted_headers mode, or anyone when open.
-// `owner` names whose responses and conversations the caller sees: "" for the service token and an open
-// troupe (all of them), `key:<digest>` for an API key, `user:<digest>` of (tenant, user) for an identity.
+// `owner` names whose responses and conversations the caller sees: "" for an open troupe (one owner),
+// `sha256:<digest>` of the credential for a service token or an API key (each its own owner),
+// `user:<digest>` of (tenant, user) for an identity.
 struct responses_caller {
   std::string owner;
 };

@@ -1,18 +1,30 @@
 #include "protocol/ids.hpp"
 
+#include <openssl/rand.h>
 #include <openssl/sha.h>
 
 #include <chrono>
-#include <random>
+#include <cstring>
+#include <stdexcept>
 
 namespace troupe::protocol {
 
 namespace {
 
+// Ids and secrets must not be guessable from earlier ones: every bit comes from OpenSSL's CSPRNG,
+// drawn a buffer at a time per thread so an id costs no lock and rarely a call.
 uint64_t next_random() {
-  // One generator per thread: no locking, seeded from the OS once.
-  thread_local std::mt19937_64 gen{std::random_device{}()};
-  return gen();
+  constexpr std::size_t buffered = 64; // words per refill
+  thread_local uint64_t words[buffered];
+  thread_local std::size_t left = 0;
+  if (left == 0) {
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(words), sizeof words) != 1)
+      throw std::runtime_error("the system's random generator failed");
+    left = buffered;
+  }
+  uint64_t out = words[--left];
+  std::memset(&words[left], 0, sizeof out); // a used word does not stay in memory
+  return out;
 }
 
 constexpr char hex_digits[] = "0123456789abcdef";

@@ -5,6 +5,8 @@
 #include "protocol/utf8.hpp"
 
 #include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
 
 #include <cmath>
 #include <set>
@@ -215,6 +217,22 @@ std::string mcp_tools_list_request(int64_t id, const std::optional<std::string>&
       write_string(w, "cursor", *cursor);
     w.EndObject();
   });
+}
+
+std::optional<std::string> tool_arguments_error(std::string_view arguments_json) {
+  if (is_blank(arguments_json))
+    return std::nullopt; // no arguments at all: some upstreams send "" for a tool without parameters
+  rapidjson::MemoryStream input(arguments_json.data(), arguments_json.size());
+  rapidjson::BaseReaderHandler<> accept_all;
+  rapidjson::Reader reader;
+  auto result = reader.Parse<rapidjson::kParseIterativeFlag>(input, accept_all);
+  if (result.IsError())
+    return std::string("arguments are not valid JSON: ") + rapidjson::GetParseError_En(result.Code()) + " (at byte "
+           + std::to_string(result.Offset()) + ")";
+  auto first = arguments_json.find_first_not_of(" \t\r\n");
+  if (arguments_json[first] != '{')
+    return std::string("arguments must be a JSON object");
+  return std::nullopt;
 }
 
 std::string mcp_tools_call_request(int64_t id, std::string_view tool, std::string_view arguments_json) {

@@ -50,8 +50,13 @@ std::string mcp_initialize_request(int64_t id);
 std::string mcp_initialize_request(int64_t id, std::string_view client_version);
 std::string mcp_initialized_notification();
 std::string mcp_tools_list_request(int64_t id, const std::optional<std::string>& cursor);
+// Why `arguments_json` cannot be a tools/call's arguments: the parse error with its offset, or that it
+// is not a JSON object; nullopt when it is one, or blank (no arguments, sent as {}). Parsed without
+// recursion, so any nesting is safe.
+std::optional<std::string> tool_arguments_error(std::string_view arguments_json);
 // `arguments_json` is re-serialized onto one line; text that is empty or not a JSON object is sent as
-// {} (the caller validates the model's arguments before it calls).
+// {}: callers repair (AS-18) or refuse (RS-25, tool_arguments_error) such arguments first, so no call
+// runs with other arguments than the ones shown.
 std::string mcp_tools_call_request(int64_t id, std::string_view tool, std::string_view arguments_json);
 // An empty reason is left out.
 std::string mcp_cancelled_notification(int64_t request_id, std::string_view reason);

@@ -1,6 +1,7 @@
 #include "protocol/responses_stream.hpp"
 
 #include "protocol/ids.hpp"
+#include "protocol/mcp.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -668,6 +669,18 @@ std::string response_stream::unique_call_id(const std::string& proposed) {
 
 namespace {
 
+constexpr std::string_view gateway_prefix = "mcp__";
+
+// The server and tool a gateway name no lookup knows claims: `mcp__<server>__<tool>`.
+gateway_route unoffered_route(const std::string& name) {
+  auto rest = name.substr(gateway_prefix.size());
+  auto split = rest.find("__");
+  gateway_route r;
+  r.server_label = rest.substr(0, split);
+  r.tool = split == std::string::npos ? std::string() : rest.substr(split + 2);
+  return r;
+}
+
 // What the model reads for a gateway call beyond max_tool_calls (RS-24).
 item limit_output(const std::string& call_id, int64_t limit) {
   item out;
@@ -701,6 +714,17 @@ void response_stream::close_open(const std::string& status) {
     auto& call = round_calls_[index];
     if (call.gateway && !call.position && !call.approval) {
       hide_call(call.call_id, call.name, call.arguments);
+    } else if (call.approval && tool_arguments_error(call.arguments)) {
+      // Nobody is asked to approve a call that cannot run: it goes to execution, which refuses its
+      // arguments (RS-25), so the model learns why in this response.
+      --client_actions_;
+      if (budget_ == 0) {
+        hide_call(call.call_id, call.name, call.arguments);
+      } else {
+        if (budget_ > 0)
+          --budget_;
+        open_whole_call(call.route.server_label, call.route.tool, call.arguments, {});
+      }
     } else if (call.approval) {
       item req;
       req.type = "mcp_approval_request";
@@ -774,7 +798,10 @@ bool response_stream::feed(const upstream_event& e) {
     round_call call;
     call.name = e.name;
     call.call_id = unique_call_id(e.call_id);
-    if (auto route = lookup_ ? lookup_(e.name) : std::nullopt) {
+    auto route = lookup_ ? lookup_(e.name) : std::nullopt;
+    if (!route && e.name.rfind(gateway_prefix, 0) == 0)
+      route = unoffered_route(e.name); // RS-31: clients never see these names
+    if (route) {
       call.gateway = true;
       call.route = *route;
       ++gateway_calls_;
@@ -921,6 +948,11 @@ void response_stream::open_approved_call(const std::string& server_label, const 
   }
   if (budget_ > 0)
     --budget_;
+  open_whole_call(server_label, tool, arguments, approval_request_id);
+}
+
+void response_stream::open_whole_call(const std::string& server_label, const std::string& tool,
+                                      const std::string& arguments, const std::string& approval_request_id) {
   item it;
   it.type = "mcp_call";
   it.id = mint_item_id("mcp_call");

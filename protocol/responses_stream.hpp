@@ -89,7 +89,9 @@ private:
 std::vector<upstream_event> chat_completion_events(std::string_view body);
 std::vector<upstream_event> responses_object_events(std::string_view body);
 
-// Where a model-facing tool name leads, when it is a gateway tool (RS-31, RS-33).
+// Where a model-facing tool name leads, when it is a gateway tool (RS-31, RS-33). A name shaped
+// `mcp__<server>__<tool>` that the lookup does not know is a gateway call too, to a tool this
+// request does not offer: it ends failed, never reaching the client as a function call.
 struct gateway_route {
   std::string server_label;
   std::string tool;
@@ -205,6 +207,9 @@ private:
   void ensure_text_part(const std::string& item_type, const std::string& part_type);
   std::string unique_call_id(const std::string& proposed);
   void hide_call(const std::string& call_id, const std::string& name, const std::string& arguments);
+  // Opens an mcp_call whose arguments are all known, its events through arguments.done, pending.
+  void open_whole_call(const std::string& server_label, const std::string& tool, const std::string& arguments,
+                       const std::string& approval_request_id);
 
   route_lookup lookup_;
   int64_t budget_;

@@ -1,6 +1,6 @@
 #include "protocol/workspace_path.hpp"
 
-#include "protocol/utf8.hpp"
+#include "protocol/ids.hpp"
 
 #include <cstddef>
 #include <vector>
@@ -13,6 +13,11 @@ bool is_allowed_ascii(unsigned char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
          c == '_' || c == '@' || c == '-';
 }
+
+constexpr char upper_hex[] = "0123456789ABCDEF";
+// Encoded segments longer than this keep a prefix and end in a digest of the whole key.
+constexpr std::size_t max_segment = 128;
+constexpr std::size_t kept_prefix = max_segment - 2 - 64;
 
 // The components of an absolute path after lexical normalization; `..` at the root stays there.
 std::vector<std::string_view> normal_components(std::string_view path) {
@@ -39,24 +44,29 @@ std::vector<std::string_view> normal_components(std::string_view path) {
 
 } // namespace
 
-std::string sanitize_segment(std::string_view segment) {
-  if (segment.empty() || segment == "." || segment == "..")
-    return "_default";
+std::string encode_segment(std::string_view key) {
+  if (key.empty())
+    return "%none";
   std::string out;
-  out.reserve(segment.size());
-  std::size_t i = 0;
-  while (i < segment.size()) {
-    auto c = static_cast<unsigned char>(segment[i]);
-    if (c < 0x80) {
-      out.push_back(is_allowed_ascii(c) ? static_cast<char>(c) : '_');
-      ++i;
-      continue;
+  out.reserve(key.size());
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    auto c = static_cast<unsigned char>(key[i]);
+    // A leading dot is encoded too: no segment is `.`, `..` or hidden.
+    if (is_allowed_ascii(c) && !(i == 0 && c == '.')) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(upper_hex[c >> 4]);
+      out.push_back(upper_hex[c & 0xf]);
     }
-    std::size_t len = utf8_sequence_length(segment, i);
-    out.push_back('_');
-    i += len == 0 ? 1 : len;
   }
-  return out;
+  if (out.size() <= max_segment)
+    return out;
+  // Cut between escapes, never inside one, then name the whole key by its digest.
+  auto cut = kept_prefix;
+  while (cut > 0 && (out[cut - 1] == '%' || (cut > 1 && out[cut - 2] == '%')))
+    --cut;
+  return out.substr(0, cut) + "%~" + sha256_hex(key);
 }
 
 std::string user_workspace_dir(std::string_view workspaces_root, std::string_view tenant_key,
@@ -69,9 +79,9 @@ std::string user_workspace_dir(std::string_view workspaces_root, std::string_vie
     out += '/';
   }
   out += "tenants/";
-  out += sanitize_segment(tenant_key);
+  out += encode_segment(tenant_key);
   out += "/users/";
-  out += sanitize_segment(user_key);
+  out += encode_segment(user_key);
   return out;
 }
 

@@ -98,7 +98,7 @@ TEST_CASE_METHOD(fixture, "a step with a tool call runs the tool and the next st
 
   auto calls = tools->requests();
   REQUIRE(calls.size() == 1);
-  CHECK(calls[0].workspace_dir == "/srv/troupe-test-root/tenants/t/users/t_u"); // AS-26
+  CHECK(calls[0].workspace_dir == "/srv/troupe-test-root/tenants/t/users/t%3Au"); // AS-26
   auto reqs = model->requests();
   REQUIRE(reqs.size() == 2);
   auto& second = reqs[1].messages;

@@ -128,7 +128,7 @@ scenario('a forbidden exec command is blocked with [SAFETY_BLOCKED] and never ru
   assert.equal(blocked.metadata.request_id, null, 'no approval was involved');
   assert.equal(results[0].metadata.approved, null, 'an unguarded caution call has approved:null (AS-44)');
   assert.equal(results[0].metadata.decision_level, 'caution');
-  const ws = troupe.workspace('pska', 'pska_mallory');
+  const ws = troupe.workspace('pska', 'pska:mallory');
   assert.equal(fs.readFileSync(path.join(ws, 'victim', 'keep.txt'), 'utf8'), 'precious', 'the command never ran');
   const end = events[events.length - 1];
   assert.equal(end.content, 'Model saw: [SAFETY_BLOCKED] Command matches forbidden pattern', 'the model sees the same text');
@@ -149,7 +149,7 @@ scenario('a dangerous exec emits ask_user and waits; approving it through the AP
   assert.equal(stream.status, 200, stream.body);
   const ask_frame = await stream.wait_for((f) => f.event === 'ask_user', 20_000);
   const ask = ask_frame.json;
-  const ws = troupe.workspace('pska', 'pska_alice');
+  const ws = troupe.workspace('pska', 'pska:alice');
   const file = path.join(ws, 'test.txt');
 
   for (const k of event_keys) assert.ok(k in ask, `ask_user has key ${k}`);
@@ -280,7 +280,7 @@ scenario('a denied approval answers [SAFETY_DENIED] to the run and the model, th
   assert.equal(result.metadata.decision_level, 'danger');
   assert.equal(result.metadata.request_id, id);
   assert.equal(events[events.length - 1].content, `Model saw: ${result.content}`, 'the model sees the same text');
-  assert.ok(!fs.existsSync(path.join(troupe.workspace('pska', 'pska_bob'), 'made.txt')), 'the denied command never ran');
+  assert.ok(!fs.existsSync(path.join(troupe.workspace('pska', 'pska:bob'), 'made.txt')), 'the denied command never ran');
 
   const after = await get_approval(troupe, id);
   assert.equal(after.status, 'denied');
@@ -307,7 +307,7 @@ scenario('an approval nobody answers expires after service.approval_timeout_seco
   assert.ok(result.content.startsWith('[SAFETY_DENIED] '), `expired → [SAFETY_DENIED]: ${result.content}`);
   assert.equal(result.metadata.approved, false);
   assert.equal(result.metadata.request_id, id);
-  assert.ok(fs.existsSync(path.join(troupe.workspace('pska', 'pska_carol'), 'test.txt')), 'the expired command never ran');
+  assert.ok(fs.existsSync(path.join(troupe.workspace('pska', 'pska:carol'), 'test.txt')), 'the expired command never ran');
   assert.equal(events[events.length - 1].type, 'session_end', 'an expiry does not fail the run');
 
   const r = await get_approval(troupe, id);
@@ -341,7 +341,7 @@ scenario('cancelling a background run that waits on an approval denies the appro
   assert.equal(r.status, 'denied');
   assert.equal(r.approved, false);
   assert.equal(r.resolution_reason, 'run_cancelled');
-  assert.ok(fs.existsSync(path.join(troupe.workspace('pska', 'pska_dan'), 'test.txt')), 'the command never ran');
+  assert.ok(fs.existsSync(path.join(troupe.workspace('pska', 'pska:dan'), 'test.txt')), 'the command never ran');
   const late = await resolve(troupe, pending.request_id, 'approve');
   assert.equal(late.status, 404, late.text);
   const events = await all_events(troupe, 'appr-cancel');
@@ -557,7 +557,7 @@ scenario('a pending approval survives kill -9: the recovered run re-asks with th
   assert.equal(still.status, 'pending', 'the approval stays pending across the restart');
   assert.equal(still.expires_at, pending.expires_at, 'its deadline is kept');
   assert.equal((await list_approvals(second, '?run_id=appr-restart')).total_count, 1, 'no second approval was opened');
-  const file = path.join(second.workspace('pska', 'pska_rita'), 'test.txt');
+  const file = path.join(second.workspace('pska', 'pska:rita'), 'test.txt');
   assert.ok(fs.existsSync(file), 'nothing ran yet');
 
   const approved = await resolve(second, id, 'approve');
@@ -600,7 +600,7 @@ scenario('a pending approval whose deadline passed while troupe was down is expi
   assert.ok(exec_results[0].content.startsWith('[SAFETY_DENIED] '), exec_results[0].content);
   assert.equal(exec_results[0].metadata.approved, false);
   assert.equal(exec_results[0].metadata.request_id, pending.request_id, 'the retried call reuses the expired approval');
-  assert.ok(fs.existsSync(path.join(second.workspace('pska', 'pska_ola'), 'test.txt')), 'the command never ran');
+  assert.ok(fs.existsSync(path.join(second.workspace('pska', 'pska:ola'), 'test.txt')), 'the command never ran');
   assert.equal((await list_approvals(second, '?run_id=appr-lapsed')).total_count, 1, 'no second approval was opened');
 });
 
@@ -632,7 +632,7 @@ scenario('audit.jsonl gets one approval_request and one execution record per gat
   assert.equal((await resolve(troupe, id, 'approve')).status, 200);
   const run = await wait_run(troupe, 'appr-audit', (r) => terminal.has(r.status), { message: 'the run to end' });
   assert.equal(run.status, 'completed');
-  assert.ok(!fs.existsSync(path.join(troupe.workspace('pska', 'pska_aud'), 'secret.txt')), 'the approved rm ran');
+  assert.ok(!fs.existsSync(path.join(troupe.workspace('pska', 'pska:aud'), 'secret.txt')), 'the approved rm ran');
 
   const records = await until(() => {
     const rs = audit_records(troupe).filter((r) => r.run_id === 'appr-audit');

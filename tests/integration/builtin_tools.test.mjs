@@ -24,8 +24,8 @@ scenario('write_file and read_file work inside the user workspace and a path out
   const results = events.filter((e) => e.type === 'tool_result');
   assert.equal(results.length, 5, events.map((e) => `${e.type}: ${e.content}`).join('\n'));
 
-  // AS-26: tenant "pska" (the user key's prefix), user dir "pska_alice" (':' becomes '_').
-  const ws = troupe.workspace('pska', 'pska_alice');
+  // AS-26: tenant "pska" (the user key's prefix), user dir "pska%3Aalice" (':' is encoded).
+  const ws = troupe.workspace('pska', 'pska:alice');
   assert.equal(results[0].tool_name, 'write_file');
   assert.equal(results[0].content, 'Successfully wrote 12 bytes to notes/hello.txt');
   assert.equal(fs.readFileSync(path.join(ws, 'notes', 'hello.txt'), 'utf8'), 'hello alice\n');
@@ -61,9 +61,9 @@ scenario('the same user in two tenants gets two workspaces', async (s) => {
   assert.equal(a.status, 200, a.text);
   const b = await troupe.chat({ messages: [user('b')], user_key: 'pska:alice', metadata: { tenant_key: 'acme corp' } });
   assert.equal(b.status, 200, b.text);
-  assert.ok(fs.existsSync(path.join(troupe.workspace('pska', 'pska_alice'), 'who.txt')));
-  assert.ok(fs.existsSync(path.join(troupe.workspace('acme_corp', 'pska_alice'), 'who.txt')),
-    'an explicit tenant wins; characters outside [A-Za-z0-9._@-] become _');
+  assert.ok(fs.existsSync(path.join(troupe.workspace('pska', 'pska:alice'), 'who.txt')));
+  assert.ok(fs.existsSync(path.join(troupe.workspace('acme corp', 'pska:alice'), 'who.txt')),
+    'an explicit tenant wins; characters outside [A-Za-z0-9._@-] are percent-encoded');
 });
 
 scenario('a run that keeps calling tools stops after react.max_iterations with a STOPPED session_end', async (s) => {
@@ -131,7 +131,7 @@ scenario('exec and edit_file run in the user workspace', async (s) => {
   const res = await troupe.chat({ messages: [user('work')], user_key: 'pska:dave' });
   assert.equal(res.status, 200, res.text);
   const out = res.json.events.filter((e) => e.type === 'tool_result').map((e) => e.content);
-  const ws = fs.realpathSync(troupe.workspace('pska', 'pska_dave'));
+  const ws = fs.realpathSync(troupe.workspace('pska', 'pska:dave'));
   assert.equal(out[0], `${ws}\nhome=${ws}\n`);
   assert.equal(out[1], 'Successfully edited doc.txt');
   assert.equal(out[2], '[ERROR] old_text not found in doc.txt');

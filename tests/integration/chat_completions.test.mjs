@@ -76,7 +76,7 @@ scenario('a streamed chat completion of the scripted demo emits a well-formed ev
   assert.ok(end.content.length > 0, 'the demo gives a final answer');
 
   // The demo's write_file really wrote into the anonymous user's workspace (AS-26, AS-29).
-  const ws = troupe.workspace('_default', 'anonymous');
+  const ws = troupe.workspace('', 'anonymous');
   for (const call of events.filter((x) => x.type === 'tool_call' && x.tool_name === 'write_file')) {
     const file = path.join(ws, call.tool_args.path);
     assert.equal(fs.readFileSync(file, 'utf8'), call.tool_args.content, `${file} holds what write_file wrote`);

@@ -43,7 +43,7 @@ for (const [where, body] of [
 ]) {
   scenario(`with on_disconnect continue ${where} the run finishes after the client left`, async (s) => {
     const troupe = await s.troupe({ config: { model: { scripts: { slow: slow_script } } } });
-    const file = path.join(troupe.workspace('pska', 'pska_bob'), 'after', 'left.txt');
+    const file = path.join(troupe.workspace('pska', 'pska:bob'), 'after', 'left.txt');
 
     const stream = await troupe.stream({ messages: [user('do it slowly')], model: 'scripted:slow', user_key: 'pska:bob', ...body });
     assert.equal(stream.status, 200);

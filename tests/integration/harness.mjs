@@ -13,12 +13,28 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+// A key's folder name, encoded as troupe does (protocol/workspace_path.hpp): safe bytes kept, others
+// (and a leading dot) as %XX, the empty key as %none, a long encoding cut and ended by its digest.
+export function workspace_segment(key) {
+  if (key === '') return '%none';
+  let out = '';
+  for (const [i, b] of [...Buffer.from(key, 'utf8')].entries()) {
+    const c = String.fromCharCode(b);
+    out += /[A-Za-z0-9._@-]/.test(c) && !(i === 0 && c === '.') ? c : '%' + b.toString(16).toUpperCase().padStart(2, '0');
+  }
+  if (out.length <= 128) return out;
+  let cut = 128 - 2 - 64;
+  while (cut > 0 && (out[cut - 1] === '%' || (cut > 1 && out[cut - 2] === '%'))) cut--;
+  return out.slice(0, cut) + '%~' + crypto.createHash('sha256').update(key, 'utf8').digest('hex');
+}
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const source_dir = path.resolve(here, '..', '..');
@@ -225,9 +241,10 @@ export class troupe_process extends child {
     return this;
   }
 
-  // A user's workspace directory (AS-26).
-  workspace(tenant_dir, user_dir) {
-    return path.join(this.data_dir, 'workspaces', 'tenants', tenant_dir, 'users', user_dir);
+  // A user's workspace directory (AS-26), from the tenant and user keys ('' for no tenant).
+  workspace(tenant_key, user_key) {
+    return path.join(this.data_dir, 'workspaces', 'tenants', workspace_segment(tenant_key), 'users',
+      workspace_segment(user_key));
   }
 
   // fetch against the service; `body` objects are sent as JSON.

@@ -352,5 +352,5 @@ scenario('a live call takes the same decision as /v1/policy/check: a user rule a
   assert.ok(!events.some((e) => e.type === 'ask_user'), 'no approval was asked');
   const result = events.find((e) => e.type === 'tool_result');
   assert.equal(result.metadata.decision_level, d.level);
-  assert.equal(fs.readFileSync(path.join(troupe.workspace('pska', 'pska_trusted'), 'out.txt'), 'utf8'), 'hi\n');
+  assert.equal(fs.readFileSync(path.join(troupe.workspace('pska', 'pska:trusted'), 'out.txt'), 'utf8'), 'hi\n');
 });

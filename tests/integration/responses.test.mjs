@@ -373,6 +373,75 @@ scenario('with auth.api_keys configured a Responses request needs one of those k
   assert.equal(ok.status, 200, ok.text);
 });
 
+scenario('each client key and the service token alone reads, continues, changes and deletes its own responses and conversations; to any other they answer exactly as missing ones do (RS-3, RS-2)', async (s) => {
+  // Issue 15 finding 9.
+  const key_a = 'sk-client-a';
+  const key_b = 'sk-client-b';
+  const token = 'rs-service-token';
+  const { up, troupe } = await gateway(s, { config: { auth: { api_keys: [key_a, key_b] }, service: { service_token: token } } });
+  await up.script([], { content: 'answer' });
+  const as = (key) => ({ authorization: `Bearer ${key}` });
+  const call = (key, method, route, body) => troupe.request(method, route, { headers: as(key), ...(body ? { body } : {}) });
+
+  const created = await post(troupe, { input: 'my question' }, as(key_a));
+  assert.equal(created.status, 200, created.text);
+  const conv = await call(key_a, 'POST', '/v1/conversations', { items: [{ role: 'user', content: 'secret note' }], metadata: { k: 'v' } });
+  assert.equal(conv.status, 200, conv.text);
+  const rid = created.json.id;
+  const cid = conv.json.id;
+  const iid = (await call(key_a, 'GET', `/v1/conversations/${cid}/items`)).json.data[0].id;
+  const no_rid = 'resp_00000000000000000000000000000000';
+  const no_cid = 'conv_00000000000000000000000000000000';
+
+  const routes = [
+    ['GET', (r) => `/v1/responses/${r}`],
+    ['GET', (r) => `/v1/responses/${r}?stream=true`],
+    ['GET', (r) => `/v1/responses/${r}/input_items`],
+    ['POST', (r) => `/v1/responses/${r}/cancel`],
+    ['DELETE', (r) => `/v1/responses/${r}`],
+  ];
+  const conversation_routes = [
+    ['GET', (c) => `/v1/conversations/${c}`],
+    ['POST', (c) => `/v1/conversations/${c}`, { metadata: { k: 'changed' } }],
+    ['GET', (c) => `/v1/conversations/${c}/items`],
+    ['POST', (c) => `/v1/conversations/${c}/items`, { items: [{ role: 'user', content: 'planted' }] }],
+    ['GET', (c) => `/v1/conversations/${c}/items/${iid}`],
+    ['DELETE', (c) => `/v1/conversations/${c}/items/${iid}`],
+    ['DELETE', (c) => `/v1/conversations/${c}`],
+  ];
+  for (const other of [key_b, token]) {
+    for (const [list, mine, none] of [[routes, rid, no_rid], [conversation_routes, cid, no_cid]]) {
+      for (const [method, route, body] of list) {
+        const what = `${method} ${route('{id}')} as ${other}:`;
+        const foreign = await call(other, method, route(mine), body);
+        const missing = await call(other, method, route(none), body);
+        assert_error(foreign, 404, { code: null }, what);
+        assert.equal(foreign.text, missing.text.replaceAll(none, mine), `${what} the same answer as a missing one`);
+      }
+    }
+    const continued = await post(troupe, { input: 'theirs', previous_response_id: rid }, as(other));
+    assert_error(continued, 400, { code: 'previous_response_not_found', message: `Previous response with id '${rid}' not found.` });
+    const joined = await post(troupe, { input: 'theirs', conversation: cid }, as(other));
+    assert_error(joined, 404, { message: `Conversation with id '${cid}' not found.` });
+    const referenced = await post(troupe, { input: [{ type: 'item_reference', id: iid }] }, as(other));
+    assert_error(referenced, 400, { param: 'input[0].id', message: `No item found with id '${iid}'.` }, 'an item_reference to another key\'s item:');
+  }
+  assert.equal((await up.requests()).length, 1, 'no foreign continuation reached the upstream');
+
+  // The owner's objects are untouched and still its own to use.
+  const again = await call(key_a, 'GET', `/v1/responses/${rid}`);
+  assert.equal(again.status, 200, again.text);
+  assert.equal(again.json.id, rid);
+  const conv_now = await call(key_a, 'GET', `/v1/conversations/${cid}`);
+  assert.deepEqual(conv_now.json.metadata, { k: 'v' });
+  const items = await call(key_a, 'GET', `/v1/conversations/${cid}/items`);
+  assert.deepEqual(items.json.data.map((i) => i.content[0].text), ['secret note']);
+  const next = await post(troupe, { input: 'follow-up', previous_response_id: rid }, as(key_a));
+  assert.equal(next.status, 200, next.text);
+  assert.equal((await call(key_a, 'DELETE', `/v1/responses/${rid}`)).status, 200);
+  assert.equal((await call(key_a, 'DELETE', `/v1/conversations/${cid}`)).status, 200);
+});
+
 // ---------------------------------------------------------------------------------------------
 // RS-42: foreground disconnects
 
@@ -816,6 +885,82 @@ scenario('with max_tool_calls 1 and two gateway calls in one round, one mcp_call
     `RS-24: the model is told the limit: ${JSON.stringify(results)}`);
   assert.ok(!chat_tool_names(reqs[1]).some((n) => n?.startsWith('mcp__')),
     `RS-24: once the budget is spent no gateway tool is offered: ${chat_tool_names(reqs[1])}`);
+});
+
+scenario('a gateway call whose arguments are not a JSON object, or to an MCP tool the request does not offer, never runs: its mcp_call ends failed, the model is told why, and no function_call or mcp__ name reaches the client (RS-25, RS-31)', async (s) => {
+  // Issue 15 finding 13.
+  const mcp = fake_mcp(s);
+  const { up, troupe } = await gateway(s, { config: { mcp: { servers: [mcp.server] } } });
+  await wait_mcp_ready(troupe, ['fake'], mcp_ready_timeout_ms);
+  await up.script([
+    { tool_calls: [
+      { id: 'call_broken', name: 'mcp__fake__echo', arguments: '{"text": "hi"' },
+      { id: 'call_unoffered', name: 'mcp__fake__touch', arguments: '{"marker":"unoffered"}' },
+      { id: 'call_ghost', name: 'mcp__ghost__wipe', arguments: '{}' },
+    ] },
+    { content: 'Understood.' },
+  ]);
+  const tools = [{ type: 'mcp', server_label: 'fake', require_approval: 'never', allowed_tools: ['echo'] }];
+  const res = await post(troupe, { input: 'Go.', tools });
+  assert.equal(res.status, 200, res.text);
+  const output = res.json.output;
+  assert.deepEqual(output.map((i) => i.type), ['mcp_list_tools', 'mcp_call', 'mcp_call', 'mcp_call', 'message'], JSON.stringify(output));
+  const [broken, unoffered, ghost] = output.slice(1, 4);
+  for (const call of [broken, unoffered, ghost]) {
+    assert.equal(call.status, 'failed', JSON.stringify(call));
+    assert.equal(call.error?.type, 'mcp_protocol_error', JSON.stringify(call));
+  }
+  assert.equal(broken.arguments, '{"text": "hi"', 'the item shows the arguments as the model gave them');
+  assert.match(broken.error.message, /^Invalid arguments for tool 'echo': arguments are not valid JSON: /, broken.error.message);
+  assert.equal(unoffered.error.message, "Unknown tool 'touch' on MCP server 'fake'");
+  assert.equal(ghost.error.message, "Unknown tool 'wipe' on MCP server 'ghost'");
+  assert.ok(!res.text.includes('mcp__'), `RS-31: clients never see the model-facing names: ${res.text}`);
+  assert.deepEqual(mcp.calls(), [], `no call reached the MCP server:\n${mcp.describe()}`);
+  assert.deepEqual(mcp.touches(), []);
+
+  const reqs = await up.requests();
+  assert.equal(reqs.length, 2, 'the model is asked again, with the errors');
+  const results = chat_results(reqs[1]);
+  const said = (id) => results.find((r) => r.id === id)?.output ?? ''; // gateway calls go upstream under their item ids
+  assert.match(said(broken.id), /"error":.*Invalid arguments for tool 'echo': arguments are not valid JSON/, JSON.stringify(results));
+  assert.match(said(unoffered.id), /"error":.*Unknown tool 'touch'/, JSON.stringify(results));
+  assert.match(said(ghost.id), /"error":.*Unknown tool 'wipe'/, JSON.stringify(results));
+});
+
+scenario('a call that needs approval but whose arguments are not JSON is not put to the client and never runs, nor does an approved request carrying such arguments (RS-33, RS-25)', async (s) => {
+  // Issue 15 finding 13: an approved call ran with {} instead of the arguments shown.
+  const mcp = fake_mcp(s);
+  const { up, troupe } = await gateway(s, { config: { mcp: { servers: [mcp.server] } } });
+  await wait_mcp_ready(troupe, ['fake'], mcp_ready_timeout_ms);
+  await up.script([
+    { tool_calls: [{ id: 'call_touch', name: 'mcp__fake__touch', arguments: '{"marker":' }] },
+    { content: 'It could not run.' },
+    { content: 'Nothing ran.' },
+  ]);
+  const tools = [{ type: 'mcp', server_label: 'fake', require_approval: 'always' }];
+  const first = await post(troupe, { input: 'Touch.', tools });
+  assert.equal(first.status, 200, first.text);
+  assert.deepEqual(first.json.output.map((i) => i.type), ['mcp_list_tools', 'mcp_call', 'message'], first.text);
+  const call = first.json.output[1];
+  assert.equal(call.status, 'failed');
+  assert.equal(call.arguments, '{"marker":');
+  assert.match(call.error.message, /arguments are not valid JSON/);
+
+  const second = await post(troupe, {
+    previous_response_id: first.json.id, tools,
+    input: [
+      { type: 'mcp_approval_request', id: 'mcpr_client_made', server_label: 'fake', name: 'touch', arguments: '{"marker":' },
+      { type: 'mcp_approval_response', approval_request_id: 'mcpr_client_made', approve: true },
+    ],
+  });
+  assert.equal(second.status, 200, second.text);
+  const approved = second.json.output.find((i) => i.type === 'mcp_call');
+  assert.ok(approved, second.text);
+  assert.equal(approved.approval_request_id, 'mcpr_client_made');
+  assert.equal(approved.status, 'failed', JSON.stringify(approved));
+  assert.match(approved.error.message, /arguments are not valid JSON/);
+  assert.deepEqual(mcp.calls(), [], `no call reached the MCP server:\n${mcp.describe()}`);
+  assert.deepEqual(mcp.touches(), []);
 });
 
 scenario('an upstream 4xx on round 2 (after a gateway call) is a 502 server_error for a non-streaming client, not a 400 (RS-43)', async (s) => {

@@ -166,7 +166,7 @@ scenario('a call of a tool the allowlist hides is recorded with tool_policy_deni
   assert.equal(result.content, `[TOOL_POLICY_DENIED] ${reason}`);
   assert.equal(result.metadata.approved, false, 'a denied call is not approved (AS-44)');
   assert.ok(!events.some((e) => e.type === 'ask_user'), 'a policy denial never asks for approval');
-  assert.ok(!fs.existsSync(path.join(troupe.workspace('pska', 'pska_eve'), 'sneaky.txt')), 'the tool never ran');
+  assert.ok(!fs.existsSync(path.join(troupe.workspace('pska', 'pska:eve'), 'sneaky.txt')), 'the tool never ran');
 
   // The model's tool message carries the same text (AS-32).
   const sent = await up.requests();
@@ -205,7 +205,7 @@ scenario('under mode none a tool the model calls anyway is denied with "run tool
   }
   assert.deepEqual(steps[0].results.map((r) => r.content), [`[TOOL_POLICY_DENIED] ${reason}`, `[TOOL_POLICY_DENIED] ${reason}`]);
   assert.ok(!events.some((e) => e.type === 'ask_user'), 'denied before the service policy could ask');
-  assert.ok(!fs.existsSync(path.join(troupe.workspace('pska', 'pska_eve'), 'ran.txt')), 'exec never ran');
+  assert.ok(!fs.existsSync(path.join(troupe.workspace('pska', 'pska:eve'), 'ran.txt')), 'exec never ran');
   const sent = await up.requests();
   const tool_msgs = sent[1].messages.filter((m) => m.role === 'tool');
   assert.deepEqual(tool_msgs.map((m) => [m.tool_call_id, m.content]),

@@ -36,7 +36,7 @@ scenario('tool-call arguments streamed in 3-character pieces reach the tool inta
   const result = events.find((e) => e.type === 'tool_result');
   assert.equal(result.tool_call_id, 'call_fake_1');
   assert.equal(result.content, `Successfully wrote ${Buffer.byteLength(args.content)} bytes to up/streamed.txt`);
-  assert.equal(fs.readFileSync(path.join(troupe.workspace('pska', 'pska_carol'), 'up', 'streamed.txt'), 'utf8'), args.content);
+  assert.equal(fs.readFileSync(path.join(troupe.workspace('pska', 'pska:carol'), 'up', 'streamed.txt'), 'utf8'), args.content);
   const think = events.find((e) => e.type === 'think');
   assert.equal(think.content, 'I will write the file.', 'streamed content is reassembled');
   const end = events[events.length - 1];

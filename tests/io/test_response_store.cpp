@@ -38,6 +38,9 @@ struct scratch_file {
   }
 };
 
+// The owner of an open service, which every test row has unless it says otherwise.
+const response_owner nobody{};
+
 // One process's Responses store: its own actor system, the store and a blocking caller. Destroying it
 // stops the store and waits for it, as a process exit would.
 struct responses_client {
@@ -81,25 +84,25 @@ struct responses_client {
   }
 
   int64_t save(response_commit c) { return ok<int64_t>(save_response_atom::value, std::move(c)); }
-  response_row get(const std::string& id) { return ok<response_row>(get_response_atom::value, id); }
+  response_row get(const std::string& id) { return ok<response_row>(get_response_atom::value, id, nobody); }
   std::vector<stored_item> items(std::vector<std::string> ids) {
-    return ok<std::vector<stored_item>>(get_items_atom::value, std::move(ids));
+    return ok<std::vector<stored_item>>(get_items_atom::value, std::move(ids), nobody);
   }
   conversation_row conversation(const std::string& id) {
-    return ok<conversation_row>(get_conversation_atom::value, id);
+    return ok<conversation_row>(get_conversation_atom::value, id, nobody);
   }
   conversation_row create_conversation(const std::string& id, std::vector<stored_item> members) {
     return ok<conversation_row>(create_conversation_atom::value, conversation_row{id, 1700000000, "{}", 7},
                                 std::move(members));
   }
   std::vector<stored_item> add(const std::string& conversation, std::vector<stored_item> members) {
-    return ok<std::vector<stored_item>>(add_conversation_items_atom::value, conversation, std::move(members));
+    return ok<std::vector<stored_item>>(add_conversation_items_atom::value, conversation, nobody, std::move(members));
   }
 
   // The ids of every member, in order, and the revision read with them.
   std::pair<std::vector<std::string>, int64_t> members(const std::string& conversation) {
     std::pair<std::vector<std::string>, int64_t> out;
-    self->request(store, std::chrono::seconds(10), conversation_items_atom::value, conversation)
+    self->request(store, std::chrono::seconds(10), conversation_items_atom::value, conversation, nobody)
       .receive(
         [&](conversation_row& row, std::vector<stored_item>& found) {
           for (auto& item : found)
@@ -112,11 +115,11 @@ struct responses_client {
 
   // Every id of a listing, walked page by page with `after` as the cursor; each page is checked.
   template <class Atom>
-  std::vector<std::string> walk(Atom atom, const std::string& owner, bool ascending, int64_t limit) {
+  std::vector<std::string> walk(Atom atom, const std::string& id, bool ascending, int64_t limit) {
     std::vector<std::string> seen;
     page_request p{limit, ascending, ""};
     for (int pages = 0; pages < 100; ++pages) {
-      auto page = ok<item_page>(atom, owner, p);
+      auto page = ok<item_page>(atom, id, nobody, p);
       CHECK(static_cast<int64_t>(page.items.size()) <= limit);
       for (auto& item : page.items)
         seen.push_back(item.id);
@@ -199,9 +202,91 @@ TEST_CASE("a saved response reads back with its fields and its history in order"
   CHECK(ids_of(client.items({"msg_b", "msg_nope", "msg_c"})) == std::vector<std::string>{"msg_b", "msg_c"});
   CHECK(client.items({"msg_a"}).at(0).json == item("msg_a").json);
 
-  auto missing = client.refused<response_row>(get_response_atom::value, std::string("resp_nope"));
+  auto missing = client.refused<response_row>(get_response_atom::value, std::string("resp_nope"), nobody);
   CHECK(code_of(missing) == errc::not_found);
   CHECK(message_of(missing) == "Response with id 'resp_nope' not found.");
+}
+
+TEST_CASE("another owner's response or conversation is answered exactly like a missing one, and stays as it was",
+          "[response_store]") { // issue 15 finding 9
+  scratch_file db("owners");
+  responses_client client(db.path);
+  const response_owner alice{"sha256:alice"};
+  const response_owner bob{"sha256:bob"};
+  auto c = commit("resp_a", {"msg_a"}, {item("msg_a")});
+  c.response.owner = alice.key;
+  client.save(c);
+  client.ok<conversation_row>(create_conversation_atom::value,
+                              conversation_row{"conv_a", 1700000000, "{}", 0, alice.key},
+                              std::vector<stored_item>{item("msg_b")});
+
+  // The owner sees both.
+  CHECK(client.ok<response_row>(get_response_atom::value, std::string("resp_a"), alice).owner == alice.key);
+  CHECK(client.ok<conversation_row>(get_conversation_atom::value, std::string("conv_a"), alice).owner == alice.key);
+
+  // Every message naming another owner's object gets the answer of a missing one, word for word.
+  auto resp = [](const char* id) { return std::string(id); };
+  CHECK(message_of(client.refused<response_row>(get_response_atom::value, resp("resp_a"), bob))
+        == "Response with id 'resp_a' not found.");
+  CHECK(message_of(client.refused<response_row>(get_response_atom::value, resp("resp_a"), nobody))
+        == "Response with id 'resp_a' not found.");
+  CHECK(message_of(client.refused<item_page>(input_items_atom::value, resp("resp_a"), bob, page_request{}))
+        == "Response with id 'resp_a' not found.");
+  CHECK(message_of(client.refused<bool>(delete_response_atom::value, resp("resp_a"), bob))
+        == "Response with id 'resp_a' not found.");
+  const std::string gone = "Conversation with id 'conv_a' not found.";
+  CHECK(message_of(client.refused<conversation_row>(get_conversation_atom::value, resp("conv_a"), bob)) == gone);
+  CHECK(message_of(client.refused<conversation_row>(update_conversation_atom::value, resp("conv_a"), bob,
+                                                    std::string(R"({"x":"y"})")))
+        == gone);
+  CHECK(message_of(client.refused<std::vector<stored_item>>(add_conversation_items_atom::value, resp("conv_a"), bob,
+                                                            std::vector<stored_item>{item("msg_c")}))
+        == gone);
+  CHECK(message_of(client.refused<item_page>(list_conversation_items_atom::value, resp("conv_a"), bob, page_request{}))
+        == gone);
+  CHECK(message_of(client.refused<conversation_row>(remove_conversation_item_atom::value, resp("conv_a"), bob,
+                                                    std::string("msg_b")))
+        == gone);
+  CHECK(message_of(client.refused<bool>(delete_conversation_atom::value, resp("conv_a"), bob)) == gone);
+  {
+    caf::error err;
+    client.self->request(client.store, std::chrono::seconds(10), conversation_items_atom::value, resp("conv_a"), bob)
+      .receive([](conversation_row&, std::vector<stored_item>&) { FAIL("another owner read the members"); },
+               [&](caf::error& e) { err = e; });
+    CHECK(message_of(err) == gone);
+  }
+  // A commit of another owner cannot append to the conversation.
+  auto onto = commit("resp_b", {"msg_d"}, {item("msg_d")});
+  onto.response.owner = bob.key;
+  onto.conversation_id = "conv_a";
+  onto.conversation_append = {"msg_d"};
+  onto.expected_revision = 0;
+  CHECK(message_of(client.refused<int64_t>(save_response_atom::value, onto)) == gone);
+
+  // Items are the owner's too: another owner neither reads one by id nor, by storing the same id,
+  // reaches its body through its own listings.
+  auto none =
+    client.ok<std::vector<stored_item>>(get_items_atom::value, std::vector<std::string>{"msg_a", "msg_b"}, bob);
+  CHECK(none.empty());
+  auto copy = commit("resp_copy", {"msg_a"}, {item("msg_a", "bob's own")});
+  copy.response.owner = bob.key;
+  client.save(copy);
+  CHECK(client.ok<item_page>(input_items_atom::value, resp("resp_copy"), bob, page_request{}).items.empty());
+  client.ok<conversation_row>(create_conversation_atom::value,
+                              conversation_row{"conv_b", 1700000000, "{}", 0, bob.key},
+                              std::vector<stored_item>{item("msg_b", "planted")});
+  CHECK(client.ok<item_page>(list_conversation_items_atom::value, resp("conv_b"), bob, page_request{}).items.empty());
+  CHECK(client.ok<std::vector<stored_item>>(get_items_atom::value, std::vector<std::string>{"msg_a"}, alice).at(0).json
+        == item("msg_a").json);
+
+  // Nothing of the owner's changed.
+  auto conv = client.ok<conversation_row>(get_conversation_atom::value, resp("conv_a"), alice);
+  CHECK(conv.metadata == "{}");
+  CHECK(conv.revision == 0);
+  CHECK(client.ok<response_row>(get_response_atom::value, resp("resp_a"), alice).history_item_ids
+        == std::vector<std::string>{"msg_a"});
+  CHECK(client.ok<item_page>(list_conversation_items_atom::value, resp("conv_a"), alice, page_request{}).items.size()
+        == 1);
 }
 
 TEST_CASE("an item shared by reference is stored once and keeps the body it was first stored with",
@@ -230,22 +315,23 @@ TEST_CASE("deleting a response removes it and collects only the items nothing el
   client.create_conversation("conv_1", {item("msg_c")});
 
   // RS-7: msg_b is in another response's history and msg_c in a conversation; both survive.
-  CHECK(client.ok<bool>(delete_response_atom::value, std::string("resp_1")));
+  CHECK(client.ok<bool>(delete_response_atom::value, std::string("resp_1"), nobody));
   CHECK(ids_of(client.items({"msg_a", "msg_b", "msg_c", "msg_d"})) == std::vector<std::string>{"msg_b", "msg_c"});
-  CHECK(code_of(client.refused<response_row>(get_response_atom::value, std::string("resp_1"))) == errc::not_found);
+  CHECK(code_of(client.refused<response_row>(get_response_atom::value, std::string("resp_1"), nobody))
+        == errc::not_found);
   CHECK(client.ok<std::vector<response_event>>(response_events_atom::value, std::string("resp_1"), int64_t{-1})
           .empty());
   CHECK(client.get("resp_2").history_item_ids == std::vector<std::string>{"msg_b"});
 
-  auto again = client.refused<bool>(delete_response_atom::value, std::string("resp_1"));
+  auto again = client.refused<bool>(delete_response_atom::value, std::string("resp_1"), nobody);
   CHECK(code_of(again) == errc::not_found);
   CHECK(message_of(again) == "Response with id 'resp_1' not found.");
 
   // Deleting the conversation leaves what a response still holds (RS-11) and collects the rest.
   client.create_conversation("conv_2", {item("msg_b"), item("msg_e")});
-  CHECK(client.ok<bool>(delete_conversation_atom::value, std::string("conv_2")));
+  CHECK(client.ok<bool>(delete_conversation_atom::value, std::string("conv_2"), nobody));
   CHECK(ids_of(client.items({"msg_b", "msg_e"})) == std::vector<std::string>{"msg_b"});
-  CHECK(code_of(client.refused<conversation_row>(get_conversation_atom::value, std::string("conv_2")))
+  CHECK(code_of(client.refused<conversation_row>(get_conversation_atom::value, std::string("conv_2"), nobody))
         == errc::not_found);
 }
 
@@ -268,17 +354,19 @@ TEST_CASE("input_items pages visit each input item once in either order and end 
           == std::vector<std::string>(input.rbegin(), input.rend()));
   }
 
-  auto page = client.ok<item_page>(input_items_atom::value, std::string("resp_1"), page_request{2, false, "msg_2"});
+  auto page =
+    client.ok<item_page>(input_items_atom::value, std::string("resp_1"), nobody, page_request{2, false, "msg_2"});
   CHECK(ids_of(page.items) == std::vector<std::string>{"msg_1"});
   CHECK_FALSE(page.has_more);
 
   // An `after` that is not in the listing, even one of the response's own output items, is unknown.
   for (std::string after : {"msg_nope", "msg_6"}) {
-    auto err = client.refused<item_page>(input_items_atom::value, std::string("resp_1"), page_request{2, true, after});
+    auto err =
+      client.refused<item_page>(input_items_atom::value, std::string("resp_1"), nobody, page_request{2, true, after});
     CHECK(code_of(err) == errc::not_found);
     CHECK(message_of(err) == "No item found with id '" + after + "'");
   }
-  auto missing = client.refused<item_page>(input_items_atom::value, std::string("resp_nope"), page_request{});
+  auto missing = client.refused<item_page>(input_items_atom::value, std::string("resp_nope"), nobody, page_request{});
   CHECK(message_of(missing) == "Response with id 'resp_nope' not found.");
 }
 
@@ -298,7 +386,8 @@ TEST_CASE("a commit whose expected revision is stale writes nothing and answers 
   auto err = client.refused<int64_t>(save_response_atom::value, stale);
   CHECK(code_of(err) == errc::conflict);
   CHECK(message_of(err) == "Another response is in progress for conversation 'conv_1'.");
-  CHECK(code_of(client.refused<response_row>(get_response_atom::value, std::string("resp_1"))) == errc::not_found);
+  CHECK(code_of(client.refused<response_row>(get_response_atom::value, std::string("resp_1"), nobody))
+        == errc::not_found);
   CHECK(client.items({"msg_c", "msg_d"}).empty());
   CHECK(client.ok<std::vector<response_event>>(response_events_atom::value, std::string("resp_1"), int64_t{-1})
           .empty());
@@ -322,7 +411,7 @@ TEST_CASE("adding an item that is already a member answers conflict and adds not
   responses_client client(db.path);
   client.create_conversation("conv_1", {item("msg_a")});
   // RS-12: one id already a member refuses the whole add.
-  auto err = client.refused<std::vector<stored_item>>(add_conversation_items_atom::value, std::string("conv_1"),
+  auto err = client.refused<std::vector<stored_item>>(add_conversation_items_atom::value, std::string("conv_1"), nobody,
                                                       std::vector<stored_item>{item("msg_b"), item("msg_a")});
   CHECK(code_of(err) == errc::conflict);
   CHECK(message_of(err) == "Item already in conversation");
@@ -330,7 +419,7 @@ TEST_CASE("adding an item that is already a member answers conflict and adds not
   CHECK(client.items({"msg_b"}).empty());
 
   auto missing = client.refused<std::vector<stored_item>>(add_conversation_items_atom::value, std::string("conv_nope"),
-                                                          std::vector<stored_item>{item("msg_b")});
+                                                          nobody, std::vector<stored_item>{item("msg_b")});
   CHECK(message_of(missing) == "Conversation with id 'conv_nope' not found.");
 }
 
@@ -351,14 +440,14 @@ TEST_CASE("removing a conversation item detaches it and bumps the revision", "[r
   scratch_file db("remove-item");
   responses_client client(db.path);
   client.create_conversation("conv_1", {item("msg_a"), item("msg_b"), item("msg_c")});
-  auto after = client.ok<conversation_row>(remove_conversation_item_atom::value, std::string("conv_1"),
+  auto after = client.ok<conversation_row>(remove_conversation_item_atom::value, std::string("conv_1"), nobody,
                                            std::string("msg_b"));
   CHECK(after.id == "conv_1");
   CHECK(after.revision == 1);
   CHECK(client.members("conv_1") == std::make_pair(std::vector<std::string>{"msg_a", "msg_c"}, int64_t{1}));
   CHECK(client.items({"msg_b"}).empty()); // referenced by nothing any more
 
-  auto err = client.refused<conversation_row>(remove_conversation_item_atom::value, std::string("conv_1"),
+  auto err = client.refused<conversation_row>(remove_conversation_item_atom::value, std::string("conv_1"), nobody,
                                               std::string("msg_b"));
   CHECK(code_of(err) == errc::not_found);
   CHECK(message_of(err) == "No item found with id 'msg_b'");
@@ -369,12 +458,12 @@ TEST_CASE("removing a conversation item detaches it and bumps the revision", "[r
         == std::vector<std::string>{"msg_a", "msg_c", "msg_d"});
   CHECK(client.walk(list_conversation_items_atom::value, "conv_1", false, 1)
         == std::vector<std::string>{"msg_d", "msg_c", "msg_a"});
-  auto unknown = client.refused<item_page>(list_conversation_items_atom::value, std::string("conv_1"),
+  auto unknown = client.refused<item_page>(list_conversation_items_atom::value, std::string("conv_1"), nobody,
                                            page_request{20, false, "msg_b"});
   CHECK(message_of(unknown) == "No item found with id 'msg_b'");
 
   // Updating the metadata replaces it and is one more mutation.
-  auto updated = client.ok<conversation_row>(update_conversation_atom::value, std::string("conv_1"),
+  auto updated = client.ok<conversation_row>(update_conversation_atom::value, std::string("conv_1"), nobody,
                                              std::string(R"({"topic":"x"})"));
   CHECK(updated.metadata == R"({"topic":"x"})");
   CHECK(updated.revision == 3);
@@ -433,7 +522,7 @@ TEST_CASE("responses and conversations survive closing and reopening the store b
     client.save(c);
     client.create_conversation("conv_1", {item("msg_b")});
     // Sent without waiting: stopping the store must not lose it.
-    client.self->send(client.store, add_conversation_items_atom::value, std::string("conv_1"),
+    client.self->send(client.store, add_conversation_items_atom::value, std::string("conv_1"), nobody,
                       std::vector<stored_item>{item("msg_c")});
   }
   responses_client client(db.path);

@@ -537,12 +537,13 @@ TEST_CASE("the Responses gateway admits by the one rule: tokens in either carrie
   };
   auth_config c;
   c.api_keys = {"key-a", "key-b"};
-  CHECK(owner(admit(c, {"svc"}, {{"authorization", "bearer svc"}})).empty());
-  CHECK(owner(admit(c, {"svc"}, {{"x-fastreact-service-token", "svc"}})).empty());
+  auto service = owner(admit(c, {"svc"}, {{"authorization", "bearer svc"}}));
+  CHECK(owner(admit(c, {"svc"}, {{"x-fastreact-service-token", "svc"}})) == service);
   auto a = owner(admit(c, {}, {{"authorization", "Bearer key-a"}}));
   auto b = owner(admit(c, {}, {{"authorization", "BEARER key-b"}}));
-  CHECK(a.rfind("key:", 0) == 0);
+  CHECK(a.rfind("sha256:", 0) == 0);
   CHECK(a != b);
+  CHECK(service != a); // the service token is one more owner, not all of them
   CHECK(std::get<auth_error>(admit(c, {}, {{"authorization", "Bearer key-c"}})).status() == 401);
   CHECK(std::get<auth_error>(admit(c, {}, {})).detail == "Incorrect API key provided.");
   // jwt mode with no token configured: before, the gateway stayed open.

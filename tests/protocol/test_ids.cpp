@@ -3,9 +3,31 @@
 
 #include <catch2/catch.hpp>
 
+#include <set>
+#include <string>
+
 using namespace troupe::protocol;
 
 TEST_CASE("sha256_hex writes the digest as 64 lowercase hex digits", "[ids]") { // WS-59's token_sha256
   CHECK(sha256_hex("secret-token") == "930bbdc51b6aed5c2a5678fd6e28dee7a05e8a4b643cfc0b4427c3efb86c0d94");
   CHECK(sha256_hex("").size() == 64);
+}
+
+TEST_CASE("ids drawn many times are well-formed and never repeat", "[ids]") { // issue 15, finding 9
+  std::set<std::string> seen;
+  for (int i = 0; i < 20000; ++i) {
+    auto hex = random_hex(32);
+    REQUIRE(hex.size() == 32);
+    REQUIRE(hex.find_first_not_of("0123456789abcdef") == std::string::npos);
+    REQUIRE(seen.insert(hex).second);
+  }
+  auto u = uuid4();
+  REQUIRE(u.size() == 36);
+  CHECK(u[8] == '-');
+  CHECK(u[14] == '4');
+  CHECK(std::string("89ab").find(u[19]) != std::string::npos);
+  auto id = uuid7_id("resp_");
+  REQUIRE(id.size() == 5 + 32);
+  CHECK(id.compare(0, 5, "resp_") == 0);
+  CHECK(id[5 + 12] == '7');
 }

@@ -349,6 +349,25 @@ TEST_CASE("tools/call arguments that are empty or not an object are sent as {}",
   }
 }
 
+TEST_CASE("arguments that are not a JSON object are refused with the reason, blank ones are no arguments",
+          "[mcp]") { // RS-25, issue 15 finding 13
+  CHECK_FALSE(tool_arguments_error("{\"a\":[1,{\"b\":null}]}"));
+  CHECK_FALSE(tool_arguments_error(" \n{}\n "));
+  CHECK_FALSE(tool_arguments_error(""));
+  CHECK_FALSE(tool_arguments_error("  "));
+  auto broken = tool_arguments_error("{\"path\": \"/tmp/x\"");
+  REQUIRE(broken);
+  CHECK(*broken == "arguments are not valid JSON: Missing a comma or '}' after an object member. (at byte 17)");
+  CHECK(tool_arguments_error("{\"a\":1} trailing")->rfind("arguments are not valid JSON: ", 0) == 0);
+  for (auto not_object : {"[1,2]", "\"x\"", "null", "7"}) {
+    INFO(not_object);
+    CHECK(tool_arguments_error(not_object) == std::optional<std::string>("arguments must be a JSON object"));
+  }
+  // Nesting far beyond any stack: parsed without recursion.
+  std::string deep(200000, '[');
+  CHECK(tool_arguments_error("{\"a\":" + deep)->rfind("arguments are not valid JSON: ", 0) == 0);
+}
+
 TEST_CASE("a cancellation names troupe's request id and the reason", "[mcp]") {
   auto doc = parsed(mcp_cancelled_notification(12, "run cancelled"));
   CHECK(at(doc, "jsonrpc") == "2.0");

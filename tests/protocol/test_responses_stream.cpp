@@ -797,6 +797,69 @@ TEST_CASE("a call that needs approval becomes an mcp_approval_request, added and
   CHECK_RS37(events);
 }
 
+TEST_CASE("a call to an mcp__ name the request does not offer is a gateway call, never a client function call",
+          "[responses]") { // RS-31, RS-25, issue 15 finding 13
+  response_stream s(echo_route, -1);
+  begin(s);
+  REQUIRE(feed_all(s, read_chat({chunk(tool_delta(0, "call_x", "mcp__ghost__wipe", "{\"all\":true}")),
+                                 chunk("{}", "tool_calls")})));
+  CHECK(s.client_actions() == 0);
+  CHECK(s.gateway_calls() == 1);
+  auto pending = s.take_pending();
+  REQUIRE(pending.size() == 1);
+  CHECK(pending[0].server_label == "ghost");
+  CHECK(pending[0].tool == "wipe");
+  CHECK(pending[0].arguments == "{\"all\":true}");
+  REQUIRE(s.output().size() == 1);
+  CHECK(s.output()[0].type == "mcp_call");
+  s.complete_call(pending[0].output_position, "",
+                  R"({"type":"mcp_protocol_error","code":-32602,"message":"Unknown tool 'wipe' on server 'ghost'"})");
+  end_as(s, "completed");
+  auto events = s.take_events();
+  for (auto& e : events) {
+    INFO(e.json);
+    CHECK(e.json.find("mcp__") == std::string::npos);
+    CHECK(e.type.find("function_call") == std::string::npos);
+  }
+  CHECK(s.output()[0].status == "failed");
+  CHECK_RS37(events);
+}
+
+TEST_CASE("a call that needs approval but whose arguments are not JSON asks nobody and goes to execution as given",
+          "[responses]") { // RS-33, RS-25, issue 15 finding 13
+  response_stream s([](const std::string& name) -> std::optional<gateway_route> {
+    if (name == "mcp__srv__rm")
+      return gateway_route{"srv", "rm", true};
+    return std::nullopt;
+  }, -1);
+  begin(s);
+  const std::string broken = "{\"path\": \"/x\"";
+  REQUIRE(feed_all(s, read_chat({chunk(tool_delta(0, "call_r", "mcp__srv__rm", broken)), chunk("{}", "tool_calls")})));
+  CHECK(s.client_actions() == 0);
+  auto pending = s.take_pending();
+  REQUIRE(pending.size() == 1);
+  CHECK(pending[0].arguments == broken);
+  REQUIRE(s.output().size() == 1);
+  CHECK(s.output()[0].type == "mcp_call");
+  CHECK(s.output()[0].arguments == broken);
+  s.complete_call(pending[0].output_position, "", R"({"type":"mcp_protocol_error","code":-32602,"message":"x"})");
+  end_as(s, "completed");
+  auto events = s.take_events();
+  for (auto& e : events)
+    CHECK(e.json.find("mcp_approval_request") == std::string::npos);
+  CHECK_RS37(events);
+}
+
+TEST_CASE("a call that needs approval with no arguments at all still asks for it", "[responses]") { // RS-33
+  response_stream s([](const std::string&) -> std::optional<gateway_route> {
+    return gateway_route{"srv", "rm", true};
+  }, -1);
+  begin(s);
+  REQUIRE(feed_all(s, read_chat({chunk(tool_delta(0, "call_r", "mcp__srv__rm", "")), chunk("{}", "tool_calls")})));
+  CHECK(s.client_actions() == 1);
+  CHECK(s.take_pending().empty());
+}
+
 // ---- 5. RS-37 on a typical stream, and the canonical replay ----
 
 namespace {
