@@ -42,7 +42,7 @@ scenario('a sandboxed exec cannot kill troupe, read its variables or its data di
     },
   });
   const auth = { authorization: 'Bearer tok-secret' };
-  const ws = troupe.workspace('pska', 'pska_sandbox');
+  const ws = troupe.workspace('pska', 'pska:sandbox');
   fs.mkdirSync(ws, { recursive: true });
   fs.writeFileSync(path.join(ws, 'troupe.pid'), `${troupe.pid}\n`);
 
@@ -127,7 +127,7 @@ scenario('without bwrap each exec answers a clear [ERROR] and /ready says why', 
   const [out] = await tool_results(troupe, 'pska:nobwrap');
   assert.match(out, /^\[ERROR\] exec: the sandbox cannot run commands: bubblewrap \(bwrap\) is not installed/, out);
   assert.match(out, /tools\.exec\.sandbox/, 'the message names the opt-out');
-  assert.ok(!fs.existsSync(path.join(troupe.workspace('pska', 'pska_nobwrap'), 'ran')), 'nothing ran');
+  assert.ok(!fs.existsSync(path.join(troupe.workspace('pska', 'pska:nobwrap'), 'ran')), 'nothing ran');
 
   const ready = await troupe.request('GET', '/ready');
   assert.equal(ready.status, 200, ready.text);

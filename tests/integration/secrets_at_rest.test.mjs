@@ -50,7 +50,7 @@ scenario('secrets in metadata, messages, tool arguments, tool output and answers
   assert.equal(events[events.length - 1].type, 'session_end', events.map((e) => e.type).join(', '));
 
   // the tools ran with the real arguments
-  const written = fs.readFileSync(path.join(troupe.workspace('pska', 'pska_keeper'), 'creds.txt'), 'utf8');
+  const written = fs.readFileSync(path.join(troupe.workspace('pska', 'pska:keeper'), 'creds.txt'), 'utf8');
   assert.equal(written, `api: ${sk_key}\nauth: Bearer ${bearer}\n`);
 
   // what clients see is masked

@@ -20,6 +20,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace {
@@ -137,6 +138,20 @@ builtin_tools_options unsandboxed() {
 
 // The host pids of living processes whose command line contains `marker` (such as a sleep of an
 // odd duration), from /proc: how a test sees a sandboxed command's processes from outside.
+// The text of a /proc file, or "" once its process is gone: read with read(2), since a process that
+// exits mid-read makes std::filebuf throw (ESRCH) rather than end the stream.
+std::string proc_text(const fs::path& p) {
+  std::string text;
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return text;
+}
+
 std::vector<pid_t> processes_with(const std::string& marker) {
   std::vector<pid_t> found;
   std::error_code ec;
@@ -144,14 +159,11 @@ std::vector<pid_t> processes_with(const std::string& marker) {
     const std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos)
       continue;
-    std::ifstream cmd(entry.path() / "cmdline", std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    auto text = proc_text(entry.path() / "cmdline");
     std::replace(text.begin(), text.end(), '\0', ' ');
     if (text.find(marker) == std::string::npos)
       continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
+    auto line = proc_text(entry.path() / "stat");
     auto close = line.rfind(')');
     if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z')
       continue; // a zombie runs nothing

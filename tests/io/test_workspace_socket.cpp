@@ -131,6 +131,7 @@ struct workspace_fixture {
       {}, [](const std::string&) { return std::nullopt; });
     REQUIRE(parsed.errors == std::vector<std::string>{});
     surface->sys = &sys;
+    surface->open = true; // no credential configured: every caller is the default one
     surface->config = parsed.value.workspaces;
     surface->types = std::get<0>(rx::event_registry::build(surface->config));
     auto spawned = io::spawn_sqlite_workspace_store(sys, fresh_db());
