@@ -213,6 +213,14 @@ struct fixture {
     return ex;
   }
 
+  // Waits until `run_id` has stored `n` events, for at most 10 s: a count of tries is no bound on a
+  // loaded machine, where the run's last commit can take longer than a thousand store round trips.
+  void wait_stored(const std::string& run_id, int64_t n) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (stored_events(run_id) < n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+  }
+
   int64_t stored_events(const std::string& run_id) {
     int64_t n = -1;
     caf::scoped_actor self{sys};
@@ -259,8 +267,7 @@ TEST_CASE_METHOD(fixture, "a backlogged client gets no live events and later cat
   model->release(testing::fake_model::text("done"));
   // The run ends with 1 + 15·4 + 3 events, every one stored before it was announced.
   const int64_t total = 1 + 15 * 4 + 3;
-  for (int tries = 0; stored_events("slow") < total && tries < 1000; ++tries)
-    std::this_thread::yield();
+  wait_stored("slow", total);
   REQUIRE(stored_events("slow") == total);
   CHECK(client->frame_count() == before); // nothing was queued for the backlogged client
   client->backlog = false;
@@ -275,8 +282,7 @@ TEST_CASE_METHOD(fixture, "a client backlogged when its stream opens is sent not
   model->wait_for_inference();
   model->release(testing::fake_model::text("done"));
   const int64_t total = 4; // session_start, think, step_end, session_end
-  for (int tries = 0; stored_events("full") < total && tries < 1000; ++tries)
-    std::this_thread::yield();
+  wait_stored("full", total);
   REQUIRE(stored_events("full") == total);
   auto client = open_stream("full", true);
   // The page of stored events has been read once the stream asks about the client, or once it sent.
