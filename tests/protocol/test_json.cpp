@@ -82,3 +82,11 @@ TEST_CASE("a 10 MiB body of small objects parses within a bounded multiple of it
   REQUIRE(std::holds_alternative<json::document>(r));
   CHECK(json::member(std::get<json::document>(r), "messages")->Size() > 300'000);
 }
+
+TEST_CASE("hostile numbers parse without undefined behaviour", "[json][hostile]") {
+  // RapidJSON's full-precision path passes zero to clz and shifts by negative amounts on such numbers.
+  for (const char* text : {"1e-2147483649", "123456789012345678901234567890e-999999999", "1e99999999999",
+                           "0.00000000000000000000000000000000000000000000000000000000000000000001e-330", "-0e-0",
+                           "4.9406564584124654e-324", "[1e400,-1e400,1e-400]"})
+    CHECK(json::parse(text));
+}
