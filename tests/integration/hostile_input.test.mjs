@@ -9,6 +9,12 @@ const token = 'hostile-service-token';
 const json = { 'content-type': 'application/json' };
 const auth = { authorization: `Bearer ${token}`, ...json };
 
+// Under AddressSanitizer memory is the sanitizer's (redzones, a quarantine of freed blocks), so the
+// bounds on troupe's own memory are checked only on an uninstrumented binary.
+function sanitized(pid) {
+  return fs.readFileSync(`/proc/${pid}/maps`, 'utf8').includes('libasan');
+}
+
 // Resident memory once troupe has answered a request (what start-up allocates is not growth).
 async function baseline_kib(troupe) {
   await troupe.request('GET', '/health');
@@ -66,7 +72,7 @@ function post_head(path, length, extra = '') {
 async function healthy(troupe, baseline_kib) {
   const res = await troupe.request('GET', '/health');
   assert.equal(res.status, 200, 'troupe still answers /health');
-  if (baseline_kib !== undefined) {
+  if (baseline_kib !== undefined && !sanitized(troupe.pid)) {
     // Freed memory may take a moment to reach the allocator's top; it never grows on.
     await until(() => rss_kib(troupe.pid) - baseline_kib < 20 * 1024,
                 { timeout_ms: 5000, message: `RSS within 20 MiB of its start (${baseline_kib} KiB)` });
@@ -181,7 +187,9 @@ scenario('an unadmitted caller is refused from the head of a 10 MiB request, bef
   clearInterval(sampler);
   for (const a of answers) assert.equal(a.status, 422, a.text.slice(0, 200));
   const growth_mib = (peak - start) / 1024;
-  assert.ok(growth_mib < 3 * 10 * 10, `peak RSS growth ${growth_mib.toFixed(0)} MiB for three 10 MiB bodies`);
+  s.t.diagnostic(`peak RSS growth ${growth_mib.toFixed(0)} MiB for three 10 MiB bodies`);
+  if (!sanitized(troupe.pid))
+    assert.ok(growth_mib < 3 * 10 * 10, `peak RSS growth ${growth_mib.toFixed(0)} MiB for three 10 MiB bodies`);
   await healthy(troupe, start);
 });
 
