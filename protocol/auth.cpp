@@ -11,7 +11,9 @@ bool equal_constant_time(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-std::string_view trim(std::string_view s) {
+} // namespace
+
+std::string_view trim_ows(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
     s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
@@ -19,19 +21,17 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-} // namespace
-
 std::string presented_token(std::string_view authorization, std::string_view service_token_header) {
-  auto auth = trim(authorization);
+  auto auth = trim_ows(authorization);
   if (auth.size() > 7) {
     auto scheme = auth.substr(0, 7);
     bool bearer = true;
     for (std::size_t i = 0; i < 7; ++i)
       bearer = bearer && std::tolower(static_cast<unsigned char>(scheme[i])) == "bearer "[i];
     if (bearer)
-      return std::string(trim(auth.substr(7)));
+      return std::string(trim_ows(auth.substr(7)));
   }
-  return std::string(trim(service_token_header));
+  return std::string(trim_ows(service_token_header));
 }
 
 bool token_accepted(const std::vector<std::string>& accepted, std::string_view presented) {

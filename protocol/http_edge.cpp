@@ -1,5 +1,7 @@
 #include "protocol/http_edge.hpp"
 
+#include "protocol/auth.hpp"
+
 #include <algorithm>
 
 namespace troupe::protocol {
@@ -12,14 +14,6 @@ std::string lower(std::string_view s) {
     if (c >= 'A' && c <= 'Z')
       c = static_cast<char>(c - 'A' + 'a');
   return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
 }
 
 struct authority {
@@ -77,7 +71,7 @@ bool same_origin(std::string_view origin, const authority& host) {
 }
 
 bool is_json_media_type(std::string_view content_type) {
-  auto media = lower(trim(content_type.substr(0, content_type.find(';'))));
+  auto media = lower(trim_ows(content_type.substr(0, content_type.find(';'))));
   return media == "application/json"
          || (media.size() > 5 && media.compare(media.size() - 5, 5, "+json") == 0 && media.rfind("application/", 0) == 0);
 }
@@ -92,9 +86,9 @@ edge_verdict check_request_head(const edge_policy& policy, std::string_view meth
     return v;
   };
   auto& host_value = header(headers, "host");
-  if (trim(host_value).empty())
+  if (trim_ows(host_value).empty())
     return refuse(errc::bad_request, "Host header required");
-  auto host = split_authority(trim(host_value));
+  auto host = split_authority(trim_ows(host_value));
   bool named = listed(policy.allowed_hosts, host.host);
   auto listener = lower(policy.listener_host);
   // A loopback listener answers only loopback names: a page whose name a DNS rebinding points here
@@ -106,7 +100,7 @@ edge_verdict check_request_head(const edge_policy& policy, std::string_view meth
   bool unsafe = method != "GET" && method != "HEAD" && method != "OPTIONS";
   auto& origin = header(headers, "origin");
   if ((unsafe || upgrade) && headers.count("origin")) {
-    auto o = trim(origin);
+    auto o = trim_ows(origin);
     bool trusted = listed(policy.trusted_origins, lower(o));
     if (!trusted && (o == "null" || !same_origin(o, host))) {
       if (upgrade)
