@@ -229,7 +229,8 @@ std::shared_ptr<const io::exec_sandbox> make_exec_sandbox(const protocol::config
   o.hidden = {c.data_dir, c.workspaces_root};
   auto sandbox = std::make_shared<io::exec_sandbox>(o);
   if (!o.enabled)
-    spdlog::warn("exec: tools.exec.sandbox is \"none\": commands run unsandboxed, as troupe's user");
+    spdlog::warn("exec: tools.exec.sandbox is \"none\": commands run unsandboxed, as troupe's user, and what "
+                 "an MCP server starts may outlive it");
   else if (auto& why = sandbox->probe(c.workspaces_root); !why.empty())
     spdlog::error("exec: the sandbox cannot run commands, every exec call will fail: {}", why);
   return sandbox;
@@ -291,8 +292,8 @@ int serve(const cli_options& cli) {
     mcp_server_options o;
     o.config = server;
     o.call_timeout_seconds = server.timeout_seconds.value_or(cfg.mcp.call_timeout_seconds);
-    tools->add_server(std::move(o), [](const protocol::mcp_server_config& c) {
-      return c.transport == "http" ? io::make_mcp_http_transport(c) : io::make_mcp_stdio_transport(c);
+    tools->add_server(std::move(o), [sandbox = tool_opts.sandbox](const protocol::mcp_server_config& c) {
+      return c.transport == "http" ? io::make_mcp_http_transport(c) : io::make_mcp_stdio_transport(c, sandbox);
     });
   }
   auto response_store = io::spawn_sqlite_response_store(sys, cfg.store_path);

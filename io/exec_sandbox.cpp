@@ -122,6 +122,17 @@ spawn_spec exec_sandbox::shell(const std::string& command, const std::string& wo
   return spec;
 }
 
+spawn_spec exec_sandbox::contain(spawn_spec spec) const {
+  // A fresh /proc: the namespace's pids are what the program sees as its own (getpid() and
+  // /proc/self agree). bwrap's child passes `env` on, so no --setenv is needed.
+  std::vector<std::string> args = {"--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid", "--die-with-parent",
+                                   "--", spec.program};
+  args.insert(args.end(), spec.args.begin(), spec.args.end());
+  spec.program = bwrap_path_;
+  spec.args = std::move(args);
+  return spec;
+}
+
 const std::string& exec_sandbox::probe(const std::string& scratch) {
   if (!options_.enabled || !unavailable_.empty())
     return unavailable_;

@@ -39,6 +39,14 @@ public:
   spawn_spec shell(const std::string& command, const std::string& workspace, const std::string& cwd,
                    const std::vector<std::string>& env) const;
 
+  // Whether contain() can be used: the sandbox is enabled and bwrap starts.
+  bool can_contain() const { return enabled() && unavailable_.empty(); }
+  // What to spawn so that `spec` runs in a PID namespace of its own and nothing else changes: it sees
+  // the host's files, network and its own `env` as before, but whatever it starts (even in a session
+  // of its own) dies when it exits, and it dies with troupe. Its death by signal N comes back as exit
+  // code 128 + N (bwrap reports it so).
+  spawn_spec contain(spawn_spec spec) const;
+
 private:
   std::vector<std::string> bwrap_args(const std::string& workspace, const std::string& cwd,
                                       const std::vector<std::string>& env) const;

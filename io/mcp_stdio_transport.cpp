@@ -1,6 +1,7 @@
 #include "io/mcp_stdio_transport.hpp"
 
 #include "io/child_process.hpp"
+#include "io/exec_sandbox.hpp"
 #include "io/mcp_handler_call.hpp"
 
 #include <spdlog/spdlog.h>
@@ -43,6 +44,13 @@ constexpr std::size_t min_outbox_bytes = std::size_t{16} << 20;
 
 bool blank(std::string_view line) {
   return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
+}
+
+std::string_view path_of(const std::vector<std::string>& env) {
+  for (const auto& entry : env)
+    if (entry.rfind("PATH=", 0) == 0)
+      return std::string_view(entry).substr(5);
+  return {};
 }
 
 // troupe's PATH, HOME and LANG, then the server's own env on top; nothing else of troupe's.
@@ -148,8 +156,9 @@ private:
 
 class stdio_transport final : public mcp_transport {
 public:
-  stdio_transport(protocol::mcp_server_config config, std::size_t max_line_bytes)
-    : config_(std::move(config)), max_line_bytes_(std::max<std::size_t>(1, max_line_bytes)),
+  stdio_transport(protocol::mcp_server_config config, std::size_t max_line_bytes,
+                  std::shared_ptr<const exec_sandbox> containment)
+    : config_(std::move(config)), containment_(std::move(containment)), max_line_bytes_(std::max<std::size_t>(1, max_line_bytes)),
       max_outbox_bytes_(std::max(min_outbox_bytes, 4 * max_line_bytes_)), stdout_lines_(max_line_bytes_),
       stderr_log_(config_.name) {}
 
@@ -179,6 +188,14 @@ public:
     // The orphan rule: the server dies with troupe (even killed with -9), and what it started in
     // its group dies when it stops (below). Its supervisor's thread lives as long as the server.
     spec.die_with_parent = true;
+    if (containment_) {
+      // In a PID namespace, so that what the server starts (even with setsid) dies with it and with
+      // troupe. The program is found here, so a missing one reads as it does uncontained.
+      spec.program = find_in_path(spec.program, path_of(spec.env));
+      if (spec.program.empty())
+        return "cannot start " + config_.command + ": " + std::strerror(ENOENT);
+      spec = containment_->contain(std::move(spec));
+    }
     std::string error;
     child_ = child_process::spawn(spec, error);
     if (!child_)
@@ -241,6 +258,15 @@ private:
     [[maybe_unused]] auto n = ::write(wake_.get(), &one, sizeof one);
   }
 
+  // After reap(): how the server ended. bwrap reports a contained server's death by signal N as
+  // exit code 128 + N; it is told as the signal, as it is for an uncontained one.
+  std::string how_it_ended() const {
+    int code = child_.exit_code();
+    if (containment_ && code > 128 && code < 128 + NSIG)
+      return "killed by signal " + std::to_string(code - 128);
+    return child_.exit_description();
+  }
+
   void run() {
     // A write to a dead child's stdin must be an EPIPE here, not a SIGPIPE that ends troupe.
     sigset_t pipe_signal;
@@ -264,26 +290,26 @@ private:
       drain_after_exit();
       child_.signal_group(SIGKILL); // what the server left running in its group
       child_.reap();
-      reason = child_.exit_description();
+      reason = how_it_ended();
       break;
     case ending::stdout_closed:
       if (wait_for_exit(stdout_eof_grace)) {
         child_.signal_group(SIGKILL);
         child_.reap();
-        reason = child_.exit_description();
+        reason = how_it_ended();
       } else if (stop_requested()) {
         child_.terminate(term_grace);
         end = ending::requested;
       } else {
         child_.terminate(term_grace);
-        reason = "closed its stdout and was stopped (" + child_.exit_description() + ")";
+        reason = "closed its stdout and was stopped (" + how_it_ended() + ")";
       }
       break;
     case ending::none:
       break;
     }
     stderr_log_.flush();
-    spdlog::debug("mcp: server={} pid={} {}", config_.name, child_.pid(), child_.exit_description());
+    spdlog::debug("mcp: server={} pid={} {}", config_.name, child_.pid(), how_it_ended());
     {
       std::lock_guard<std::mutex> lock(mutex_);
       finished_ = true;
@@ -508,6 +534,7 @@ private:
   }
 
   const protocol::mcp_server_config config_;
+  const std::shared_ptr<const exec_sandbox> containment_; // null: the server shares troupe's PID namespace
   const std::size_t max_line_bytes_;
   const std::size_t max_outbox_bytes_;
   handlers handlers_;
@@ -533,8 +560,11 @@ private:
 } // namespace
 
 std::unique_ptr<mcp_transport> make_mcp_stdio_transport(const protocol::mcp_server_config& config,
+                                                        std::shared_ptr<const exec_sandbox> sandbox,
                                                         std::size_t max_line_bytes) {
-  return std::make_unique<stdio_transport>(config, max_line_bytes);
+  if (sandbox && !sandbox->can_contain())
+    sandbox.reset();
+  return std::make_unique<stdio_transport>(config, max_line_bytes, std::move(sandbox));
 }
 
 } // namespace troupe::io

@@ -100,9 +100,10 @@ function proc_table() {
   }
   return table;
 }
-function proc_cmdline(pid) {
-  try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean).join(' '); } catch { return null; }
+function proc_argv(pid) {
+  try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean); } catch { return null; }
 }
+const proc_cmdline = (pid) => proc_argv(pid)?.join(' ') ?? null;
 function proc_environ(pid) {
   try { return fs.readFileSync(`/proc/${pid}/environ`, 'utf8'); } catch { return null; }
 }
@@ -115,13 +116,17 @@ function descendants(root_pid) {
     const parent = queue.shift();
     for (const p of table.values()) {
       if (p.ppid === parent) {
-        out.push({ ...p, cmdline: proc_cmdline(p.pid) });
+        const argv = proc_argv(p.pid);
+        out.push({ ...p, argv, cmdline: argv?.join(' ') ?? null });
         queue.push(p.pid);
       }
     }
   }
   return out.filter((p) => p.state !== 'Z');
 }
+// Whether `p` is node running `bin`: the server itself, not the bwrap processes that hold it in a PID
+// namespace of its own (their command lines name it too).
+const runs = (p, bin) => p.argv?.[0] === process.execPath && p.argv.includes(bin);
 // Living processes whose environment carries CONFORMANCE_MARK=<mark>.
 function marked_processes(mark) {
   const out = [];
@@ -474,7 +479,7 @@ scenario('a stdio server killed during a call is restarted and re-initialized, a
     },
   });
   await wait_mcp_ready(troupe, ['everything']);
-  const server_pids = () => descendants(troupe.pid).filter((p) => p.cmdline?.includes(everything_bin)).map((p) => p.pid);
+  const server_pids = () => descendants(troupe.pid).filter((p) => runs(p, everything_bin)).map((p) => p.pid);
   const [first] = server_pids();
   assert.ok(first, 'troupe runs the everything server');
 
@@ -509,7 +514,7 @@ scenario('on SIGTERM troupe exits 0 and leaves none of its MCP server processes 
   await wait_mcp_ready(troupe, ['everything', 'fs', 'memory']);
 
   // troupe's MCP children: descendants whose command line runs one of the reference servers.
-  const children = descendants(troupe.pid).filter((p) => server_bins.some((b) => p.cmdline?.includes(b)));
+  const children = descendants(troupe.pid).filter((p) => server_bins.some((b) => runs(p, b)));
   for (const bin of server_bins)
     assert.ok(children.some((p) => p.cmdline.includes(bin)), `troupe runs ${bin}: ${JSON.stringify(children)}`);
   const marked_before = marked_processes(ref.mark).map((p) => p.pid);
@@ -559,7 +564,7 @@ scenario('a lazy_per_user server gives each user an instance of their own, withi
     },
   });
   await wait_mcp_ready(troupe, ['everything']);
-  const instances = () => descendants(troupe.pid).filter((p) => p.cmdline?.includes(everything_bin)).map((p) => p.pid);
+  const instances = () => descendants(troupe.pid).filter((p) => runs(p, everything_bin)).map((p) => p.pid);
   assert.equal(instances().length, 1, 'only the instance that learns the tools runs before any call');
 
   const alice = await scripted_run(troupe, 'echo', 'echo', { user_key: 'acme:alice' });

@@ -16,6 +16,7 @@
 //   --name-prefix P    tool names are P + name
 //   --pid-file F       write the server's pid to F (and the helper's, with --spawn-child, on line 2)
 //   --spawn-child      start a long-lived helper process in the server's process group
+//   --spawn-detached   the same, but the helper leads a session of its own (setsid)
 //   --dump-env F       write the server's environment to F as JSON (not --env-file: node 20 takes
 //                      that for its own option wherever it appears)
 //   --ignore-sigterm   survive SIGTERM and the end of stdin (only SIGKILL ends it)
@@ -57,12 +58,15 @@ function log(line) {
 const stubborn = flag('--ignore-sigterm');
 if (stubborn) process.on('SIGTERM', () => {});
 
-let helper = null;
-if (flag('--spawn-child')) {
-  // Same process group (not detached): the transport must take it down with the server.
-  helper = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)'], { stdio: 'ignore' });
-}
 const pid_file = option('--pid-file', null);
+let helper = null;
+if (flag('--spawn-child') || flag('--spawn-detached')) {
+  // --spawn-child: same process group, which the transport takes down with the server. --spawn-detached:
+  // out of reach of any group signal; only a PID namespace takes it down. Its command line names the
+  // pid file, so a test can find it by that from outside the server's PID namespace.
+  helper = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)', ...(pid_file ? [pid_file] : [])],
+    { stdio: 'ignore', detached: flag('--spawn-detached') });
+}
 if (pid_file) fs.writeFileSync(pid_file, [process.pid, ...(helper ? [helper.pid] : [])].join('\n') + '\n');
 const env_file = option('--dump-env', null);
 if (env_file) fs.writeFileSync(env_file, JSON.stringify(process.env));

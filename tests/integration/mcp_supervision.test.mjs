@@ -59,9 +59,16 @@ function fake_mcp(s, { flags = [], timeout_seconds = 30, name = 'fake' } = {}) {
     .filter((m) => m && (method === undefined || m[1] === method))
     .map((m) => ({ method: m[1], params: JSON.parse(m[2]) }));
   const touches = () => lines().filter((l) => l.startsWith('touch '));
-  // The pid the newest instance wrote (null before the first one has).
+  // [server, helper] host pids of the live instance. troupe runs the server in a PID namespace of its
+  // own, so the pids it writes are not the host's: its processes are found by the pid file their
+  // command lines name.
   const pids = () => {
-    try { return fs.readFileSync(pid_file, 'utf8').split('\n').filter(Boolean).map(Number); } catch { return []; }
+    const mine = fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number).filter((p) => {
+      const argv = proc_argv(p);
+      return argv && argv[0] === process.execPath && argv.includes(pid_file) && alive(p);
+    });
+    const server = mine.filter((p) => proc_argv(p)?.includes(fake_server));
+    return [...server, ...mine.filter((p) => !server.includes(p))];
   };
   const pid = () => pids()[0] ?? null;
   const describe = () => `--- ${log_file}:\n${lines().join('\n')}`;
@@ -77,9 +84,10 @@ function proc_state(pid) {
     return null;
   }
 }
-function proc_cmdline(pid) {
-  try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean).join(' '); } catch { return null; }
+function proc_argv(pid) {
+  try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean); } catch { return null; }
 }
+const proc_cmdline = (pid) => proc_argv(pid)?.join(' ') ?? null;
 const alive = (pid) => {
   const state = proc_state(pid);
   return state !== null && state !== 'Z';
@@ -359,6 +367,22 @@ scenario('on SIGTERM troupe exits 0 and its MCP server and the helper in its pro
     { code: 0, signal: null, killed: false }, 'troupe exits 0 on SIGTERM');
   assert.deepEqual({ server_left, helper_left }, { server_left: false, helper_left: false },
     `no MCP process outlives troupe (server ${server_pid}, helper ${helper_pid})`);
+});
+
+scenario('troupe killed with SIGKILL takes its stdio MCP server with it, and the helper it started in a session of its own (finding 6: the orphan rule)', async (s) => {
+  const fake = fake_mcp(s, { flags: ['--ignore-sigterm', '--spawn-detached'] });
+  const troupe = await s.troupe({ config: { mcp: { servers: [fake.server] } } });
+  await wait_mcp_ready(troupe, ['fake']);
+  await until(() => fake.pids().length === 2, { timeout_ms: 10_000, message: `the server and its helper to run: ${fake.pids()}` });
+  const [server_pid, helper_pid] = fake.pids();
+
+  await troupe.stop('SIGKILL');
+  try {
+    await until(() => !alive(server_pid) && !alive(helper_pid), { timeout_ms: 2000, interval_ms: 10,
+      message: `the MCP server ${server_pid} and its helper ${helper_pid} to die with troupe` });
+  } finally {
+    for (const pid of fake.pids()) process.kill(pid, 'SIGKILL'); // leave nothing behind
+  }
 });
 
 scenario('troupe killed with SIGKILL takes its stdio MCP server with it, even one that outlives the end of its stdin (finding 6: the orphan rule)', async (s) => {

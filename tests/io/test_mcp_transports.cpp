@@ -1,4 +1,5 @@
 // The MCP transports against the fake MCP server (tests/fake_mcp), over real pipes and sockets.
+#include "io/exec_sandbox.hpp"
 #include "io/mcp_http_transport.hpp"
 #include "io/mcp_stdio_transport.hpp"
 #include "protocol/json.hpp"
@@ -210,6 +211,22 @@ std::vector<pid_t> children_of_this_process() {
   return out;
 }
 
+// The host pids of live processes whose command line holds `marker` and runs `program` (argv[0]);
+// what a process in a PID namespace of its own cannot say about itself.
+std::vector<pid_t> host_pids_naming(const std::string& marker, const std::string& program) {
+  std::vector<pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const auto name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    std::string cmdline = read_text((entry.path() / "cmdline").string());
+    auto pid = static_cast<pid_t>(std::stol(name));
+    if (cmdline.rfind(program + '\0', 0) == 0 && cmdline.find(marker) != std::string::npos && !gone(pid))
+      out.push_back(pid);
+  }
+  return out;
+}
+
 mcp_server_config stdio_config(std::vector<std::string> flags) {
   mcp_server_config cfg;
   cfg.name = "fake";
@@ -222,7 +239,7 @@ mcp_server_config stdio_config(std::vector<std::string> flags) {
 // A started stdio transport with its recorder; closed at the end of the test.
 struct stdio_fixture {
   explicit stdio_fixture(mcp_server_config cfg, std::size_t max_line_bytes = troupe::io::mcp_stdio_default_max_line_bytes)
-    : transport(troupe::io::make_mcp_stdio_transport(cfg, max_line_bytes)) {
+    : transport(troupe::io::make_mcp_stdio_transport(cfg, nullptr, max_line_bytes)) {
     std::string error = transport->start(events.handlers());
     if (!error.empty())
       throw std::runtime_error("start failed: " + error);
@@ -772,4 +789,85 @@ TEST_CASE("a stdio server is killed by the kernel when the thread that started i
   if (!gone(pid))
     ::kill(pid, SIGKILL); // leave nothing behind
   transport->close();
+}
+
+// The orphan rule for what a server starts (finding 6): a contained server runs in a PID namespace
+// of its own, so even a helper in a session of its own dies with it.
+struct contained_server {
+  contained_server() {
+    REQUIRE(sandbox->probe(dir.file("")).empty());
+    REQUIRE(sandbox->can_contain());
+  }
+
+  // The server's and its helper's host pids, once both run.
+  std::pair<pid_t, pid_t> host_pids() {
+    std::vector<pid_t> server, helper;
+    bool found = eventually([&] {
+      auto all = host_pids_naming(dir.file("pid"), node);
+      server.clear();
+      helper.clear();
+      for (pid_t pid : all)
+        (read_text("/proc/" + std::to_string(pid) + "/cmdline").find("fake_mcp_server.mjs") != std::string::npos
+           ? server : helper).push_back(pid);
+      return server.size() == 1 && helper.size() == 1;
+    }, 10000ms);
+    REQUIRE(found);
+    return {server[0], helper[0]};
+  }
+
+  void leave_nothing_behind() {
+    for (pid_t pid : host_pids_naming(dir.file("pid"), node))
+      ::kill(pid, SIGKILL);
+  }
+
+  temp_dir dir;
+  std::string node = troupe::io::find_in_path("node", std::getenv("PATH") ? std::getenv("PATH") : "");
+  std::shared_ptr<troupe::io::exec_sandbox> sandbox = std::make_shared<troupe::io::exec_sandbox>();
+  mcp_server_config config = stdio_config({"--spawn-detached", "--pid-file", dir.file("pid")});
+};
+
+TEST_CASE("a contained stdio server's helper in a session of its own dies with the server, whose death by a "
+          "signal still reads as the signal", "[mcp_transport]") {
+  contained_server c;
+  auto transport = troupe::io::make_mcp_stdio_transport(c.config, c.sandbox);
+  recorder events;
+  REQUIRE(transport->start(events.handlers()).empty());
+  auto [server, helper] = c.host_pids();
+  CHECK(server != helper);
+  ::kill(server, SIGKILL);
+  CHECK(events.closed() == std::optional<std::string>("killed by signal 9"));
+  CHECK(eventually([&, helper = helper] { return gone(helper); }, 2000ms));
+  c.leave_nothing_behind();
+  transport->close();
+}
+
+TEST_CASE("a contained stdio server and its helper in a session of its own die when the thread that started "
+          "it ends, as when troupe dies", "[mcp_transport]") {
+  contained_server c;
+  auto transport = troupe::io::make_mcp_stdio_transport(c.config, c.sandbox);
+  recorder events;
+  std::string error;
+  std::promise<void> may_end;
+  std::thread starter([&, until = may_end.get_future()] {
+    error = transport->start(events.handlers());
+    until.wait();
+  });
+  auto [server, helper] = c.host_pids();
+  may_end.set_value();
+  starter.join();
+  REQUIRE(error.empty());
+  CHECK(eventually([&, server = server] { return gone(server); }, 2000ms));
+  CHECK(eventually([&, helper = helper] { return gone(helper); }, 2000ms));
+  CHECK(events.closed(2000ms) == std::optional<std::string>("killed by signal 9"));
+  c.leave_nothing_behind();
+  transport->close();
+}
+
+TEST_CASE("a contained stdio server whose command does not exist fails to start as an uncontained one does",
+          "[mcp_transport]") {
+  contained_server c;
+  c.config.command = "troupe-no-such-mcp-server";
+  auto transport = troupe::io::make_mcp_stdio_transport(c.config, c.sandbox);
+  recorder events;
+  CHECK(transport->start(events.handlers()) == "cannot start troupe-no-such-mcp-server: No such file or directory");
 }
