@@ -71,13 +71,12 @@ run_record record_of(const run_spec& spec) {
   r.session_id = spec.request.session_id;
   r.tenant_key = spec.tenant_key;
   r.user_key = spec.user_key;
-  // AS-85: secrets never reach the run record or its trace. A background run keeps its messages,
-  // because a retry re-executes the stored request (AS-53); a chat run is never retried from it.
+  // AS-85: secrets never reach the run record or its trace, messages included. Every attempt of a
+  // background run starts from this stored request (AS-53), so its model sees them masked too.
   r.metadata = protocol::redact_record_json(spec.request.metadata);
   r.generation_options = protocol::generation_options_json(spec.request);
   r.max_attempts = spec.max_attempts;
-  r.request = spec.run_kind == "chat" ? protocol::redact_record_json(spec.request_body)
-                                      : protocol::redact_record_json(spec.request_body, {"messages"});
+  r.request = protocol::redact_record_json(spec.request_body);
   return r;
 }
 

@@ -12,7 +12,8 @@ const bearer = 'eyJhbGciOi.Zy9Xw8Vu7Ts6Rq5';
 const meta_secret = 'meta-secret-value-4711';
 const nested_secret = 'nested-client-secret-0815';
 const background_secret = 'background-api-key-2342';
-const secrets = [sk_key, user_key_secret, bearer, meta_secret, nested_secret, background_secret];
+const background_bearer = 'bg.message.credential.1234';
+const secrets = [sk_key, user_key_secret, bearer, meta_secret, nested_secret, background_secret, background_bearer];
 
 // Every byte troupe keeps in its data dir's store and audit log, as text.
 function stored_bytes(data_dir) {
@@ -32,7 +33,7 @@ scenario('secrets in metadata, messages, tool arguments, tool output and answers
           { tool_calls: [{ name: 'exec', arguments: { command: `rm -f old.txt; echo Authorization: Bearer ${bearer}` } }] },
           { content: 'Model saw: {{last_tool_result}}' },
         ],
-        scripts: { plain: [{ content: 'plain answer' }] },
+        scripts: { plain: [{ content: 'Model saw: {{query}}' }] },
       },
     },
   });
@@ -67,14 +68,18 @@ scenario('secrets in metadata, messages, tool arguments, tool output and answers
   const trace = (await troupe.request('GET', '/v1/traces/sec-chat')).json.trace;
   assert.equal(trace.metadata.api_key, '***', JSON.stringify(trace.metadata));
 
-  // a background run's record is masked too
+  // a background run's record is masked too, its messages included: every attempt starts from the
+  // stored request, so the model gets them masked as well
   const bg = await troupe.request('POST', '/v1/runs', {
-    body: { messages: [user('plain')], model: 'scripted:plain', metadata: { run_id: 'sec-bg', apiKey: background_secret } },
+    body: { messages: [user(`call with Bearer ${background_bearer} later`)], model: 'scripted:plain',
+      metadata: { run_id: 'sec-bg', apiKey: background_secret } },
   });
   assert.equal(bg.status, 200, bg.text);
   assert.equal(bg.json.metadata.apiKey, '***', JSON.stringify(bg.json.metadata));
   const bg_run = await wait_run(troupe, 'sec-bg', (r) => r.status !== 'queued' && r.status !== 'running', { message: 'sec-bg to end' });
   assert.equal(bg_run.status, 'completed', JSON.stringify(bg_run));
+  const bg_events = (await troupe.request('GET', '/v1/runs/sec-bg/events')).json.events;
+  assert.equal(bg_events[bg_events.length - 1].content, 'Model saw: call with Bearer *** later', JSON.stringify(bg_events));
 
   await until(() => fs.existsSync(path.join(troupe.data_dir, 'audit.jsonl')), { message: 'audit.jsonl' });
   const audit = fs.readFileSync(path.join(troupe.data_dir, 'audit.jsonl'), 'utf8');
