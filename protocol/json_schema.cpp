@@ -156,6 +156,27 @@ bool has_type(unsigned types, const json::value& v) {
   return types & t_number; // a double: `1.0` is no integer (pydantic strict)
 }
 
+// Whether `v` nests more than `limit` containers deep, found without recursion: compile() and a
+// message quoting a value both walk it recursively, and a hostile one may be built 100000 deep.
+bool nests_deeper_than(const json::value& v, int limit) {
+  std::vector<std::pair<const json::value*, int>> pending{{&v, 1}};
+  while (!pending.empty()) {
+    auto [at, depth] = pending.back();
+    pending.pop_back();
+    if (!at->IsObject() && !at->IsArray())
+      continue;
+    if (depth > limit)
+      return true;
+    if (at->IsObject())
+      for (auto& m : at->GetObject())
+        pending.emplace_back(&m.value, depth + 1);
+    else
+      for (auto& item : at->GetArray())
+        pending.emplace_back(&item, depth + 1);
+  }
+  return false;
+}
+
 } // namespace
 
 struct compiled {
@@ -428,31 +449,51 @@ private:
     return true;
   }
 
-  // A $ref, oneOf or anyOf validates the same instance value; a cycle of them would recurse without end.
+  // A $ref, oneOf or anyOf validates the same instance value, so validation recurses along them
+  // without descending into the instance: a cycle of them would recurse without end, and a long chain
+  // (a hostile schema's 100000 $defs each referring to the next) as deep as it is long. Both are
+  // refused; the walk keeps its own stack for the same reason.
   bool refuse_cycles() {
     std::vector<char> state(c_.nodes.size(), 0); // 0 unseen, 1 on the path, 2 done
-    for (std::size_t i = 0; i < c_.nodes.size(); ++i)
-      if (!visit(static_cast<int>(i), state))
-        return false;
+    std::vector<int> longest(c_.nodes.size(), 0); // nodes in the longest chain starting here
+    for (std::size_t start = 0; start < c_.nodes.size(); ++start) {
+      if (state[start] == 2)
+        continue;
+      std::vector<std::pair<int, std::size_t>> path{{static_cast<int>(start), 0}}; // node, next edge
+      state[start] = 1;
+      while (!path.empty()) {
+        auto& [i, edge] = path.back();
+        auto next = same_value_edges(c_.nodes[i]);
+        if (edge < next.size()) {
+          int k = next[edge++];
+          if (state[k] == 1)
+            return fail(c_.nodes[k].where, "a cycle of $ref, oneOf or anyOf that never descends into the instance");
+          if (state[k] == 0) {
+            state[k] = 1;
+            path.emplace_back(k, 0);
+          }
+          continue;
+        }
+        int chain = 1;
+        for (int k : next)
+          chain = std::max(chain, longest[k] + 1);
+        if (chain > max_depth)
+          return fail(c_.nodes[i].where, "a chain of $ref, oneOf or anyOf may be at most " + std::to_string(max_depth)
+                                             + " schemas long");
+        longest[i] = chain;
+        state[i] = 2;
+        path.pop_back();
+      }
+    }
     return true;
   }
 
-  bool visit(int i, std::vector<char>& state) {
-    if (state[i] == 2)
-      return true;
-    if (state[i] == 1)
-      return fail(c_.nodes[i].where, "a cycle of $ref, oneOf or anyOf that never descends into the instance");
-    state[i] = 1;
-    auto& n = c_.nodes[i];
+  static std::vector<int> same_value_edges(const node& n) {
     std::vector<int> next = n.one_of;
     next.insert(next.end(), n.any_of.begin(), n.any_of.end());
     if (n.ref >= 0)
       next.push_back(n.ref);
-    for (int k : next)
-      if (!visit(k, state))
-        return false;
-    state[i] = 2;
-    return true;
+    return next;
   }
 
   compiled& c_;
@@ -590,7 +631,9 @@ private:
       add(out, "Unable to extract tag using discriminator " + prop, "union_tag_not_found");
       return;
     }
-    auto text = tag->IsString() ? std::string(view(*tag)) : json::serialize(*tag);
+    auto text = tag->IsString()              ? std::string(view(*tag))
+                : nests_deeper_than(*tag, max_depth) ? std::string(tag->IsArray() ? "[...]" : "{...}")
+                                             : json::serialize(*tag);
     for (auto& [name, branch] : n.tags)
       if (tag->IsString() && name == text) {
         check(branch, v, depth, out);
@@ -636,6 +679,8 @@ bool all_digits(const std::string& s) {
 } // namespace
 
 std::variant<schema, std::string> compile(const json::value& s) {
+  if (nests_deeper_than(s, max_depth))
+    return "#: a schema may nest at most " + std::to_string(max_depth) + " levels deep";
   auto c = std::make_shared<compiled>();
   c->source.CopyFrom(s, c->source.GetAllocator());
   if (auto error = compiler(*c).run())

@@ -44,7 +44,9 @@ private:
 // (`#/$defs/<name>`, against the root's $defs), $defs (root only), oneOf, anyOf, discriminator
 // ({"propertyName"}, with oneOf), and the annotations $schema, $id, $comment, title, description,
 // default, examples, format. An error names the offending keyword by its JSON pointer
-// (`#/$defs/Hello/patternProperties: …`) and what is supported.
+// (`#/$defs/Hello/patternProperties: …`) and what is supported. A schema nesting more than max_depth
+// containers, or with a chain of more than max_depth $ref/oneOf/anyOf, is refused, so neither compiling
+// nor validating recurses further than max_depth × max_depth.
 std::variant<schema, std::string> compile(const json::value& s);
 
 // The schema `$defs/<name>` of the same compiled document, or nullopt when the root has no such def.

@@ -287,3 +287,95 @@ TEST_CASE("problems are described in one line and written as pydantic's error li
            R"({"type":"string_type","loc":["items",0],"msg":"Input should be a valid string"},)"
            R"({"type":"dict_type","loc":[],"msg":"Input should be a valid dictionary"}])");
 }
+
+namespace {
+
+// A document `depth` levels deep, built directly since json::parse refuses anything past its bound:
+// `wrap` turns the innermost value into a container holding a fresh one.
+template <class Wrap>
+json::document built_deep(int depth, Wrap wrap) {
+  json::document doc;
+  doc.SetObject();
+  json::value* innermost = &doc;
+  for (int i = 1; i < depth; ++i)
+    innermost = &wrap(*innermost, doc.GetAllocator());
+  return doc;
+}
+
+json::value& nest_in_items(json::value& v, json::document::AllocatorType& a) {
+  v.AddMember("items", json::value(rapidjson::kObjectType), a);
+  return v["items"];
+}
+
+json::value& nest_in_array(json::value& v, json::document::AllocatorType& a) {
+  v.SetArray();
+  v.PushBack(json::value(rapidjson::kObjectType), a);
+  return v[0];
+}
+
+} // namespace
+
+TEST_CASE("a schema nested deeper than the bound is refused without recursing through it", "[json_schema]") {
+  auto deep = built_deep(100000, nest_in_items);
+  auto result = json_schema::compile(deep);
+  REQUIRE(std::holds_alternative<std::string>(result));
+  CHECK(std::get<std::string>(result) == "#: a schema may nest at most 64 levels deep");
+  // The bound counts every container, schema or not (a const's value, an enum's members).
+  CHECK(std::holds_alternative<json_schema::schema>(json_schema::compile(built_deep(json::max_depth, nest_in_items))));
+  CHECK(std::holds_alternative<std::string>(json_schema::compile(built_deep(json::max_depth + 1, nest_in_items))));
+}
+
+TEST_CASE("an instance nested 100000 deep is checked without recursing through it", "[json_schema]") {
+  auto deep = built_deep(100000, nest_in_array);
+  // Keywords that look at a whole value (const, enum, a discriminator's tag) must not walk it.
+  for (auto schema : {R"({"const":[[1]]})", R"({"enum":[[[]],"a"]})", R"({"type":"array"})", R"({})",
+                      R"({"anyOf":[{"type":"array","items":{"type":"string"}},{"const":[[]]}]})"}) {
+    INFO(schema);
+    auto found = json_schema::validate(compiled(schema), deep);
+    CHECK(found.size() <= 1);
+  }
+  json::document tagged;
+  tagged.SetObject();
+  tagged.AddMember("type", json::value(rapidjson::kArrayType), tagged.GetAllocator());
+  json::value* innermost = &tagged["type"];
+  for (int i = 1; i < 100000; ++i) {
+    innermost->PushBack(json::value(rapidjson::kArrayType), tagged.GetAllocator());
+    innermost = &(*innermost)[0];
+  }
+  auto s = compiled(R"({"$defs":{"A":{"type":"object","properties":{"type":{"const":"a"}}}},
+                        "oneOf":[{"$ref":"#/$defs/A"}],"discriminator":{"propertyName":"type"}})");
+  auto found = json_schema::validate(s, tagged);
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].type == "union_tag_invalid");
+}
+
+TEST_CASE("a chain of $refs longer than the bound is refused without recursing along it", "[json_schema]") {
+  // 100000 definitions, each a $ref to the next: shallow as a document, deep to validate.
+  auto chain = [](int length) {
+    json::document doc;
+    doc.SetObject();
+    auto& a = doc.GetAllocator();
+    json::value defs(rapidjson::kObjectType);
+    for (int i = 0; i < length; ++i) {
+      json::value def(rapidjson::kObjectType);
+      if (i + 1 < length)
+        def.AddMember("$ref", json::value("#/$defs/d" + std::to_string(i + 1), a), a);
+      else
+        def.AddMember("type", "string", a);
+      defs.AddMember(json::value("d" + std::to_string(i), a), def, a);
+    }
+    doc.AddMember("$defs", defs, a);
+    doc.AddMember("$ref", "#/$defs/d0", a);
+    return doc;
+  };
+  auto result = json_schema::compile(chain(100000));
+  REQUIRE(std::holds_alternative<std::string>(result));
+  CHECK_THAT(std::get<std::string>(result),
+             Catch::EndsWith(": a chain of $ref, oneOf or anyOf may be at most 64 schemas long"));
+  // The root's $ref and 63 definitions make 64 schemas; one more definition is one too many.
+  auto longest = json_schema::compile(chain(63));
+  REQUIRE(std::holds_alternative<json_schema::schema>(longest));
+  CHECK(json_schema::describe(json_schema::validate(std::get<json_schema::schema>(longest), parsed("1")))
+        == "Input should be a valid string");
+  CHECK(std::holds_alternative<std::string>(json_schema::compile(chain(64))));
+}
