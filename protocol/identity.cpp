@@ -138,7 +138,9 @@ int base64url_value(unsigned char c) {
   return -1;
 }
 
-// Unpadded base64url (RFC 7515 §2); nullopt on any other character or an impossible length.
+// Unpadded base64url (RFC 7515 §2); nullopt on any other character, an impossible length, or unused
+// low bits set in the last character. Those bits decode to nothing, so without the last check a token
+// would have several spellings that all verify (RFC 4648 §3.5 lets a decoder refuse them).
 std::optional<std::string> base64url_decode(std::string_view s) {
   if (s.size() % 4 == 1)
     return std::nullopt;
@@ -157,6 +159,8 @@ std::optional<std::string> base64url_decode(std::string_view s) {
       out.push_back(static_cast<char>((acc >> bits) & 0xFF));
     }
   }
+  if (bits > 0 && (acc & ((1u << bits) - 1)) != 0)
+    return std::nullopt;
   return out;
 }
 
