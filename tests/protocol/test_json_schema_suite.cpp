@@ -57,8 +57,11 @@ const std::map<std::string, const char*> not_claimed = {
     {"ref.json", "$ref: only #/$defs/<name> against the root's $defs; the suite's refs are other forms"},
     {"refRemote.json", "$ref to remote documents: not supported"},
     {"uniqueItems.json", "uniqueItems: not supported"},
-    {"optional", "optional cases (format assertions, bignum, ECMAScript regex corners): not claimed; format is an "
-                 "annotation for us"},
+    // Run once by hand (drafts 6 and 7 alike), bignum, ecmascript-regex and zeroTerminatedFloats gave 7
+    // of 11 cases agreeing. The other 4: format "regex" is an annotation for us, so a .NET-only pattern
+    // is not refused; 1.0 is no integer (pydantic strict, on purpose); and an integer beyond 64 bits
+    // reaches us as a double from RapidJSON, so it is refused as no integer (a known gap).
+    {"optional", "optional cases (format assertions, bignum, regex corners, 1.0 as an integer): not claimed"},
 };
 
 // Groups in claimed files whose schema uses something we do not support beside the claimed keyword;
