@@ -31,10 +31,10 @@ const char* const drafts[] = {"draft6", "draft7"};
 // The keyword files we claim. Every group in them must compile, unless `refused` lists it, and every
 // case must come out as the suite says, unless `deviations` lists it.
 const std::set<std::string> claimed = {
-    "additionalProperties.json", "anyOf.json",     "const.json",     "default.json",   "enum.json",
-    "exclusiveMaximum.json",     "exclusiveMinimum.json", "items.json", "maxItems.json", "maxLength.json",
-    "maximum.json",              "minItems.json",  "minLength.json", "minimum.json",   "oneOf.json",
-    "pattern.json",              "properties.json", "required.json", "type.json",
+    "type.json", "properties.json", "required.json", "additionalProperties.json", "enum.json", "const.json",
+    "minimum.json", "maximum.json", "exclusiveMinimum.json", "exclusiveMaximum.json", "minLength.json",
+    "maxLength.json", "pattern.json", "items.json", "minItems.json", "maxItems.json", "oneOf.json", "anyOf.json",
+    "default.json", // an annotation: it must change nothing
 };
 
 // The keyword files we do not claim: compile() refuses their keyword by name (an unsupported keyword
@@ -110,6 +110,7 @@ struct case_entry {
   const char* why;
 };
 const std::vector<case_entry> deviations = {
+    // None today: every case of a group we compile agrees with the suite.
 };
 
 const group_entry* find_refused(const std::string& draft, const std::string& file, const std::string& group) {
