@@ -7,7 +7,6 @@
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
-#include "protocol/agent_event.hpp"
 #include "protocol/approvals.hpp"
 #include "protocol/timestamp.hpp"
 
@@ -351,11 +350,10 @@ public:
     return insert_event(run_id, e);
   }
 
-  // Ends the attempt the store itself ends (cancel, recovery) with its `error` event at the run's next
-  // sequence, so a stream of the run replays a terminal event (AS-14, AS-90).
-  void append_error(run_record& r, std::string message, const char* error_type) {
-    auto e = protocol::error_event(r.run_id, r.session_id, r.event_count, std::move(message), error_type);
-    insert_event(r.run_id, {e.sequence, e.type, protocol::to_json(e)});
+  // Ends the attempt the store ends on its caller's word (cancel, recovery) with the caller's `error`
+  // event at the run's next sequence, so a stream of the run replays a terminal event (AS-14, AS-90).
+  void append_closing(run_record& r, const protocol::attempt_end& end) {
+    insert_event(r.run_id, protocol::closing_event(r, end));
     r.event_count += 1;
     auto q = sql("UPDATE runs SET event_count = ?2 WHERE run_id = ?1");
     q.bind(1, r.run_id).bind(2, r.event_count);
@@ -615,12 +613,6 @@ approval_list list_approvals(database& db, const protocol::approval_query& filte
   return out;
 }
 
-protocol::trace_facts facts_of(const run_record& r) {
-  protocol::trace_facts f;
-  f.trace_type = r.run_kind == "chat" ? "chat" : "background_run";
-  return f;
-}
-
 struct store_state {
   static inline const char* name = "sqlite_store";
   std::unique_ptr<database> db;
@@ -745,8 +737,8 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
         return true;
       });
     },
-    [=](recover_atom, bool all_running) {
-      return write<recovery_report>(self, [=](database& db) -> std::variant<recovery_report, caf::error> {
+    [=](recover_atom, bool all_running, protocol::lapse_ends& ends) {
+      return write<recovery_report>(self, [=, ends = std::move(ends)](database& db) -> std::variant<recovery_report, caf::error> {
         // With `all_running` the cutoff is "" and every running run is taken.
         auto expired = db.ids("SELECT run_id FROM runs WHERE status = 'running' AND (?1 = '' OR lease_expires_at < ?1)",
                               all_running ? std::string() : protocol::iso_now());
@@ -755,12 +747,12 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
           auto r = *db.get_run(id);
           r.lease_epoch += 1;
           if (r.attempts < r.max_attempts) {
-            db.append_error(r, "Recovered stale running lease", "lease_expired");
-            db.requeue(id, r.lease_epoch, "Recovered stale running lease", 0);
+            db.append_closing(r, ends.requeued);
+            db.requeue(id, r.lease_epoch, ends.requeued.message, 0);
             ++report.requeued;
           } else {
-            db.append_error(r, "Run lease expired and no attempts remain", "lease_expired");
-            db.finish(r, "failed", "Run lease expired and no attempts remain", facts_of(r));
+            db.append_closing(r, ends.failed);
+            db.finish(r, "failed", ends.failed.message, protocol::unfinished_trace_facts(r));
             report.failed_run_ids.push_back(id);
             ++report.failed;
           }
@@ -768,8 +760,8 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
         return report;
       });
     },
-    [=](cancel_atom, std::string& run_id) {
-      return write<run_record>(self, [run_id](database& db) -> result_t {
+    [=](cancel_atom, std::string& run_id, protocol::attempt_end& end) {
+      return write<run_record>(self, [run_id, end = std::move(end)](database& db) -> result_t {
         auto r = db.get_run(run_id);
         if (!r)
           return run_not_found();
@@ -777,9 +769,9 @@ store_actor::behavior_type sqlite_store_behavior(store_pointer self, db_ptr raw,
           return std::move(*r);
         r->lease_epoch += 1;
         if (r->status == "running")
-          db.append_error(*r, "Run cancelled", "CancelledError");
-        auto facts = facts_of(*r);
-        return db.finish(std::move(*r), "cancelled", "Run cancelled", facts);
+          db.append_closing(*r, end);
+        auto facts = protocol::unfinished_trace_facts(*r);
+        return db.finish(std::move(*r), "cancelled", end.message, facts);
       });
     },
     [=](get_run_atom, const std::string& run_id) -> caf::result<run_record> {
