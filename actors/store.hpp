@@ -58,9 +58,7 @@ using store_actor = caf::typed_actor<
   // One audit record (AS-45).
   caf::reacts_to<audit_atom, protocol::audit_record>,
   // The durable counts of the metrics endpoints (AS-59); `detailed` adds what reads whole tables.
-  caf::replies_to<stats_atom, bool>::with<protocol::store_stats>,
-  // Commits the writes received so far in one transaction (sent by the store to itself).
-  caf::reacts_to<flush_atom>>;
+  caf::replies_to<stats_atom, bool>::with<protocol::store_stats>>;
 
 } // namespace troupe
 

@@ -324,7 +324,9 @@ struct response_store_state {
   void flush() { batch.flush(*db, "response store"); }
 };
 
-using response_store_pointer = response_store_actor::stateful_pointer<response_store_state>;
+// The port plus the store's own flush message.
+using sqlite_response_store_actor = sqlite::batching<response_store_actor>;
+using response_store_pointer = sqlite_response_store_actor::stateful_pointer<response_store_state>;
 using sqlite::write;
 
 // The database for a read, with every write received before it committed.
@@ -333,10 +335,11 @@ responses_db& fresh(response_store_pointer self) {
   return *self->state.db;
 }
 
-response_store_actor::behavior_type sqlite_response_store_behavior(response_store_pointer self, sqlite::db_ptr raw) {
+sqlite_response_store_actor::behavior_type sqlite_response_store_behavior(response_store_pointer self, sqlite::db_ptr raw) {
   self->state.db = std::make_unique<responses_db>(std::move(raw));
   sqlite::flush_on_exit(self);
   return {
+    [=](sqlite::flush_atom) { self->state.flush(); },
     [=](save_response_atom, response_commit& c) {
       return write<int64_t>(self, [c = std::move(c)](responses_db& db) { return db.save(c); });
     },
@@ -486,7 +489,6 @@ response_store_actor::behavior_type sqlite_response_store_behavior(response_stor
         return *db.get_conversation(id, owner);
       });
     },
-    [=](flush_atom) { self->state.flush(); },
   };
 }
 
@@ -497,7 +499,8 @@ std::variant<response_store_actor, std::string> spawn_sqlite_response_store(caf:
   auto db = sqlite::open(path);
   if (auto err = std::get_if<std::string>(&db))
     return std::move(*err);
-  return sys.spawn<caf::detached>(sqlite_response_store_behavior, std::get<sqlite::db_ptr>(std::move(db)));
+  response_store_actor port = sys.spawn<caf::detached>(sqlite_response_store_behavior, std::get<sqlite::db_ptr>(std::move(db)));
+  return port;
 }
 
 } // namespace troupe::io

@@ -174,18 +174,21 @@ struct workspace_store_state {
   void flush() { batch.flush(*db, "workspace store"); }
 };
 
-using workspace_store_pointer = workspace_store_actor::stateful_pointer<workspace_store_state>;
+// The port plus the store's own flush message.
+using sqlite_workspace_store_actor = sqlite::batching<workspace_store_actor>;
+using workspace_store_pointer = sqlite_workspace_store_actor::stateful_pointer<workspace_store_state>;
 
 workspace_db& fresh(workspace_store_pointer self) {
   self->state.flush();
   return *self->state.db;
 }
 
-workspace_store_actor::behavior_type sqlite_workspace_store_behavior(workspace_store_pointer self,
+sqlite_workspace_store_actor::behavior_type sqlite_workspace_store_behavior(workspace_store_pointer self,
                                                                      sqlite::db_ptr raw) {
   self->state.db = std::make_unique<workspace_db>(std::move(raw));
   sqlite::flush_on_exit(self);
   return {
+    [=](sqlite::flush_atom) { self->state.flush(); },
     [=](command_atom, workspace_command& c) {
       // Commands join the group commit: their effects and results are durable before any answer.
       return sqlite::write<workspace_outcome>(self, [c = std::move(c)](workspace_db& db) { return db.carry_out(c); });
@@ -201,7 +204,6 @@ workspace_store_actor::behavior_type sqlite_workspace_store_behavior(workspace_s
         q.done();
       });
     },
-    [=](flush_atom) { self->state.flush(); },
   };
 }
 
@@ -212,7 +214,8 @@ std::variant<workspace_store_actor, std::string> spawn_sqlite_workspace_store(ca
   auto db = sqlite::open(path);
   if (auto err = std::get_if<std::string>(&db))
     return std::move(*err);
-  return sys.spawn<caf::detached>(sqlite_workspace_store_behavior, std::get<sqlite::db_ptr>(std::move(db)));
+  workspace_store_actor port = sys.spawn<caf::detached>(sqlite_workspace_store_behavior, std::get<sqlite::db_ptr>(std::move(db)));
+  return port;
 }
 
 } // namespace troupe::io
