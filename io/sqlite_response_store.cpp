@@ -145,9 +145,14 @@ public:
     for (auto& id : item_ids)
       array += (array.size() > 1 ? "," : "") + protocol::json::quote(id);
     array += "]";
+    return item_rows(response_sql::items_by_id, array, owner);
+  }
+
+  // The (id, json) rows `text` selects with ?1 = `first` and ?2 = `owner`'s key.
+  std::vector<stored_item> item_rows(const char* text, const std::string& first, const response_owner& owner) {
     std::vector<stored_item> out;
-    auto q = sql(response_sql::items_by_id);
-    q.bind(1, array).bind(2, owner.key);
+    auto q = sql(text);
+    q.bind(1, first).bind(2, owner.key);
     while (q.row())
       out.push_back({q.text(0), q.text(1)});
     return out;
@@ -348,12 +353,7 @@ public:
   }
 
   std::vector<stored_item> members(const std::string& id, const response_owner& owner) {
-    std::vector<stored_item> out;
-    auto q = sql(response_sql::members);
-    q.bind(1, id).bind(2, owner.key);
-    while (q.row())
-      out.push_back({q.text(0), q.text(1)});
-    return out;
+    return item_rows(response_sql::members, id, owner);
   }
 
   outcome<conversation_row> remove_conversation_item(const std::string& id, const response_owner& owner,
