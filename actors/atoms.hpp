@@ -17,7 +17,6 @@ using spawn_run_atom = caf::atom_constant<caf::atom("spawn_run")>;
 using count_atom = caf::atom_constant<caf::atom("count")>;
 using save_session_atom = caf::atom_constant<caf::atom("save_sess")>;
 using get_session_atom = caf::atom_constant<caf::atom("get_sess")>;
-using flush_atom = caf::atom_constant<caf::atom("flush")>;
 using mcp_call_atom = caf::atom_constant<caf::atom("mcp_call")>;
 using mcp_message_atom = caf::atom_constant<caf::atom("mcp_msg")>;
 using mcp_closed_atom = caf::atom_constant<caf::atom("mcp_closed")>;

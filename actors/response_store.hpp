@@ -120,9 +120,7 @@ using response_store_actor = caf::typed_actor<
                                                                             std::vector<stored_item>>,
   caf::replies_to<list_conversation_items_atom, std::string, response_owner, page_request>::with<item_page>,
   // Detaches one member (errc::not_found when it is none); the conversation after it.
-  caf::replies_to<remove_conversation_item_atom, std::string, response_owner, std::string>::with<conversation_row>,
-  // Commits the writes received so far in one transaction (sent by the store to itself).
-  caf::reacts_to<flush_atom>>;
+  caf::replies_to<remove_conversation_item_atom, std::string, response_owner, std::string>::with<conversation_row>>;
 
 } // namespace troupe
 

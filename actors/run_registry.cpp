@@ -247,7 +247,7 @@ void announce_end(registry_pointer self, const run_record& r) {
 // Cancels a run no live attempt holds and answers every waiting promise.
 void cancel_stored(registry_pointer self, const std::string& run_id,
                    std::vector<caf::typed_response_promise<run_record>> promises) {
-  self->request(self->state.env->store, caf::infinite, cancel_atom::value, run_id)
+  self->request(self->state.env->store, caf::infinite, cancel_atom::value, run_id, protocol::cancelled_end())
     .then(
       [=](run_record& r) mutable {
         if (r.status == "cancelled")
@@ -414,7 +414,7 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
       if (!st.env->store || st.stopping)
         return;
       self->delayed_send(self, millis(st.options.run_recovery_interval_seconds), tick_atom::value);
-      self->request(st.env->store, caf::infinite, recover_atom::value, false)
+      self->request(st.env->store, caf::infinite, recover_atom::value, false, protocol::lapsed_lease_ends())
         .then(
           [=](recovery_report& r) {
             auto& env = self->state.env;

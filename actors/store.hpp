@@ -32,12 +32,14 @@ using store_actor = caf::typed_actor<
   // Extends the lease of (run_id, lease_epoch) by lease_seconds from now.
   caf::replies_to<renew_atom, std::string, int64_t, double>::with<bool>,
   // AS-83: re-queues (or fails) every running run whose lease expired, or every running run when
-  // `all_running` (the previous owner of an embedded store is gone); each such attempt ends with an
-  // `error` event. The report names the failed runs, whose pending approvals are then denied.
-  caf::replies_to<recover_atom, bool>::with<recovery_report>,
+  // `all_running` (the previous owner of an embedded store is gone); each such attempt ends as the
+  // caller's `ends` say (protocol::lapsed_lease_ends), with its `error` event. The report names the
+  // failed runs, whose pending approvals are then denied.
+  caf::replies_to<recover_atom, bool, protocol::lapse_ends>::with<recovery_report>,
   // Cancels a run no live attempt holds (AS-52): a queued run never starts; a running one is fenced
-  // and ends with the `Run cancelled` event; a terminal one is returned unchanged.
-  caf::replies_to<cancel_atom, std::string>::with<run_record>,
+  // and ends with the caller's `end` (protocol::cancelled_end) as its error event; a terminal one is
+  // returned unchanged.
+  caf::replies_to<cancel_atom, std::string, protocol::attempt_end>::with<run_record>,
   caf::replies_to<get_run_atom, std::string>::with<run_record>,
   // Newest first, filtered by status ("" = all), at most `limit`.
   caf::replies_to<list_runs_atom, std::string, int64_t>::with<run_list>,
@@ -56,11 +58,11 @@ using store_actor = caf::typed_actor<
   // One audit record (AS-45).
   caf::reacts_to<audit_atom, protocol::audit_record>,
   // The durable counts of the metrics endpoints (AS-59); `detailed` adds what reads whole tables.
-  caf::replies_to<stats_atom, bool>::with<protocol::store_stats>,
-  // Commits the writes received so far in one transaction (sent by the store to itself).
-  caf::reacts_to<flush_atom>>;
+  caf::replies_to<stats_atom, bool>::with<protocol::store_stats>>;
 
 } // namespace troupe
 
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::attempt_end)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::lapse_ends)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::store_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::rate_limit_decision)

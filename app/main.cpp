@@ -322,7 +322,7 @@ int serve(const cli_options& cli) {
   // running is recovered before anything else happens.
   {
     caf::scoped_actor self{sys};
-    self->request(env->store, caf::infinite, recover_atom::value, true)
+    self->request(env->store, caf::infinite, recover_atom::value, true, protocol::lapsed_lease_ends())
       .receive(
         [](recovery_report& r) {
           if (r.requeued + r.failed > 0)

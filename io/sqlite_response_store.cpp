@@ -1,6 +1,7 @@
 #include "io/sqlite_response_store.hpp"
 
 #include "actors/errors.hpp"
+#include "io/sqlite_response_statements.hpp"
 #include "io/sqlite_support.hpp"
 
 #include <caf/all.hpp>
@@ -44,38 +45,9 @@ int64_t now_seconds() {
     .count();
 }
 
-// An ordered list of item ids that pages are read from: a response's history or a conversation's
-// members. Its statements are built once from the table's names.
-struct listing {
-  listing(const char* table, const char* owner) {
-    std::string from = std::string(" FROM ") + table + " WHERE " + owner + " = ?1 AND item_id = ?2 AND position < ?3";
-    first_position = "SELECT MIN(position)" + from;
-    last_position = "SELECT MAX(position)" + from;
-    // ?9: the listing's owner, whose items alone it shows (an id another owner stored first is not).
-    std::string rows = std::string("SELECT i.id, i.json FROM ") + table
-                       + " l JOIN items i ON i.id = l.item_id AND i.owner = ?9 WHERE l." + owner + " = ?1 AND ";
-    ascending = rows + "l.position > ?2 AND l.position < ?3 ORDER BY l.position ASC LIMIT ?4";
-    descending = rows + "l.position < ?2 ORDER BY l.position DESC LIMIT ?3";
-  }
-  std::string first_position, last_position, ascending, descending;
-};
-
-const listing& history_listing() {
-  static const listing l("response_history", "response_id");
-  return l;
-}
-
-const listing& member_listing() {
-  static const listing l("conversation_items", "conversation_id");
-  return l;
-}
-
-constexpr const char* response_columns =
-  "id, created_at, status, background, model, snapshot, request, input_count, previous_response_id, conversation_id, "
-  "owner";
-
-// The connection and the SQL of every operation. Each method runs on the store actor's thread; the
-// write methods run inside the batch's transaction, each within its own savepoint.
+// The connection and what each operation does with it (the SQL is in io/sqlite_response_statements.hpp).
+// Each method runs on the store actor's thread; the write methods run inside the batch's transaction,
+// each within its own savepoint.
 class responses_db : public sqlite::connection {
 public:
   using connection::connection;
@@ -85,14 +57,12 @@ public:
   }
 
   std::vector<std::string> history(const std::string& response_id) {
-    return ids("SELECT item_id FROM response_history WHERE response_id = ?1 ORDER BY position", response_id);
+    return ids(response_sql::history, response_id);
   }
 
   // Another owner's response is none (issue 15 finding 9).
   std::optional<response_row> get_response(const std::string& id, const response_owner& owner) {
-    static const std::string text =
-      std::string("SELECT ") + response_columns + " FROM responses WHERE id = ?1 AND owner = ?2";
-    auto rows = responses(text.c_str(), {id, owner.key});
+    auto rows = responses(response_sql::get_response, {id, owner.key});
     if (rows.empty())
       return std::nullopt;
     return std::move(rows.front());
@@ -128,9 +98,7 @@ public:
   }
 
   bool put_response(const response_row& r) {
-    static const std::string text = std::string("INSERT OR REPLACE INTO responses (") + response_columns
-                                    + ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
-    auto q = sql(text.c_str());
+    auto q = sql(response_sql::put_response);
     q.bind(1, r.id).bind(2, r.created_at).bind(3, r.status).bind(4, int64_t{r.background}).bind(5, r.model);
     q.bind(6, r.snapshot).bind(7, r.request).bind(8, r.input_count).bind(9, r.previous_response_id);
     q.bind(10, r.conversation_id).bind(11, r.owner);
@@ -144,13 +112,13 @@ public:
     if (stored.size() <= item_ids.size() && std::equal(stored.begin(), stored.end(), item_ids.begin())) {
       keep = stored.size();
     } else {
-      auto q = sql("DELETE FROM response_history WHERE response_id = ?1");
+      auto q = sql(response_sql::clear_history);
       q.bind(1, response_id);
       if (!q.done())
         return false;
     }
     for (auto i = keep; i < item_ids.size(); ++i) {
-      auto q = sql("INSERT INTO response_history (response_id, position, item_id) VALUES (?1, ?2, ?3)");
+      auto q = sql(response_sql::add_history);
       q.bind(1, response_id).bind(2, static_cast<int64_t>(i)).bind(3, item_ids[i]);
       if (!q.done())
         return false;
@@ -160,13 +128,13 @@ public:
 
   // Items are immutable: a stored id keeps its stored body (RS-12 by reference) and its owner.
   bool put_item(const stored_item& item, const response_owner& owner) {
-    auto q = sql("INSERT OR IGNORE INTO items (id, json, created_at, owner) VALUES (?1, ?2, ?3, ?4)");
+    auto q = sql(response_sql::put_item);
     q.bind(1, item.id).bind(2, item.json).bind(3, now_seconds()).bind(4, owner.key);
     return q.done();
   }
 
   bool put_event(const std::string& response_id, const response_event& e) {
-    auto q = sql("INSERT OR IGNORE INTO response_events (response_id, sequence, json) VALUES (?1, ?2, ?3)");
+    auto q = sql(response_sql::put_event);
     q.bind(1, response_id).bind(2, e.sequence).bind(3, e.json);
     return q.done();
   }
@@ -177,10 +145,14 @@ public:
     for (auto& id : item_ids)
       array += (array.size() > 1 ? "," : "") + protocol::json::quote(id);
     array += "]";
+    return item_rows(response_sql::items_by_id, array, owner);
+  }
+
+  // The (id, json) rows `text` selects with ?1 = `first` and ?2 = `owner`'s key.
+  std::vector<stored_item> item_rows(const char* text, const std::string& first, const response_owner& owner) {
     std::vector<stored_item> out;
-    auto q = sql(
-      "SELECT i.id, i.json FROM json_each(?1) j JOIN items i ON i.id = j.value AND i.owner = ?2 ORDER BY j.key");
-    q.bind(1, array).bind(2, owner.key);
+    auto q = sql(text);
+    q.bind(1, first).bind(2, owner.key);
     while (q.row())
       out.push_back({q.text(0), q.text(1)});
     return out;
@@ -189,10 +161,7 @@ public:
   // Deletes the items among `candidates` that no history and no conversation references (RS-7).
   bool collect_garbage(const std::vector<std::string>& candidates) {
     for (auto& id : candidates) {
-      auto q = sql(R"sql(
-        DELETE FROM items WHERE id = ?1
-          AND NOT EXISTS (SELECT 1 FROM response_history WHERE item_id = ?1)
-          AND NOT EXISTS (SELECT 1 FROM conversation_items WHERE item_id = ?1))sql");
+      auto q = sql(response_sql::collect_item);
       q.bind(1, id);
       if (!q.done())
         return false;
@@ -202,7 +171,7 @@ public:
 
   // Another owner's conversation is none (issue 15 finding 9).
   std::optional<conversation_row> get_conversation(const std::string& id, const response_owner& owner) {
-    auto q = sql("SELECT created_at, metadata, revision FROM conversations WHERE id = ?1 AND owner = ?2");
+    auto q = sql(response_sql::get_conversation);
     q.bind(1, id).bind(2, owner.key);
     if (!q.row())
       return std::nullopt;
@@ -211,9 +180,7 @@ public:
 
   // Appends a member after the last position ever used; SQLITE_CONSTRAINT when it is one already.
   int append_member(const std::string& conversation_id, const std::string& item_id) {
-    auto q = sql(R"sql(
-      INSERT INTO conversation_items (conversation_id, position, item_id)
-      SELECT ?1, COALESCE(MAX(position), -1) + 1, ?2 FROM conversation_items WHERE conversation_id = ?1)sql");
+    auto q = sql(response_sql::append_member);
     q.bind(1, conversation_id).bind(2, item_id);
     return q.step();
   }
@@ -234,7 +201,7 @@ public:
   }
 
   bool bump(const std::string& conversation_id) {
-    auto q = sql("UPDATE conversations SET revision = revision + 1 WHERE id = ?1");
+    auto q = sql(response_sql::bump_conversation);
     q.bind(1, conversation_id);
     return q.done() && sqlite3_changes(raw()) == 1;
   }
@@ -286,7 +253,7 @@ public:
   }
 
   // A page of `list` (owned by `owner`, positions below `bound`) as page_request says (RS-8).
-  caf::expected<item_page> page(const listing& list, const std::string& list_id, const response_owner& owner,
+  caf::expected<item_page> page(const response_sql::listing& list, const std::string& list_id, const response_owner& owner,
                                 int64_t bound, const page_request& p) {
     std::optional<int64_t> cursor;
     if (!p.after.empty()) {
@@ -314,6 +281,96 @@ public:
     }
     return out;
   }
+
+  int64_t input_count(const std::string& id, const response_owner& owner) {
+    auto q = sql(response_sql::input_count);
+    q.bind(1, id).bind(2, owner.key);
+    return q.row() ? q.integer(0) : -1;
+  }
+
+  std::vector<response_event> events(const std::string& id, int64_t after) {
+    auto q = sql(response_sql::events_after);
+    q.bind(1, id).bind(2, after);
+    std::vector<response_event> out;
+    while (q.row())
+      out.push_back({q.integer(0), q.text(1)});
+    return out;
+  }
+
+  outcome<bool> delete_response(const std::string& id, const response_owner& owner) {
+    if (!get_response(id, owner))
+      return response_not_found(id);
+    return drop(id, response_sql::response_item_ids,
+                {response_sql::delete_response, response_sql::clear_history, response_sql::delete_response_events});
+  }
+
+  outcome<conversation_row> create_conversation(conversation_row row, const std::vector<stored_item>& items) {
+    row.revision = 0;
+    {
+      auto q = sql(response_sql::create_conversation);
+      q.bind(1, row.id).bind(2, row.created_at).bind(3, row.metadata).bind(4, row.owner);
+      auto rc = q.step();
+      if (rc == SQLITE_CONSTRAINT)
+        return make_error(errc::conflict, "Conversation with id '" + row.id + "' already exists.");
+      if (rc != SQLITE_DONE)
+        return failed("creating a conversation");
+    }
+    if (auto added = add_members(row.id, response_owner{row.owner}, items); std::holds_alternative<caf::error>(added))
+      return std::get<caf::error>(std::move(added));
+    return row;
+  }
+
+  outcome<conversation_row> update_conversation(const std::string& id, const response_owner& owner,
+                                                const std::string& metadata) {
+    auto q = sql(response_sql::update_conversation);
+    q.bind(1, id).bind(2, metadata).bind(3, owner.key);
+    if (!q.done())
+      return failed("updating a conversation");
+    if (sqlite3_changes(raw()) != 1)
+      return conversation_not_found(id);
+    return *get_conversation(id, owner);
+  }
+
+  outcome<bool> delete_conversation(const std::string& id, const response_owner& owner) {
+    if (!get_conversation(id, owner))
+      return conversation_not_found(id);
+    // Stored responses keep their histories (RS-11): only what the members alone held goes.
+    return drop(id, response_sql::member_item_ids, {response_sql::delete_conversation, response_sql::delete_members});
+  }
+
+  outcome<std::vector<stored_item>> add_conversation_items(const std::string& id, const response_owner& owner,
+                                                           const std::vector<stored_item>& items) {
+    if (!get_conversation(id, owner))
+      return conversation_not_found(id);
+    if (auto added = add_members(id, owner, items); std::holds_alternative<caf::error>(added))
+      return std::get<caf::error>(std::move(added));
+    if (!bump(id))
+      return failed("bumping a conversation's revision");
+    std::vector<std::string> item_ids;
+    for (auto& item : items)
+      item_ids.push_back(item.id);
+    return this->items(item_ids, owner); // as stored: a known id keeps its stored body (RS-12)
+  }
+
+  std::vector<stored_item> members(const std::string& id, const response_owner& owner) {
+    return item_rows(response_sql::members, id, owner);
+  }
+
+  outcome<conversation_row> remove_conversation_item(const std::string& id, const response_owner& owner,
+                                                     const std::string& item_id) {
+    if (!get_conversation(id, owner))
+      return conversation_not_found(id);
+    auto q = sql(response_sql::remove_member);
+    q.bind(1, id).bind(2, item_id);
+    if (!q.done())
+      return failed("removing a conversation item");
+    if (sqlite3_changes(raw()) != 1)
+      return item_not_found(item_id);
+    if (!collect_garbage({item_id}) || !bump(id))
+      return failed("removing a conversation item");
+    return *get_conversation(id, owner);
+  }
+
 };
 
 struct response_store_state {
@@ -324,7 +381,9 @@ struct response_store_state {
   void flush() { batch.flush(*db, "response store"); }
 };
 
-using response_store_pointer = response_store_actor::stateful_pointer<response_store_state>;
+// The port plus the store's own flush message.
+using sqlite_response_store_actor = sqlite::batching<response_store_actor>;
+using response_store_pointer = sqlite_response_store_actor::stateful_pointer<response_store_state>;
 using sqlite::write;
 
 // The database for a read, with every write received before it committed.
@@ -333,10 +392,12 @@ responses_db& fresh(response_store_pointer self) {
   return *self->state.db;
 }
 
-response_store_actor::behavior_type sqlite_response_store_behavior(response_store_pointer self, sqlite::db_ptr raw) {
+sqlite_response_store_actor::behavior_type sqlite_response_store_behavior(response_store_pointer self,
+                                                                          sqlite::db_ptr raw) {
   self->state.db = std::make_unique<responses_db>(std::move(raw));
   sqlite::flush_on_exit(self);
   return {
+    [=](sqlite::flush_atom) { self->state.flush(); },
     [=](save_response_atom, response_commit& c) {
       return write<int64_t>(self, [c = std::move(c)](responses_db& db) { return db.save(c); });
     },
@@ -352,59 +413,24 @@ response_store_actor::behavior_type sqlite_response_store_behavior(response_stor
     [=](input_items_atom, const std::string& id, const response_owner& owner,
         const page_request& p) -> caf::result<item_page> {
       auto& db = fresh(self);
-      int64_t input_count = 0;
-      {
-        auto q = db.sql("SELECT input_count FROM responses WHERE id = ?1 AND owner = ?2");
-        q.bind(1, id).bind(2, owner.key);
-        if (!q.row())
-          return response_not_found(id);
-        input_count = q.integer(0);
-      }
-      return db.page(history_listing(), id, owner, input_count, p);
+      auto input_count = db.input_count(id, owner);
+      if (input_count < 0)
+        return response_not_found(id);
+      return db.page(response_sql::history_listing(), id, owner, input_count, p);
     },
     [=](delete_response_atom, std::string& id, const response_owner& owner) {
-      return write<bool>(self, [id, owner](responses_db& db) -> outcome<bool> {
-        if (!db.get_response(id, owner))
-          return response_not_found(id);
-        return db.drop(id, "SELECT DISTINCT item_id FROM response_history WHERE response_id = ?1",
-                       {"DELETE FROM responses WHERE id = ?1", "DELETE FROM response_history WHERE response_id = ?1",
-                        "DELETE FROM response_events WHERE response_id = ?1"});
-      });
+      return write<bool>(self, [id, owner](responses_db& db) { return db.delete_response(id, owner); });
     },
     [=](response_events_atom, const std::string& id, int64_t after) -> caf::result<std::vector<response_event>> {
-      auto q = fresh(self).sql(
-        "SELECT sequence, json FROM response_events WHERE response_id = ?1 AND sequence > ?2 ORDER BY sequence");
-      q.bind(1, id).bind(2, after);
-      std::vector<response_event> out;
-      while (q.row())
-        out.push_back({q.integer(0), q.text(1)});
-      return out;
+      return fresh(self).events(id, after);
     },
     [=](unfinished_atom) -> caf::result<std::vector<response_row>> {
-      static const std::string text = std::string("SELECT ") + response_columns
-                                      + " FROM responses WHERE status IN ('queued', 'in_progress')"
-                                        " ORDER BY created_at, rowid";
-      return fresh(self).responses(text.c_str());
+      return fresh(self).responses(response_sql::unfinished);
     },
     [=](create_conversation_atom, conversation_row& row, std::vector<stored_item>& items) {
-      return write<conversation_row>(
-        self, [row = std::move(row), items = std::move(items)](responses_db& db) mutable -> outcome<conversation_row> {
-          row.revision = 0;
-          {
-            auto q = db.sql(
-              "INSERT INTO conversations (id, created_at, metadata, revision, owner) VALUES (?1, ?2, ?3, 0, ?4)");
-            q.bind(1, row.id).bind(2, row.created_at).bind(3, row.metadata).bind(4, row.owner);
-            auto rc = q.step();
-            if (rc == SQLITE_CONSTRAINT)
-              return make_error(errc::conflict, "Conversation with id '" + row.id + "' already exists.");
-            if (rc != SQLITE_DONE)
-              return db.failed("creating a conversation");
-          }
-          if (auto added = db.add_members(row.id, response_owner{row.owner}, items);
-              std::holds_alternative<caf::error>(added))
-            return std::get<caf::error>(std::move(added));
-          return row;
-        });
+      return write<conversation_row>(self, [row = std::move(row), items = std::move(items)](responses_db& db) {
+        return db.create_conversation(row, items);
+      });
     },
     [=](get_conversation_atom, const std::string& id, const response_owner& owner) -> caf::result<conversation_row> {
       if (auto row = fresh(self).get_conversation(id, owner))
@@ -412,40 +438,17 @@ response_store_actor::behavior_type sqlite_response_store_behavior(response_stor
       return conversation_not_found(id);
     },
     [=](update_conversation_atom, std::string& id, const response_owner& owner, std::string& metadata) {
-      return write<conversation_row>(self, [id, owner, metadata](responses_db& db) -> outcome<conversation_row> {
-        auto q = db.sql("UPDATE conversations SET metadata = ?2, revision = revision + 1 WHERE id = ?1 AND owner = ?3");
-        q.bind(1, id).bind(2, metadata).bind(3, owner.key);
-        if (!q.done())
-          return db.failed("updating a conversation");
-        if (sqlite3_changes(db.raw()) != 1)
-          return conversation_not_found(id);
-        return *db.get_conversation(id, owner);
+      return write<conversation_row>(self, [id, owner, metadata](responses_db& db) {
+        return db.update_conversation(id, owner, metadata);
       });
     },
     [=](delete_conversation_atom, std::string& id, const response_owner& owner) {
-      return write<bool>(self, [id, owner](responses_db& db) -> outcome<bool> {
-        if (!db.get_conversation(id, owner))
-          return conversation_not_found(id);
-        // Stored responses keep their histories (RS-11): only what the members alone held goes.
-        return db.drop(id, "SELECT item_id FROM conversation_items WHERE conversation_id = ?1",
-                       {"DELETE FROM conversations WHERE id = ?1",
-                        "DELETE FROM conversation_items WHERE conversation_id = ?1"});
-      });
+      return write<bool>(self, [id, owner](responses_db& db) { return db.delete_conversation(id, owner); });
     },
     [=](add_conversation_items_atom, std::string& id, const response_owner& owner, std::vector<stored_item>& items) {
-      return write<std::vector<stored_item>>(
-        self, [id, owner, items = std::move(items)](responses_db& db) -> outcome<std::vector<stored_item>> {
-          if (!db.get_conversation(id, owner))
-            return conversation_not_found(id);
-          if (auto added = db.add_members(id, owner, items); std::holds_alternative<caf::error>(added))
-            return std::get<caf::error>(std::move(added));
-          if (!db.bump(id))
-            return db.failed("bumping a conversation's revision");
-          std::vector<std::string> ids;
-          for (auto& item : items)
-            ids.push_back(item.id);
-          return db.items(ids, owner); // as stored: a known id keeps its stored body (RS-12)
-        });
+      return write<std::vector<stored_item>>(self, [id, owner, items = std::move(items)](responses_db& db) {
+        return db.add_conversation_items(id, owner, items);
+      });
     },
     [=](conversation_items_atom, const std::string& id,
         const response_owner& owner) -> caf::result<conversation_row, std::vector<stored_item>> {
@@ -455,38 +458,20 @@ response_store_actor::behavior_type sqlite_response_store_behavior(response_stor
       auto row = db.get_conversation(id, owner);
       if (!row)
         return conversation_not_found(id);
-      std::vector<stored_item> items;
-      auto q = db.sql(R"sql(
-        SELECT i.id, i.json FROM conversation_items c JOIN items i ON i.id = c.item_id AND i.owner = ?2
-        WHERE c.conversation_id = ?1 ORDER BY c.position)sql");
-      q.bind(1, id).bind(2, owner.key);
-      while (q.row())
-        items.push_back({q.text(0), q.text(1)});
-      return caf::result<conversation_row, std::vector<stored_item>>(std::move(*row), std::move(items));
+      return caf::result<conversation_row, std::vector<stored_item>>(std::move(*row), db.members(id, owner));
     },
     [=](list_conversation_items_atom, const std::string& id, const response_owner& owner,
         const page_request& p) -> caf::result<item_page> {
       auto& db = fresh(self);
       if (!db.get_conversation(id, owner))
         return conversation_not_found(id);
-      return db.page(member_listing(), id, owner, std::numeric_limits<int64_t>::max(), p);
+      return db.page(response_sql::member_listing(), id, owner, std::numeric_limits<int64_t>::max(), p);
     },
     [=](remove_conversation_item_atom, std::string& id, const response_owner& owner, std::string& item_id) {
-      return write<conversation_row>(self, [id, owner, item_id](responses_db& db) -> outcome<conversation_row> {
-        if (!db.get_conversation(id, owner))
-          return conversation_not_found(id);
-        auto q = db.sql("DELETE FROM conversation_items WHERE conversation_id = ?1 AND item_id = ?2");
-        q.bind(1, id).bind(2, item_id);
-        if (!q.done())
-          return db.failed("removing a conversation item");
-        if (sqlite3_changes(db.raw()) != 1)
-          return item_not_found(item_id);
-        if (!db.collect_garbage({item_id}) || !db.bump(id))
-          return db.failed("removing a conversation item");
-        return *db.get_conversation(id, owner);
+      return write<conversation_row>(self, [id, owner, item_id](responses_db& db) {
+        return db.remove_conversation_item(id, owner, item_id);
       });
     },
-    [=](flush_atom) { self->state.flush(); },
   };
 }
 
@@ -497,7 +482,9 @@ std::variant<response_store_actor, std::string> spawn_sqlite_response_store(caf:
   auto db = sqlite::open(path);
   if (auto err = std::get_if<std::string>(&db))
     return std::move(*err);
-  return sys.spawn<caf::detached>(sqlite_response_store_behavior, std::get<sqlite::db_ptr>(std::move(db)));
+  response_store_actor port =
+    sys.spawn<caf::detached>(sqlite_response_store_behavior, std::get<sqlite::db_ptr>(std::move(db)));
+  return port;
 }
 
 } // namespace troupe::io

@@ -47,7 +47,7 @@ inline stmt_ptr prepare(sqlite3* db, const char* sql) {
 }
 
 // Applies the schema migrations not applied yet; an error names the failing version. Defined in
-// sqlite_store.cpp, next to the list of migrations.
+// io/sqlite_migrations.cpp, next to the list of migrations.
 std::string migrate(sqlite3* db);
 
 // Opens (creating and migrating) the database at `path` for one store actor's connection: WAL,
@@ -144,6 +144,13 @@ private:
   db_ptr db_;
   std::unordered_map<const char*, stmt_ptr> statements_; // by the address of their SQL text
 };
+
+// The message a store sends itself to commit its batch. It is no part of any store port: each
+// adapter's actor is its port `batching` this one message more.
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
+
+template <class Port>
+using batching = typename Port::template extend<caf::reacts_to<flush_atom>>;
 
 // Writes are grouped: each one joins a batch and the first one of a batch queues a flush behind
 // whatever else is already in the mailbox, so one transaction (one fsync) covers all of them. A

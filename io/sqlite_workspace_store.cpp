@@ -2,7 +2,9 @@
 
 #include "actors/errors.hpp"
 #include "io/sqlite_support.hpp"
+#include "io/sqlite_workspace_statements.hpp"
 #include "protocol/json.hpp"
+#include "protocol/workspace_record.hpp"
 
 #include <caf/all.hpp>
 #include <sqlite3.h>
@@ -42,13 +44,13 @@ public:
     int64_t head() override { return db_.head(key_); }
 
     std::string last_ts() override {
-      auto q = db_.sql("SELECT ts FROM workspace_events WHERE tenant = ?1 AND workspace = ?2 ORDER BY seq DESC LIMIT 1");
+      auto q = db_.sql(workspace_sql::last_ts);
       q.bind(1, key_.tenant).bind(2, key_.workspace);
       return q.row() ? q.text(0) : std::string();
     }
 
     std::optional<rx::chain_link> find(const std::string& id) override {
-      auto q = db_.sql("SELECT seq, correlation_id FROM workspace_events WHERE tenant = ?1 AND workspace = ?2 AND id = ?3");
+      auto q = db_.sql(workspace_sql::find_event);
       q.bind(1, key_.tenant).bind(2, key_.workspace).bind(3, id);
       if (!q.row())
         return std::nullopt;
@@ -61,15 +63,13 @@ public:
   };
 
   int64_t head(const workspace_key& key) {
-    auto q = sql("SELECT COALESCE(MAX(seq), 0) FROM workspace_events WHERE tenant = ?1 AND workspace = ?2");
+    auto q = sql(workspace_sql::head);
     q.bind(1, key.tenant).bind(2, key.workspace);
     return q.row() ? q.integer(0) : 0;
   }
 
   std::optional<workspace_outcome> remembered(const workspace_command& c) {
-    auto q = sql(R"sql(
-      SELECT status, ok, max_seq, result FROM workspace_command_results
-      WHERE tenant = ?1 AND workspace = ?2 AND participant = ?3 AND command_id = ?4)sql");
+    auto q = sql(workspace_sql::remembered_result);
     q.bind(1, c.key.tenant).bind(2, c.key.workspace).bind(3, c.participant).bind(4, c.request.command_id);
     if (!q.row())
       return std::nullopt;
@@ -88,41 +88,26 @@ public:
       if (auto first = remembered(c))
         return std::move(*first);
     reader log(*this, c.key);
-    auto effect = rx::carry_out(c.request, c.context, log);
+    auto record = rx::record_of(c.request, rx::carry_out(c.request, c.context, log));
     workspace_outcome out;
-    out.ok = !effect.rejected;
-    out.max_seq = effect.max_seq;
-    if (effect.rejected)
-      out.status = rx::http_status(*effect.rejected);
-    if (keyed)
-      out.body = rx::command_result_json(c.request.command_id, effect);
-    else if (effect.rejected)
-      out.body = rx::rejection_detail(*effect.rejected);
-    else {
-      out.body = "[";
-      for (std::size_t i = 0; i < effect.outcomes.size(); ++i)
-        out.body += (i ? "," : "") + effect.outcomes[i];
-      out.body += "]";
-    }
-    for (auto& e : effect.appended) {
-      auto text = rx::envelope_json(e);
-      auto q = sql(R"sql(
-        INSERT INTO workspace_events (tenant, workspace, seq, id, type, ts, correlation_id, envelope)
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8))sql");
+    out.status = record.status;
+    out.ok = record.ok;
+    out.max_seq = record.max_seq;
+    out.body = std::move(record.body);
+    for (std::size_t i = 0; i < record.appended.size(); ++i) {
+      auto& e = record.appended[i];
+      auto q = sql(workspace_sql::append_envelope);
       q.bind(1, c.key.tenant).bind(2, c.key.workspace).bind(3, e.seq).bind(4, e.id).bind(5, e.type).bind(6, e.ts);
-      q.bind(7, e.correlation_id).bind(8, text);
+      q.bind(7, e.correlation_id).bind(8, record.appended_json[i]);
       if (!q.done())
         return failed("appending an event");
       if (out.appended.empty())
         out.first_seq = e.seq;
-      out.appended.push_back(std::move(text));
+      out.appended.push_back(std::move(record.appended_json[i]));
       out.types.push_back(e.type);
     }
     if (keyed) {
-      auto q = sql(R"sql(
-        INSERT INTO workspace_command_results
-          (tenant, workspace, participant, command_id, status, ok, max_seq, result, created_at)
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9))sql");
+      auto q = sql(workspace_sql::remember_result);
       q.bind(1, c.key.tenant).bind(2, c.key.workspace).bind(3, c.participant).bind(4, c.request.command_id);
       q.bind(5, int64_t{out.status}).bind(6, int64_t{out.ok}).bind(7, out.max_seq).bind(8, out.body);
       q.bind(9, std::optional<double>(now_seconds()));
@@ -137,18 +122,7 @@ public:
     for (std::size_t i = 0; i < r.types.size(); ++i)
       types += (i ? "," : "") + protocol::json::quote(r.types[i]);
     types += "]";
-    // One statement per direction; the type filter is a JSON list so the SQL text stays fixed.
-    static const char* ascending = R"sql(
-      SELECT seq, envelope, type FROM workspace_events
-      WHERE tenant = ?1 AND workspace = ?2 AND seq > ?3 AND seq < ?4
-        AND (?5 = '[]' OR type IN (SELECT value FROM json_each(?5)))
-      ORDER BY seq ASC LIMIT ?6)sql";
-    static const char* descending = R"sql(
-      SELECT seq, envelope, type FROM workspace_events
-      WHERE tenant = ?1 AND workspace = ?2 AND seq > ?3 AND seq < ?4
-        AND (?5 = '[]' OR type IN (SELECT value FROM json_each(?5)))
-      ORDER BY seq DESC LIMIT ?6)sql";
-    auto q = sql(r.from_end ? descending : ascending);
+    auto q = sql(r.from_end ? workspace_sql::read_descending : workspace_sql::read_ascending);
     q.bind(1, key.tenant).bind(2, key.workspace).bind(3, r.after_seq);
     q.bind(4, r.before_seq > 0 ? r.before_seq : std::numeric_limits<int64_t>::max()).bind(5, types).bind(6, r.limit);
     workspace_slice out;
@@ -174,18 +148,21 @@ struct workspace_store_state {
   void flush() { batch.flush(*db, "workspace store"); }
 };
 
-using workspace_store_pointer = workspace_store_actor::stateful_pointer<workspace_store_state>;
+// The port plus the store's own flush message.
+using sqlite_workspace_store_actor = sqlite::batching<workspace_store_actor>;
+using workspace_store_pointer = sqlite_workspace_store_actor::stateful_pointer<workspace_store_state>;
 
 workspace_db& fresh(workspace_store_pointer self) {
   self->state.flush();
   return *self->state.db;
 }
 
-workspace_store_actor::behavior_type sqlite_workspace_store_behavior(workspace_store_pointer self,
-                                                                     sqlite::db_ptr raw) {
+sqlite_workspace_store_actor::behavior_type sqlite_workspace_store_behavior(workspace_store_pointer self,
+                                                                            sqlite::db_ptr raw) {
   self->state.db = std::make_unique<workspace_db>(std::move(raw));
   sqlite::flush_on_exit(self);
   return {
+    [=](sqlite::flush_atom) { self->state.flush(); },
     [=](command_atom, workspace_command& c) {
       // Commands join the group commit: their effects and results are durable before any answer.
       return sqlite::write<workspace_outcome>(self, [c = std::move(c)](workspace_db& db) { return db.carry_out(c); });
@@ -196,12 +173,11 @@ workspace_store_actor::behavior_type sqlite_workspace_store_behavior(workspace_s
     [=](head_atom, const workspace_key& key) -> int64_t { return fresh(self).head(key); },
     [=](prune_atom, double retention) {
       sqlite::enqueue(self, [cutoff = now_seconds() - retention](workspace_db& db) {
-        auto q = db.sql("DELETE FROM workspace_command_results WHERE created_at < ?1");
+        auto q = db.sql(workspace_sql::prune_results);
         q.bind(1, std::optional<double>(cutoff));
         q.done();
       });
     },
-    [=](flush_atom) { self->state.flush(); },
   };
 }
 
@@ -212,7 +188,8 @@ std::variant<workspace_store_actor, std::string> spawn_sqlite_workspace_store(ca
   auto db = sqlite::open(path);
   if (auto err = std::get_if<std::string>(&db))
     return std::move(*err);
-  return sys.spawn<caf::detached>(sqlite_workspace_store_behavior, std::get<sqlite::db_ptr>(std::move(db)));
+  workspace_store_actor port = sys.spawn<caf::detached>(sqlite_workspace_store_behavior, std::get<sqlite::db_ptr>(std::move(db)));
+  return port;
 }
 
 } // namespace troupe::io

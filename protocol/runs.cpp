@@ -1,5 +1,6 @@
 #include "protocol/runs.hpp"
 
+#include "protocol/agent_event.hpp"
 #include "protocol/json.hpp"
 
 #include <algorithm>
@@ -166,6 +167,25 @@ std::string runs_list_json(const std::vector<run_record>& runs, int64_t total_co
     w.EndArray();
     list_tail(w, runs.size(), total_count, limit);
   });
+}
+
+attempt_end cancelled_end() {
+  return {"Run cancelled", "CancelledError"};
+}
+
+lapse_ends lapsed_lease_ends() {
+  return {{"Recovered stale running lease", "lease_expired"}, {"Run lease expired and no attempts remain", "lease_expired"}};
+}
+
+stored_event closing_event(const run_record& run, const attempt_end& end) {
+  auto e = error_event(run.run_id, run.session_id, run.event_count, end.message, end.error_type);
+  return {e.sequence, e.type, to_json(e)};
+}
+
+trace_facts unfinished_trace_facts(const run_record& run) {
+  trace_facts f;
+  f.trace_type = run.run_kind == "chat" ? "chat" : "background_run";
+  return f;
 }
 
 std::string trace_json(const run_record& run, const trace_facts& facts) {

@@ -55,6 +55,30 @@ struct stored_event {
   std::string json;
 };
 
+// How an attempt ends when something outside it ends it (a cancel, a lapsed lease): `message` is
+// the run's error (its last_error when re-queued) and the content of the `error` event that closes
+// the attempt's stream (AS-14, AS-90); `error_type` is that event's metadata.error_type. The store's
+// callers choose it; a store adapter only places it, through closing_event.
+struct attempt_end {
+  std::string message;
+  std::string error_type;
+};
+
+// AS-52: a run no live attempt holds, cancelled ("Run cancelled", CancelledError).
+attempt_end cancelled_end();
+
+// AS-83: a recovery sweep re-queues an attempt whose lease lapsed while attempts remain, else fails it.
+struct lapse_ends {
+  attempt_end requeued;
+  attempt_end failed;
+};
+lapse_ends lapsed_lease_ends();
+
+// The `error` event `end` closes `run`'s attempt with: at the run's next sequence (its event_count),
+// stamped now. What a store knows only inside its transaction goes in here, the event's shape never
+// leaves protocol/.
+stored_event closing_event(const run_record& run, const attempt_end& end);
+
 // The query of an events page (AS-51); `limit` 0 means all.
 struct page_query {
   int64_t after_sequence = -1;
@@ -84,6 +108,9 @@ struct trace_facts {
   std::string final_content;
   std::vector<std::string> cited_source_ids;
 };
+
+// What the trace of an attempt that did not end itself (cancelled or recovered by the store) records.
+trace_facts unfinished_trace_facts(const run_record& run);
 
 // The trace of a terminal run (its record carries status, times and counts).
 std::string trace_json(const run_record& run, const trace_facts& facts);

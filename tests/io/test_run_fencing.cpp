@@ -274,7 +274,7 @@ run_record start_background_run(node& n, const std::string& run_id) {
 // Simulates a second worker: the sweep of a store whose owner is gone re-queues the run (epoch 2),
 // then worker-b claims it (epoch 3). Both requests are sent at once so no renewal lands in between.
 run_record take_over(node& n, const std::string& run_id) {
-  auto recover = n.self->request(n.store, 10s, recover_atom::value, true);
+  auto recover = n.self->request(n.store, 10s, recover_atom::value, true, protocol::lapsed_lease_ends());
   auto claim = n.self->request(n.store, 10s, claim_atom::value, std::string("worker-b"), 300.0, uint32_t{1});
   recovery_report report;
   recover.receive([&](recovery_report& r) { report = r; }, [&](caf::error& err) { FAIL(message_of(err)); });
@@ -411,7 +411,7 @@ TEST_CASE("the lease keeper renews a live run's lease, so recovery leaves the he
   std::string last = renewed;
   int moves = 0;
   while (std::chrono::steady_clock::now() < until) {
-    auto report = n.ok<recovery_report>(n.store, recover_atom::value, false);
+    auto report = n.ok<recovery_report>(n.store, recover_atom::value, false, protocol::lapsed_lease_ends());
     ++sweeps;
     CHECK(report.requeued == 0);
     CHECK(report.failed == 0);

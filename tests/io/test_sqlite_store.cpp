@@ -155,8 +155,12 @@ struct store_client {
   answer<bool> renew(std::string run_id, int64_t epoch, double lease) {
     return ask<bool>(renew_atom::value, std::move(run_id), epoch, lease);
   }
-  answer<recovery_report> recover(bool all_running) { return ask<recovery_report>(recover_atom::value, all_running); }
-  answer<run_record> cancel(std::string run_id) { return ask<run_record>(cancel_atom::value, std::move(run_id)); }
+  answer<recovery_report> recover(bool all_running) {
+    return ask<recovery_report>(recover_atom::value, all_running, protocol::lapsed_lease_ends());
+  }
+  answer<run_record> cancel(std::string run_id) {
+    return ask<run_record>(cancel_atom::value, std::move(run_id), protocol::cancelled_end());
+  }
   answer<run_record> get(std::string run_id) { return ask<run_record>(get_run_atom::value, std::move(run_id)); }
   answer<run_list> list(std::string status, int64_t limit) {
     return ask<run_list>(list_runs_atom::value, std::move(status), limit);

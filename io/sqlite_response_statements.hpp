@@ -1,0 +1,99 @@
+// Every SQL statement of the SQLite Responses store, in one place. Each fixed one is a named array,
+// so its address keys the connection's prepared statement. Included by io/sqlite_response_store.cpp
+// only.
+#pragma once
+
+#include <string>
+
+namespace troupe::io::response_sql {
+
+#define TROUPE_RESPONSE_COLUMNS                                                                                  \
+  "id, created_at, status, background, model, snapshot, request, input_count, previous_response_id, "            \
+  "conversation_id, owner"
+
+// ---- Responses ----
+
+inline constexpr char get_response[] = "SELECT " TROUPE_RESPONSE_COLUMNS " FROM responses WHERE id = ?1 AND owner = ?2";
+inline constexpr char unfinished[] = "SELECT " TROUPE_RESPONSE_COLUMNS
+                                     " FROM responses WHERE status IN ('queued', 'in_progress') ORDER BY created_at, rowid";
+inline constexpr char put_response[] = "INSERT OR REPLACE INTO responses (" TROUPE_RESPONSE_COLUMNS
+                                       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+inline constexpr char input_count[] = "SELECT input_count FROM responses WHERE id = ?1 AND owner = ?2";
+
+inline constexpr char history[] = "SELECT item_id FROM response_history WHERE response_id = ?1 ORDER BY position";
+inline constexpr char clear_history[] = "DELETE FROM response_history WHERE response_id = ?1";
+inline constexpr char add_history[] = "INSERT INTO response_history (response_id, position, item_id) VALUES (?1, ?2, ?3)";
+
+inline constexpr char put_event[] =
+  "INSERT OR IGNORE INTO response_events (response_id, sequence, json) VALUES (?1, ?2, ?3)";
+inline constexpr char events_after[] =
+  "SELECT sequence, json FROM response_events WHERE response_id = ?1 AND sequence > ?2 ORDER BY sequence";
+
+// A deleted response: the items its history held, then its rows.
+inline constexpr char response_item_ids[] = "SELECT DISTINCT item_id FROM response_history WHERE response_id = ?1";
+inline constexpr char delete_response[] = "DELETE FROM responses WHERE id = ?1";
+inline constexpr char delete_response_events[] = "DELETE FROM response_events WHERE response_id = ?1";
+
+// ---- Items ----
+
+inline constexpr char put_item[] = "INSERT OR IGNORE INTO items (id, json, created_at, owner) VALUES (?1, ?2, ?3, ?4)";
+// ?1: a JSON array of ids, whose order the rows keep.
+inline constexpr char items_by_id[] =
+  "SELECT i.id, i.json FROM json_each(?1) j JOIN items i ON i.id = j.value AND i.owner = ?2 ORDER BY j.key";
+inline constexpr char collect_item[] = R"sql(
+  DELETE FROM items WHERE id = ?1
+    AND NOT EXISTS (SELECT 1 FROM response_history WHERE item_id = ?1)
+    AND NOT EXISTS (SELECT 1 FROM conversation_items WHERE item_id = ?1))sql";
+
+// ---- Conversations ----
+
+inline constexpr char get_conversation[] =
+  "SELECT created_at, metadata, revision FROM conversations WHERE id = ?1 AND owner = ?2";
+inline constexpr char create_conversation[] =
+  "INSERT INTO conversations (id, created_at, metadata, revision, owner) VALUES (?1, ?2, ?3, 0, ?4)";
+inline constexpr char update_conversation[] =
+  "UPDATE conversations SET metadata = ?2, revision = revision + 1 WHERE id = ?1 AND owner = ?3";
+inline constexpr char bump_conversation[] = "UPDATE conversations SET revision = revision + 1 WHERE id = ?1";
+inline constexpr char append_member[] = R"sql(
+  INSERT INTO conversation_items (conversation_id, position, item_id)
+  SELECT ?1, COALESCE(MAX(position), -1) + 1, ?2 FROM conversation_items WHERE conversation_id = ?1)sql";
+inline constexpr char members[] = R"sql(
+  SELECT i.id, i.json FROM conversation_items c JOIN items i ON i.id = c.item_id AND i.owner = ?2
+  WHERE c.conversation_id = ?1 ORDER BY c.position)sql";
+inline constexpr char remove_member[] = "DELETE FROM conversation_items WHERE conversation_id = ?1 AND item_id = ?2";
+
+// A deleted conversation: the items its members held, then its rows.
+inline constexpr char member_item_ids[] = "SELECT item_id FROM conversation_items WHERE conversation_id = ?1";
+inline constexpr char delete_conversation[] = "DELETE FROM conversations WHERE id = ?1";
+inline constexpr char delete_members[] = "DELETE FROM conversation_items WHERE conversation_id = ?1";
+
+// ---- Pages of an ordered list of item ids: a response's history or a conversation's members ----
+
+// Its statements, built once from the list's table and owning column.
+struct listing {
+  listing(const char* table, const char* owner) {
+    std::string from = std::string(" FROM ") + table + " WHERE " + owner + " = ?1 AND item_id = ?2 AND position < ?3";
+    first_position = "SELECT MIN(position)" + from;
+    last_position = "SELECT MAX(position)" + from;
+    // ?9: the listing's owner, whose items alone it shows (an id another owner stored first is not).
+    std::string rows = std::string("SELECT i.id, i.json FROM ") + table
+                       + " l JOIN items i ON i.id = l.item_id AND i.owner = ?9 WHERE l." + owner + " = ?1 AND ";
+    ascending = rows + "l.position > ?2 AND l.position < ?3 ORDER BY l.position ASC LIMIT ?4";
+    descending = rows + "l.position < ?2 ORDER BY l.position DESC LIMIT ?3";
+  }
+  std::string first_position, last_position, ascending, descending;
+};
+
+inline const listing& history_listing() {
+  static const listing l("response_history", "response_id");
+  return l;
+}
+
+inline const listing& member_listing() {
+  static const listing l("conversation_items", "conversation_id");
+  return l;
+}
+
+#undef TROUPE_RESPONSE_COLUMNS
+
+} // namespace troupe::io::response_sql

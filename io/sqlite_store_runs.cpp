@@ -1,0 +1,290 @@
+// The run store's runs: records, attempts under leases, their fenced events, their ends (AS-49..AS-55,
+// AS-82, AS-83).
+#include "actors/errors.hpp"
+#include "io/sqlite_store_db.hpp"
+#include "io/sqlite_store_statements.hpp"
+#include "protocol/timestamp.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace troupe::io::run_store {
+
+namespace {
+
+using sqlite::query;
+
+run_record read_run(const query& q) {
+  run_record r;
+  int i = 0;
+  for (auto field : {&r.run_id, &r.run_kind, &r.session_id, &r.tenant_key, &r.user_key, &r.status, &r.created_at,
+                     &r.updated_at, &r.started_at, &r.completed_at, &r.cancelled_at})
+    *field = q.text(i++);
+  r.duration_ms = q.real(i++);
+  r.event_count = q.integer(i++);
+  r.error = q.text(i++);
+  r.metadata = q.text(i++);
+  r.generation_options = q.text(i++);
+  r.attempts = static_cast<int>(q.integer(i++));
+  r.max_attempts = static_cast<int>(q.integer(i++));
+  for (auto field : {&r.lease_expires_at, &r.retry_after, &r.worker_id, &r.last_error})
+    *field = q.text(i++);
+  r.lease_epoch = q.integer(i++);
+  r.request = q.text(i++);
+  return r;
+}
+
+std::string seconds_from_now(double seconds) {
+  auto d = std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(seconds));
+  return protocol::iso_timestamp(std::chrono::system_clock::now() + d);
+}
+
+// Milliseconds from an iso timestamp until now (null when the text is not one).
+std::optional<double> ms_since(const std::string& iso) {
+  auto t = protocol::parse_iso_timestamp(iso);
+  if (!t)
+    return std::nullopt;
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now() - *t).count();
+  return static_cast<double>(us / 10) / 100.0;
+}
+
+// A new run as the store accepts it: what the caller said about it, and nothing of its state, which
+// only the store's own transitions set.
+run_record accepted(run_record r) {
+  run_record fresh;
+  for (auto field : {&run_record::run_id, &run_record::run_kind, &run_record::session_id, &run_record::tenant_key,
+                     &run_record::user_key, &run_record::metadata, &run_record::generation_options,
+                     &run_record::request})
+    fresh.*field = std::move(r.*field);
+  fresh.max_attempts = r.max_attempts;
+  fresh.status = "queued";
+  fresh.created_at = fresh.updated_at = protocol::iso_now();
+  return fresh;
+}
+
+caf::error fenced() {
+  return make_error(errc::conflict, "Run lease lost: the run is held at a newer lease epoch");
+}
+
+caf::error run_exists() {
+  return make_error(errc::conflict, "Run already exists");
+}
+
+} // namespace
+
+caf::error run_not_found() {
+  return make_error(errc::not_found, "Run not found");
+}
+
+std::optional<run_record> store_db::get_run(const std::string& run_id) {
+  auto q = sql(store_sql::get_run);
+  q.bind(1, run_id);
+  if (!q.row())
+    return std::nullopt;
+  return read_run(q);
+}
+
+outcome<run_record> store_db::create(run_record r) {
+  r = accepted(std::move(r));
+  auto q = sql(store_sql::insert_run);
+  q.bind(1, r.run_id).bind(2, r.run_kind).bind(3, r.session_id).bind(4, r.tenant_key).bind(5, r.user_key);
+  q.bind(6, r.status).bind(7, r.created_at).bind(8, r.started_at).bind(9, r.metadata);
+  q.bind(10, r.generation_options).bind(11, int64_t{r.attempts}).bind(12, int64_t{r.max_attempts});
+  q.bind(13, r.lease_expires_at).bind(14, r.worker_id).bind(15, r.lease_epoch).bind(16, r.request);
+  if (!q.done() || sqlite3_changes(raw()) != 1)
+    return run_exists();
+  return r;
+}
+
+outcome<run_record> store_db::begin_chat(run_record r, const std::string& worker_id, double lease_seconds) {
+  if (auto stored = get_run(r.run_id)) {
+    // AS-10: only the caller's own terminal chat run reopens; another caller's run is never touched.
+    if (stored->run_kind != "chat" || !protocol::is_terminal(stored->status) || stored->tenant_key != r.tenant_key
+        || stored->user_key != r.user_key)
+      return run_exists();
+  } else if (auto created = create(std::move(r)); std::holds_alternative<caf::error>(created)) {
+    return created;
+  } else {
+    r = std::get<run_record>(std::move(created));
+  }
+  start_attempt(r.run_id, worker_id, lease_seconds);
+  return *get_run(r.run_id);
+}
+
+// Starts an attempt of `run_id`: attempts+1, a new epoch, the lease (AS-54).
+void store_db::start_attempt(const std::string& run_id, const std::string& worker_id, double lease_seconds) {
+  auto q = sql(store_sql::start_attempt);
+  q.bind(1, run_id).bind(2, worker_id).bind(3, seconds_from_now(lease_seconds)).bind(4, protocol::iso_now());
+  q.done();
+}
+
+outcome<run_claim> store_db::claim(const std::string& worker_id, double lease_seconds, uint32_t n) {
+  auto now = protocol::iso_now();
+  run_claim claim;
+  std::vector<std::string> ready;
+  {
+    auto q = sql(store_sql::ready_runs);
+    q.bind(1, now).bind(2, static_cast<int64_t>(n));
+    while (q.row())
+      ready.push_back(q.text(0));
+  }
+  for (auto& id : ready) {
+    start_attempt(id, worker_id, lease_seconds);
+    claim.runs.push_back(*get_run(id));
+  }
+  auto q = sql(store_sql::next_ready);
+  q.bind(1, now);
+  if (q.row())
+    if (auto next = protocol::parse_iso_timestamp(q.text(0)))
+      claim.next_ready_seconds =
+        std::max(0.0, std::chrono::duration<double>(*next - std::chrono::system_clock::now()).count());
+  return claim;
+}
+
+// The run's record when `lease_epoch` still holds it, else nullopt (AS-82).
+std::optional<run_record> store_db::held(const std::string& run_id, int64_t lease_epoch) {
+  auto r = get_run(run_id);
+  if (!r || r->status != "running" || r->lease_epoch != lease_epoch)
+    return std::nullopt;
+  return r;
+}
+
+outcome<bool> store_db::append(const std::string& run_id, int64_t lease_epoch, const stored_event& e) {
+  auto update = sql(store_sql::count_appended_event);
+  update.bind(1, run_id).bind(2, lease_epoch).bind(3, e.sequence).bind(4, protocol::iso_now());
+  if (!update.done() || sqlite3_changes(raw()) != 1 || !insert_event(run_id, e))
+    return fenced();
+  return true;
+}
+
+bool store_db::insert_event(const std::string& run_id, const stored_event& e) {
+  auto q = sql(store_sql::insert_event);
+  q.bind(1, run_id).bind(2, e.sequence).bind(3, e.type).bind(4, e.json);
+  return q.done();
+}
+
+// Ends the attempt the store ends on its caller's word (cancel, recovery) with the caller's `error`
+// event at the run's next sequence, so a stream of the run replays a terminal event (AS-14, AS-90).
+void store_db::append_closing(run_record& r, const protocol::attempt_end& end) {
+  insert_event(r.run_id, protocol::closing_event(r, end));
+  r.event_count += 1;
+  auto q = sql(store_sql::set_event_count);
+  q.bind(1, r.run_id).bind(2, r.event_count);
+  q.done();
+}
+
+outcome<run_record> store_db::transition(const run_transition& t) {
+  auto r = held(t.run_id, t.lease_epoch);
+  if (!r)
+    return fenced();
+  if (t.status == "queued") {
+    requeue(t.run_id, t.lease_epoch, t.last_error, t.retry_seconds);
+    return *get_run(t.run_id);
+  }
+  return finish(std::move(*r), t.status, t.error, t.trace);
+}
+
+// Sets a run terminal (completed | failed | cancelled) and writes its trace (AS-55).
+run_record store_db::finish(run_record r, const std::string& status, const std::string& error,
+                            const protocol::trace_facts& facts) {
+  auto now = protocol::iso_now();
+  r.status = status;
+  r.error = error;
+  r.completed_at = now;
+  r.cancelled_at = status == "cancelled" ? now : "";
+  r.duration_ms = ms_since(r.started_at.empty() ? r.created_at : r.started_at);
+  r.lease_expires_at.clear();
+  r.updated_at = now;
+  auto q = sql(store_sql::finish_run);
+  q.bind(1, r.run_id).bind(2, status).bind(3, error).bind(4, now).bind(5, r.cancelled_at).bind(6, r.duration_ms);
+  q.bind(7, r.lease_epoch);
+  q.done();
+  auto t = sql(store_sql::upsert_trace);
+  t.bind(1, r.run_id).bind(2, r.session_id).bind(3, r.tenant_key).bind(4, facts.trace_type).bind(5, status);
+  t.bind(6, now).bind(7, protocol::trace_json(r, facts));
+  t.done();
+  return r;
+}
+
+void store_db::requeue(const std::string& run_id, int64_t lease_epoch, const std::string& last_error,
+                       double retry_seconds) {
+  auto q = sql(store_sql::requeue_run);
+  q.bind(1, run_id).bind(2, lease_epoch).bind(3, last_error);
+  q.bind(4, retry_seconds > 0 ? seconds_from_now(retry_seconds) : std::string());
+  q.bind(5, protocol::iso_now());
+  q.done();
+}
+
+outcome<bool> store_db::renew(const std::string& run_id, int64_t lease_epoch, double lease_seconds) {
+  auto q = sql(store_sql::renew_lease);
+  q.bind(1, run_id).bind(2, lease_epoch).bind(3, seconds_from_now(lease_seconds));
+  if (!q.done() || sqlite3_changes(raw()) != 1)
+    return fenced();
+  return true;
+}
+
+outcome<recovery_report> store_db::recover(bool all_running, const protocol::lapse_ends& ends) {
+  // With `all_running` the cutoff is "" and every running run is taken.
+  auto lapsed = ids(store_sql::lapsed_runs, all_running ? std::string() : protocol::iso_now());
+  recovery_report report;
+  for (auto& id : lapsed) {
+    auto r = *get_run(id);
+    r.lease_epoch += 1;
+    if (r.attempts < r.max_attempts) {
+      append_closing(r, ends.requeued);
+      requeue(id, r.lease_epoch, ends.requeued.message, 0);
+      ++report.requeued;
+    } else {
+      append_closing(r, ends.failed);
+      finish(r, "failed", ends.failed.message, protocol::unfinished_trace_facts(r));
+      report.failed_run_ids.push_back(id);
+      ++report.failed;
+    }
+  }
+  return report;
+}
+
+outcome<run_record> store_db::cancel(const std::string& run_id, const protocol::attempt_end& end) {
+  auto r = get_run(run_id);
+  if (!r)
+    return run_not_found();
+  if (protocol::is_terminal(r->status))
+    return std::move(*r);
+  r->lease_epoch += 1;
+  if (r->status == "running")
+    append_closing(*r, end);
+  auto facts = protocol::unfinished_trace_facts(*r);
+  return finish(std::move(*r), "cancelled", end.message, facts);
+}
+
+run_list store_db::list_runs(const std::string& status, int64_t limit) {
+  run_list out;
+  {
+    auto q = sql(status.empty() ? store_sql::list_runs : store_sql::list_runs_by_status);
+    if (!status.empty())
+      q.bind(1, status);
+    q.bind(2, limit);
+    while (q.row())
+      out.runs.push_back(read_run(q));
+  }
+  auto q = sql(status.empty() ? store_sql::count_runs : store_sql::count_runs_by_status);
+  if (!status.empty())
+    q.bind(1, status);
+  if (q.row())
+    out.total_count = q.integer(0);
+  return out;
+}
+
+outcome<run_events_page> store_db::events(const std::string& run_id, int64_t after, int64_t limit) {
+  auto r = get_run(run_id);
+  if (!r)
+    return run_not_found();
+  run_events_page page{std::move(*r), {}};
+  auto q = sql(store_sql::events_after);
+  q.bind(1, run_id).bind(2, after).bind(3, limit == 0 ? int64_t{-1} : limit);
+  while (q.row())
+    page.events.push_back({q.integer(0), q.text(1), q.text(2)});
+  return page;
+}
+
+} // namespace troupe::io::run_store

@@ -1,0 +1,186 @@
+// Every SQL statement of the SQLite run store, in one place: a second adapter (PostgreSQL) reads
+// here what the store asks of its database. Each is a named array, so its address keys the
+// connection's prepared statement. Included by io/sqlite_store*.cpp only.
+#pragma once
+
+namespace troupe::io::store_sql {
+
+#define TROUPE_RUN_COLUMNS                                                                                        \
+  "run_id, run_kind, session_id, tenant_key, user_key, status, created_at, updated_at, started_at, completed_at, " \
+  "cancelled_at, duration_ms, event_count, error, metadata, generation_options, attempts, max_attempts, "          \
+  "lease_expires_at, retry_after, worker_id, last_error, lease_epoch, request"
+#define TROUPE_APPROVAL_COLUMNS                                                                                    \
+  "request_id, run_id, session_id, tenant_key, user_key, task_id, tool_call_id, tool_name, tool_args, reason, "    \
+  "decision_level, pattern_matched, policy_scope, policy_action, policy_matched, status, approved, "               \
+  "timeout_seconds, created_at, expires_at, resolved_at, resolution_reason"
+
+// ---- Sessions ----
+
+inline constexpr char save_session[] = R"sql(
+  INSERT INTO sessions (tenant_key, user_key, session_id, created_at, updated_at, run_count,
+                        last_run_id, last_status, last_query, last_answer)
+  VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9)
+  ON CONFLICT (tenant_key, user_key, session_id) DO UPDATE SET
+    updated_at = excluded.updated_at, run_count = run_count + 1, last_run_id = excluded.last_run_id,
+    last_status = excluded.last_status, last_query = excluded.last_query,
+    last_answer = excluded.last_answer)sql";
+
+inline constexpr char get_session[] = R"sql(
+  SELECT created_at, updated_at, run_count, last_run_id, last_status, last_query, last_answer
+  FROM sessions WHERE tenant_key = ?1 AND user_key = ?2 AND session_id = ?3)sql";
+
+// ---- Runs: records, attempts and leases (columns as TROUPE_RUN_COLUMNS lists them) ----
+
+inline constexpr char get_run[] = "SELECT " TROUPE_RUN_COLUMNS " FROM runs WHERE run_id = ?1";
+
+inline constexpr char insert_run[] = R"sql(
+  INSERT INTO runs (run_id, run_kind, session_id, tenant_key, user_key, status, created_at, updated_at,
+                    started_at, event_count, metadata, generation_options, attempts, max_attempts,
+                    lease_expires_at, worker_id, lease_epoch, request)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+  ON CONFLICT (run_id) DO NOTHING)sql";
+
+inline constexpr char start_attempt[] = R"sql(
+  UPDATE runs SET status = 'running', attempts = attempts + 1, lease_epoch = lease_epoch + 1,
+    worker_id = ?2, lease_expires_at = ?3, retry_after = '', error = '', completed_at = '',
+    cancelled_at = '', duration_ms = NULL, updated_at = ?4,
+    started_at = CASE WHEN started_at = '' THEN ?4 ELSE started_at END
+  WHERE run_id = ?1)sql";
+
+inline constexpr char ready_runs[] = R"sql(
+  SELECT run_id FROM runs WHERE status = 'queued' AND retry_after <= ?1
+  ORDER BY created_at, rowid LIMIT ?2)sql";
+
+inline constexpr char next_ready[] =
+  "SELECT MIN(retry_after) FROM runs WHERE status = 'queued' AND retry_after > ?1";
+
+inline constexpr char renew_lease[] =
+  "UPDATE runs SET lease_expires_at = ?3 WHERE run_id = ?1 AND lease_epoch = ?2 AND status = 'running'";
+
+// With ?1 = '' every running run is taken.
+inline constexpr char lapsed_runs[] =
+  "SELECT run_id FROM runs WHERE status = 'running' AND (?1 = '' OR lease_expires_at < ?1)";
+
+inline constexpr char finish_run[] = R"sql(
+  UPDATE runs SET status = ?2, error = ?3, completed_at = ?4, cancelled_at = ?5, duration_ms = ?6,
+    lease_expires_at = '', updated_at = ?4, lease_epoch = ?7
+  WHERE run_id = ?1)sql";
+
+inline constexpr char requeue_run[] = R"sql(
+  UPDATE runs SET status = 'queued', last_error = ?3, retry_after = ?4, lease_expires_at = '',
+    lease_epoch = ?2, updated_at = ?5
+  WHERE run_id = ?1)sql";
+
+// Two statements rather than `?1 = '' OR status = ?1`, which would keep SQLite off the index.
+inline constexpr char list_runs[] =
+  "SELECT " TROUPE_RUN_COLUMNS " FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?2";
+inline constexpr char list_runs_by_status[] =
+  "SELECT " TROUPE_RUN_COLUMNS " FROM runs WHERE status = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2";
+inline constexpr char count_runs[] = "SELECT COUNT(*) FROM runs";
+inline constexpr char count_runs_by_status[] = "SELECT COUNT(*) FROM runs WHERE status = ?1";
+
+// ---- Run events ----
+
+// The fence of an append (AS-82): only the holder's epoch, only the next sequence.
+inline constexpr char count_appended_event[] = R"sql(
+  UPDATE runs SET event_count = ?3 + 1, updated_at = ?4
+  WHERE run_id = ?1 AND lease_epoch = ?2 AND status = 'running' AND event_count = ?3)sql";
+
+inline constexpr char set_event_count[] = "UPDATE runs SET event_count = ?2 WHERE run_id = ?1";
+
+inline constexpr char insert_event[] =
+  "INSERT INTO run_events (run_id, sequence, type, payload) VALUES (?1, ?2, ?3, ?4)";
+
+inline constexpr char events_after[] = R"sql(
+  SELECT sequence, type, payload FROM run_events WHERE run_id = ?1 AND sequence > ?2
+  ORDER BY sequence LIMIT ?3)sql";
+
+// ---- Traces ----
+
+inline constexpr char upsert_trace[] = R"sql(
+  INSERT INTO traces (run_id, session_id, tenant_key, trace_type, status, completed_at, payload)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+  ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, completed_at = excluded.completed_at,
+    payload = excluded.payload)sql";
+
+inline constexpr char list_traces[] = R"sql(
+  SELECT payload FROM traces WHERE (?1 = '' OR session_id = ?1)
+  ORDER BY completed_at DESC, rowid DESC LIMIT ?2)sql";
+inline constexpr char count_traces[] = "SELECT COUNT(*) FROM traces WHERE (?1 = '' OR session_id = ?1)";
+inline constexpr char get_trace[] = "SELECT payload FROM traces WHERE run_id = ?1";
+
+// ---- Approvals (columns as TROUPE_APPROVAL_COLUMNS lists them) ----
+
+inline constexpr char get_approval[] = "SELECT " TROUPE_APPROVAL_COLUMNS " FROM approvals WHERE request_id = ?1";
+
+inline constexpr char save_approval[] = "INSERT OR REPLACE INTO approvals (" TROUPE_APPROVAL_COLUMNS ") VALUES "
+                                        "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
+                                        "?17, ?18, ?19, ?20, ?21, ?22)";
+
+// A filtered list is these heads, then " WHERE 1 = 1" and one " AND <key> = ?n" per filter (keys
+// from a fixed list), then the tail; it varies by filter, so it is prepared per call.
+inline constexpr char approvals_page[] = "SELECT " TROUPE_APPROVAL_COLUMNS " FROM approvals";
+inline constexpr char approvals_by_status[] = "SELECT status, COUNT(*) FROM approvals";
+inline constexpr char approvals_by_status_tail[] = " GROUP BY status";
+inline constexpr char approvals_by_action[] = "SELECT policy_action, COUNT(*) FROM approvals";
+inline constexpr char approvals_by_action_tail[] = " AND policy_action != '' GROUP BY policy_action";
+inline constexpr char approval_resolutions[] = "SELECT created_at, resolved_at FROM approvals";
+inline constexpr char approval_resolutions_tail[] = " AND resolved_at != ''";
+
+// ---- Rate limits and audit ----
+
+inline constexpr char get_rate_window[] = "SELECT window_start, count FROM rate_limits WHERE user_key = ?1";
+inline constexpr char put_rate_window[] =
+  "INSERT OR REPLACE INTO rate_limits (user_key, window_start, count) VALUES (?1, ?2, ?3)";
+
+inline constexpr char insert_audit[] =
+  "INSERT INTO audit (run_id, tenant_key, created_at, payload) VALUES (?1, ?2, ?3, ?4)";
+
+// ---- Counts (AS-59) ----
+
+inline constexpr char run_status_counts[] = "SELECT status, COUNT(*) FROM runs GROUP BY status";
+inline constexpr char ready_queued_count[] =
+  "SELECT COUNT(*) FROM runs WHERE status = 'queued' AND retry_after <= ?1";
+inline constexpr char delayed_queued_count[] =
+  "SELECT COUNT(*) FROM runs WHERE status = 'queued' AND retry_after > ?1";
+inline constexpr char stale_lease_count[] =
+  "SELECT COUNT(*) FROM runs WHERE status = 'running' AND lease_expires_at < ?1";
+inline constexpr char trace_status_counts[] = "SELECT status, COUNT(*) FROM traces GROUP BY status";
+inline constexpr char audit_count[] = "SELECT COUNT(*) FROM audit";
+inline constexpr char table_bytes[] = R"sql(
+  SELECT m.tbl_name, SUM(d.pgsize) FROM dbstat d JOIN sqlite_master m ON d.name = m.name
+  GROUP BY m.tbl_name)sql";
+
+// The detailed counts, which read whole tables.
+inline constexpr char avg_run_duration[] = "SELECT AVG(duration_ms) FROM runs WHERE duration_ms IS NOT NULL";
+inline constexpr char event_counts[] = "SELECT COUNT(*), COALESCE(SUM(type = 'error'), 0) FROM run_events";
+inline constexpr char avg_tool_duration[] =
+  "SELECT AVG(json_extract(payload, '$.duration_ms')) FROM run_events WHERE type = 'tool_result'";
+inline constexpr char usage_totals[] = R"sql(
+  SELECT COALESCE(SUM(json_extract(payload, '$.llm_usage_total.prompt_tokens')), 0),
+         COALESCE(SUM(json_extract(payload, '$.llm_usage_total.completion_tokens')), 0),
+         COALESCE(SUM(json_extract(payload, '$.llm_usage_total.total_tokens')), 0) FROM traces)sql";
+inline constexpr char recent_errors[] = R"sql(
+  SELECT payload FROM run_events WHERE type = 'error'
+  ORDER BY json_extract(payload, '$.timestamp') DESC LIMIT 5)sql";
+
+// Each stored stream: its count and, where it has one, when it last grew.
+struct stream_statements {
+  const char* name;
+  const char* count;
+  const char* last; // nullptr: no time column
+};
+inline constexpr stream_statements streams[] = {
+  {"runs", "SELECT COUNT(*) FROM runs", "SELECT MAX(created_at) FROM runs"},
+  {"run_events", "SELECT COUNT(*) FROM run_events", nullptr},
+  {"traces", "SELECT COUNT(*) FROM traces", "SELECT MAX(completed_at) FROM traces"},
+  {"sessions", "SELECT COUNT(*) FROM sessions", "SELECT MAX(updated_at) FROM sessions"},
+  {"approvals", "SELECT COUNT(*) FROM approvals", "SELECT MAX(created_at) FROM approvals"},
+  {"audit", "SELECT COUNT(*) FROM audit", "SELECT MAX(created_at) FROM audit"},
+  {"rate_limits", "SELECT COUNT(*) FROM rate_limits", nullptr},
+};
+
+#undef TROUPE_RUN_COLUMNS
+#undef TROUPE_APPROVAL_COLUMNS
+
+} // namespace troupe::io::store_sql

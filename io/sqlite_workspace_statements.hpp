@@ -1,0 +1,42 @@
+// Every SQL statement of the SQLite workspace store, in one place. Each is a named array, so its
+// address keys the connection's prepared statement. Included by io/sqlite_workspace_store.cpp only.
+#pragma once
+
+namespace troupe::io::workspace_sql {
+
+inline constexpr char head[] = "SELECT COALESCE(MAX(seq), 0) FROM workspace_events WHERE tenant = ?1 AND workspace = ?2";
+
+inline constexpr char last_ts[] =
+  "SELECT ts FROM workspace_events WHERE tenant = ?1 AND workspace = ?2 ORDER BY seq DESC LIMIT 1";
+
+inline constexpr char find_event[] =
+  "SELECT seq, correlation_id FROM workspace_events WHERE tenant = ?1 AND workspace = ?2 AND id = ?3";
+
+inline constexpr char append_envelope[] = R"sql(
+  INSERT INTO workspace_events (tenant, workspace, seq, id, type, ts, correlation_id, envelope)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8))sql";
+
+inline constexpr char remembered_result[] = R"sql(
+  SELECT status, ok, max_seq, result FROM workspace_command_results
+  WHERE tenant = ?1 AND workspace = ?2 AND participant = ?3 AND command_id = ?4)sql";
+
+inline constexpr char remember_result[] = R"sql(
+  INSERT INTO workspace_command_results
+    (tenant, workspace, participant, command_id, status, ok, max_seq, result, created_at)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9))sql";
+
+inline constexpr char prune_results[] = "DELETE FROM workspace_command_results WHERE created_at < ?1";
+
+// One statement per direction; the type filter ?5 is a JSON list so the SQL text stays fixed.
+inline constexpr char read_ascending[] = R"sql(
+  SELECT seq, envelope, type FROM workspace_events
+  WHERE tenant = ?1 AND workspace = ?2 AND seq > ?3 AND seq < ?4
+    AND (?5 = '[]' OR type IN (SELECT value FROM json_each(?5)))
+  ORDER BY seq ASC LIMIT ?6)sql";
+inline constexpr char read_descending[] = R"sql(
+  SELECT seq, envelope, type FROM workspace_events
+  WHERE tenant = ?1 AND workspace = ?2 AND seq > ?3 AND seq < ?4
+    AND (?5 = '[]' OR type IN (SELECT value FROM json_each(?5)))
+  ORDER BY seq DESC LIMIT ?6)sql";
+
+} // namespace troupe::io::workspace_sql
