@@ -18,79 +18,6 @@ namespace troupe {
 
 namespace rs = protocol::responses;
 
-void live_responses::add(const std::string& id, response_run_actor run, const std::string& owner) {
-  std::lock_guard<std::mutex> lock(mu_);
-  runs_[id] = std::move(run);
-  owners_[id] = owner;
-}
-
-void live_responses::remove(const std::string& id) {
-  response_run_actor next;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    runs_.erase(id);
-    owners_.erase(id);
-    for (auto it = conversations_.begin(); it != conversations_.end();)
-      it = it->second == id ? conversations_.erase(it) : std::next(it);
-    for (auto it = waiting_.begin(); it != waiting_.end();)
-      it = it->first == id ? waiting_.erase(it) : std::next(it);
-    if (active_.erase(id) && !waiting_.empty()) {
-      active_.insert(waiting_.front().first);
-      next = std::move(waiting_.front().second);
-      waiting_.pop_front();
-    }
-  }
-  if (next)
-    caf::anon_send(next, start_atom::value);
-}
-
-void live_responses::start_background(const std::string& id, response_run_actor run) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (active_.size() >= max_active_) {
-      waiting_.emplace_back(id, std::move(run));
-      return;
-    }
-    active_.insert(id);
-  }
-  caf::anon_send(run, start_atom::value);
-}
-
-
-bool live_responses::claim_conversation(const response_owner& owner, const std::string& conversation,
-                                        const std::string& response_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return conversations_.emplace(std::make_pair(owner.key, conversation), response_id).second;
-}
-
-void live_responses::release_conversation(const response_owner& owner, const std::string& conversation) {
-  std::lock_guard<std::mutex> lock(mu_);
-  conversations_.erase({owner.key, conversation});
-}
-
-bool live_responses::conversation_busy(const response_owner& owner, const std::string& conversation) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return conversations_.count({owner.key, conversation}) > 0;
-}
-
-response_run_actor live_responses::find(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = runs_.find(id);
-  return it == runs_.end() ? response_run_actor{} : it->second;
-}
-
-response_run_actor live_responses::find(const std::string& id, const response_owner& owner) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = runs_.find(id);
-  auto by = owners_.find(id);
-  return it == runs_.end() || by == owners_.end() || by->second != owner.key ? response_run_actor{} : it->second;
-}
-
-std::size_t live_responses::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return runs_.size();
-}
-
 namespace {
 
 // Batches a foreground run may have sent its client before it stops reading the upstream (RS-39):
@@ -104,7 +31,8 @@ int64_t epoch_seconds() {
 
 struct run_state {
   std::shared_ptr<const response_environment> env;
-  std::shared_ptr<live_responses> live;
+  caf::actor registry; // told when the run ends
+  bool left = false;   // the registry was told
   response_job job;
   std::unique_ptr<rs::response_stream> stream;
   std::map<std::string, rs::gateway_route> routes; // by model-facing name
@@ -288,6 +216,15 @@ response_row row_of(const run_state& st, const std::string& status, const std::s
 
 void stop_work(run_state& st);
 
+// The registry forgets the run (its conversation is free, the next background response may start)
+// before any client can see it end: a client that answers the terminal event at once finds the
+// conversation free (RS-54).
+void leave_registry(run_pointer self) {
+  auto& st = self->state;
+  if (!std::exchange(st.left, true))
+    caf::anon_send(st.registry, run_ended_atom::value, st.job.id);
+}
+
 // RS-42: the foreground client is gone; nothing is stored and nobody is left to tell.
 void abandon(run_pointer self) {
   auto& st = self->state;
@@ -295,7 +232,7 @@ void abandon(run_pointer self) {
     return;
   st.ended = true;
   stop_work(st);
-  st.live->remove(st.job.id);
+  leave_registry(self);
   self->quit();
 }
 
@@ -388,7 +325,7 @@ void publish(run_pointer self) {
 }
 
 void finish(run_pointer self, const std::string& status, const std::string& reason = {},
-            const rs::api_error& failure = {});
+            const problem& failure = {});
 void announce(run_state& st);
 
 // The router that serves a server label: the request's own servers, else the configured ones.
@@ -429,23 +366,8 @@ std::vector<loop_call> pending_calls(run_state& st) {
   return calls;
 }
 
-// RS-16: how an upstream failure is named in the response's error.
-std::string failure_code(int http_status) {
-  if (http_status == 429)
-    return "rate_limit_exceeded";
-  if (http_status >= 400 && http_status < 500)
-    return "invalid_prompt";
-  return "server_error";
-}
-
 void fail(run_pointer self, const std::string& message, int http_status) {
-  auto& st = self->state;
-  rs::api_error e;
-  // RS-43: a non-streaming client gets 502 for an upstream failure, 400 for an upstream 4xx of round 1.
-  e.status = http_status >= 400 && http_status < 500 && st.loop->round() <= 1 ? 400 : 502;
-  e.message = message;
-  e.code = failure_code(http_status);
-  finish(self, "failed", {}, e);
+  finish(self, "failed", {}, rs::upstream_failure(message, http_status, self->state.loop->round() <= 1));
 }
 
 // RS-51: a summary call replaces the window before round `round` when the history grew past the
@@ -636,11 +558,11 @@ void end_subscribers(run_pointer self, const response_end& end) {
     st.sink->finish();
   for (auto& rp : st.cancelled)
     rp.deliver(end.snapshot);
-  st.live->remove(st.job.id);
+  leave_registry(self);
   self->quit();
 }
 
-void finish(run_pointer self, const std::string& status, const std::string& reason, const rs::api_error& failure) {
+void finish(run_pointer self, const std::string& status, const std::string& reason, const problem& failure) {
   auto& st = self->state;
   if (st.ended)
     return;
@@ -650,7 +572,7 @@ void finish(run_pointer self, const std::string& status, const std::string& reas
     announce(st);
   if (status == "cancelled" || status == "failed")
     st.stream->interrupt();
-  std::string error = status == "failed" ? error_object(failure.code, failure.message) : std::string();
+  std::string error = status == "failed" ? error_object(failure.kind, failure.message) : std::string();
   auto object = snapshot(st, status, error, reason, true);
   const char* type = status == "completed"  ? "response.completed"
                      : status == "failed"   ? "response.failed"
@@ -663,6 +585,7 @@ void finish(run_pointer self, const std::string& status, const std::string& reas
   end.failed = status == "failed";
   end.error = failure;
   if (!st.job.req.store) {
+    leave_registry(self);
     deliver(self, std::move(events));
     return end_subscribers(self, end);
   }
@@ -694,16 +617,18 @@ void finish(run_pointer self, const std::string& status, const std::string& reas
   self->request(st.env->store, caf::infinite, save_response_atom::value, std::move(c))
     .then(
       [self, events, end](int64_t) mutable {
+        leave_registry(self);
         deliver(self, std::move(events));
         end_subscribers(self, end);
       },
       [self, end](caf::error& err) mutable {
         spdlog::error("responses: {} could not be stored: {}", self->state.job.id, message_of(err));
         end.failed = true;
-        end.error = {code_of(err) == errc::conflict ? 409 : 500, message_of(err),
+        end.error = {code_of(err) == errc::conflict ? errc::conflict : errc::internal, message_of(err),
                      code_of(err) == errc::conflict ? "conversation" : "",
                      code_of(err) == errc::conflict ? "conversation_locked" : "server_error"};
         // RS-40: no consistent terminal object can be produced.
+        leave_registry(self);
         deliver(self, {rs::make_event(self->state.delivered + 1, "error", rs::error_members(end.error))});
         end_subscribers(self, end);
       });
@@ -744,9 +669,9 @@ void start(run_pointer self) {
       });
       st.stream->add_item(std::move(list));
       publish(self);
-      rs::api_error e;
-      e.status = 500;
-      e.code = "server_error";
+      problem e;
+      e.code = errc::internal;
+      e.kind = "server_error";
       e.message = "Error retrieving tool list from MCP server: '" + server.label + "'.";
       return finish(self, "failed", {}, e);
     }
@@ -769,11 +694,11 @@ void start(run_pointer self) {
 }
 
 response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr<const response_environment> env,
-                                               std::shared_ptr<live_responses> live, response_job job,
+                                               caf::actor registry, response_job job,
                                                caf::actor waiter, std::shared_ptr<event_sink> sink) {
   auto& st = self->state;
   st.env = std::move(env);
-  st.live = std::move(live);
+  st.registry = std::move(registry);
   st.job = std::move(job);
   if (auto declared = st.job.declared)
     self->attach_functor([declared] { declared->stop(); });
@@ -871,13 +796,10 @@ response_row queued_row(const response_job& job) {
 }
 
 response_run_actor spawn_response_run(caf::actor_system& sys, std::shared_ptr<const response_environment> env,
-                                      std::shared_ptr<live_responses> live, response_job job, caf::actor waiter,
+                                      caf::actor registry, response_job job, caf::actor waiter,
                                       std::shared_ptr<event_sink> sink) {
-  auto id = job.id;
-  auto owner = job.owner;
-  auto run = sys.spawn(response_run, std::move(env), live, std::move(job), std::move(waiter), std::move(sink));
-  live->add(id, run, owner);
-  return run;
+  return sys.spawn(response_run, std::move(env), std::move(registry), std::move(job), std::move(waiter),
+                   std::move(sink));
 }
 
 } // namespace troupe

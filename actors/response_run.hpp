@@ -17,11 +17,9 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
-#include <deque>
 #include <map>
 #include <set>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -78,7 +76,7 @@ struct response_end {
   std::string status;
   std::string snapshot; // the response object
   bool failed = false;  // run failure: `error` says what the HTTP answer is
-  protocol::responses::api_error error;
+  problem error;
 };
 
 using response_run_actor = caf::typed_actor<
@@ -98,52 +96,21 @@ using response_run_actor = caf::typed_actor<
   // The response object as it stands (RS-5: open items with partial content).
   caf::replies_to<snapshot_atom>::with<std::string>>::extend_with<loop_actor>;
 
-// The live responses by id, so cancel, GET and resumed streams reach the running actor.
-// It also holds the conversations that have a run in flight (RS-54: one at a time).
-class live_responses {
-public:
-  explicit live_responses(std::size_t max_active = 64) : max_active_(max_active) {}
-
-  void add(const std::string& id, response_run_actor run, const std::string& owner);
-  // Forgets the run and frees the conversation it held.
-  void remove(const std::string& id);
-  response_run_actor find(const std::string& id) const;
-  // The run when `owner` started it: another owner's run is none.
-  response_run_actor find(const std::string& id, const response_owner& owner) const;
-  std::size_t size() const;
-
-  // Conversations are held per owner, so another owner's request naming a conversation id (which
-  // its store lookup then answers 404) neither blocks nor sees the owner's runs.
-  // False when another response of `owner` holds the conversation.
-  bool claim_conversation(const response_owner& owner, const std::string& conversation,
-                          const std::string& response_id);
-  void release_conversation(const response_owner& owner, const std::string& conversation);
-  bool conversation_busy(const response_owner& owner, const std::string& conversation) const;
-
-  // RS-55: at most `max_active` background runs execute; the rest wait, first in first out. Starts
-  // `run` now or when a running one ends.
-  void start_background(const std::string& id, response_run_actor run);
-
-private:
-  mutable std::mutex mu_;
-  std::map<std::string, response_run_actor> runs_;
-  std::map<std::string, std::string> owners_; // response → its owner's key
-  // (owner key, conversation) → the response holding it
-  std::map<std::pair<std::string, std::string>, std::string> conversations_;
-  const std::size_t max_active_; // background.max_active
-  std::set<std::string> active_;
-  std::deque<std::pair<std::string, response_run_actor>> waiting_;
-};
-
 // The stored row of a response not yet started (RS-55): its history and input, its queued object.
 response_row queued_row(const response_job& job);
 
 // Spawns a response's run; it waits for start_atom. `waiter` (may be null) is its first subscriber
 // and, for a foreground response, the one it waits on; `sink` (may be null) is the streaming
-// client, written to directly, whose backlog holds a foreground run back (RS-39).
+// client, written to directly, whose backlog holds a foreground run back (RS-39). When it ends it
+// tells `registry` (run_ended_atom, its id).
 response_run_actor spawn_response_run(caf::actor_system& sys, std::shared_ptr<const response_environment> env,
-                                      std::shared_ptr<live_responses> live, response_job job, caf::actor waiter,
+                                      caf::actor registry, response_job job, caf::actor waiter,
                                       std::shared_ptr<event_sink> sink = nullptr);
+
+// A store failure as the Responses gateway reports it.
+problem store_failure(const caf::error& err);
+// A conversation store failure: a missing conversation is named by `id` (RS-11).
+problem conversation_failure(const caf::error& err, const std::string& id);
 
 } // namespace troupe
 

@@ -276,6 +276,7 @@ int serve(const cli_options& cli) {
   // its pace gets one every few milliseconds, so its workers never stopped polling.
   caf_cfg.set("work-stealing.aggressive-poll-attempts", size_t{20});
   caf_cfg.set("work-stealing.moderate-poll-attempts", size_t{1});
+  add_error_category(caf_cfg);
   caf::actor_system sys{caf_cfg};
   auto store = io::spawn_sqlite_store(sys, cfg.store_path, (std::filesystem::path(cfg.data_dir) / "audit.jsonl").string());
   if (auto err = std::get_if<std::string>(&store)) {
@@ -350,8 +351,8 @@ int serve(const cli_options& cli) {
   limits.max_tool_output_bytes = static_cast<std::size_t>(cfg.responses.max_tool_output_bytes);
   limits.max_summary_tokens = cfg.responses.max_summary_tokens;
   limits.client_stall_timeout_seconds = cfg.responses.client_stall_timeout;
-  io::fail_unfinished_responses(sys, responses->store); // RS-55
-  auto live = std::make_shared<live_responses>(static_cast<std::size_t>(cfg.responses.background_max_active));
+  fail_unfinished_responses(sys, responses->store); // RS-55
+  auto response_registry = spawn_response_registry(sys, responses, io::registry_options(cfg));
   caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs
 
   auto workspace_store = io::spawn_sqlite_workspace_store(sys, cfg.store_path);
@@ -376,7 +377,7 @@ int serve(const cli_options& cli) {
   io::add_agent_routes(*routes, sys, registry, {cfg, tools, env->store, TROUPE_VERSION, tool_opts.sandbox});
   io::add_run_routes(*routes, sys, registry, env->store, env->metrics, cfg);
   io::add_policy_routes(*routes, sys, env->approvals, env->store, cfg);
-  io::add_responses_routes(*routes, sys, responses, live, ports.models, cfg);
+  io::add_responses_routes(*routes, sys, response_registry, responses->store, ports.models, cfg);
   io::add_workspace_routes(*routes, surface);
   io::http_server_options http;
   http.host = cfg.service.host;
@@ -397,6 +398,7 @@ int serve(const cli_options& cli) {
     std::cerr << "troupe: cannot listen on " << cfg.service.host << ":" << cfg.service.port << ": " << e.what()
               << "\n";
     anon_send_exit(registry, caf::exit_reason::user_shutdown);
+    anon_send_exit(response_registry, caf::exit_reason::user_shutdown);
     return 2;
   }
   std::printf("troupe listening on http://%s:%u\n", cfg.service.host.c_str(), port);
@@ -422,6 +424,7 @@ int serve(const cli_options& cli) {
   wait_for_exchanges(std::chrono::seconds(2));
   server.stop();
   anon_send_exit(registry, caf::exit_reason::user_shutdown);
+  anon_send_exit(response_registry, caf::exit_reason::user_shutdown);
   anon_send_exit(env->approvals, caf::exit_reason::user_shutdown);
   anon_send_exit(env->store, caf::exit_reason::user_shutdown);
   anon_send_exit(responses->store, caf::exit_reason::user_shutdown);

@@ -2,7 +2,6 @@
 
 #include "io/agent_http.hpp"
 #include "protocol/errors.hpp"
-#include "protocol/responses_items.hpp"
 #include "protocol/workspace_commands.hpp"
 
 #include <chrono>
@@ -28,11 +27,8 @@ head_admission(const protocol::config& config, std::shared_ptr<const workspace_s
   return [config, workspaces](const http_request& head) -> std::optional<http_response> {
     if (protocol::dialect_for_path(head.path) == protocol::dialect::openai) {
       auto admitted = admit_responses_caller(config, head);
-      if (auto refused = std::get_if<protocol::auth_error>(&admitted))
-        return json_response(refused->status(),
-                             protocol::responses::error_json({refused->status(), refused->detail, {},
-                                                              refused->code == errc::unauthorized ? "invalid_api_key"
-                                                                                                  : "server_error"}));
+      if (auto refused = std::get_if<problem>(&admitted))
+        return error_response(protocol::dialect::openai, protocol::responses_refusal(std::move(*refused)));
       return std::nullopt;
     }
     if (is_workspace_path(head.path)) {

@@ -24,8 +24,8 @@ std::optional<std::string> environment(const std::string& name) {
   return std::nullopt;
 }
 
-http_response refusal(const protocol::auth_error& err) {
-  return agent_error(err.code, err.detail);
+http_response refusal(const problem& err) {
+  return agent_error(err.code, err.message);
 }
 
 run_spec spec_of(std::string body, protocol::chat_request chat, const protocol::identity& id) {
@@ -42,7 +42,7 @@ run_spec spec_of(std::string body, protocol::chat_request chat, const protocol::
 } // namespace
 
 http_response agent_error(errc code, std::string_view detail) {
-  return json_response(protocol::http_status(code), protocol::error_body(protocol::dialect::agent, code, detail));
+  return error_response(protocol::dialect::agent, {code, std::string(detail)});
 }
 
 bool operator_allowed(const protocol::config& config, const http_request& req) {
@@ -53,7 +53,7 @@ protocol::header_lookup caller_headers(const protocol::config& config, const htt
   return protocol::caller_headers(config.auth, config.service.service_tokens, req.headers, req.peer);
 }
 
-std::variant<protocol::responses_caller, protocol::auth_error> admit_responses_caller(const protocol::config& config,
+std::variant<protocol::responses_caller, problem> admit_responses_caller(const protocol::config& config,
                                                                                       const http_request& req) {
   return protocol::admit_responses_caller(config.auth, config.service.service_tokens, caller_headers(config, req),
                                           epoch_seconds(), environment);
@@ -66,7 +66,7 @@ http_response unauthorized() {
 std::optional<http_response> caller_refusal(const protocol::config& config, const http_request& req) {
   auto resolved = protocol::resolve_identity(config.auth, config.service.service_tokens, caller_headers(config, req),
                                              "", "", epoch_seconds(), environment);
-  if (auto err = std::get_if<protocol::auth_error>(&resolved))
+  if (auto err = std::get_if<problem>(&resolved))
     return refusal(*err);
   return std::nullopt;
 }
@@ -87,7 +87,7 @@ void admit_caller(caf::actor_system& sys, store_actor store, const protocol::con
                                              chat ? chat->user_key : invalid->user_key,
                                              chat ? chat->tenant_key : invalid->tenant_key, epoch_seconds(),
                                              environment);
-  if (auto err = std::get_if<protocol::auth_error>(&resolved))
+  if (auto err = std::get_if<problem>(&resolved))
     return ex->respond(refusal(*err));
   auto id = std::get<protocol::identity>(resolved);
   if (auto err = protocol::check_user_allowed(config.auth, id.user_key))

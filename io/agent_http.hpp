@@ -36,7 +36,7 @@ std::optional<http_response> caller_refusal(const protocol::config& config, cons
 protocol::header_lookup caller_headers(const protocol::config& config, const http_request& req);
 
 // Who may use the Responses gateway (RS-3, one rule with AS-3 and WS-59): the caller, or the refusal.
-std::variant<protocol::responses_caller, protocol::auth_error> admit_responses_caller(const protocol::config& config,
+std::variant<protocol::responses_caller, problem> admit_responses_caller(const protocol::config& config,
                                                                                       const http_request& req);
 
 // A caller endpoint's request (POST /v1/chat/completions, POST /v1/runs), admitted in the order of

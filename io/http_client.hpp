@@ -1,6 +1,8 @@
 // Included only by io/openai_chat_client.cpp and io/mcp_http_transport.cpp: it names an Asio executor.
 #pragma once
 
+#include "protocol/http_url.hpp"
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/system/error_code.hpp>
 
@@ -19,22 +21,10 @@ class context;
 
 namespace troupe::io {
 
-enum class url_problem { none, scheme, ipv6, host_port };
-
-// What is wrong, in words: "expected http://host[:port]/path or https://...", ...
-const char* describe(url_problem problem);
-
-struct http_url {
-  bool tls = false;
-  std::string host;        // without IPv6 brackets
-  std::string port;        // as written, else 443 or 80
-  std::string host_header; // the authority as written (empty when there is a problem)
-  std::string target;      // what follows the authority, as written (empty when there is a problem)
-  url_problem problem = url_problem::none;
-};
-
-// Splits http[s]://authority<target>; the authority ends at the first of `authority_ends`.
-http_url parse_http_url(std::string_view url, std::string_view authority_ends);
+using protocol::describe;
+using protocol::http_url;
+using protocol::parse_http_url;
+using protocol::url_problem;
 
 // What an http_connection writes: Host (the URL's authority) and User-Agent come first, then these.
 struct http_client_request {

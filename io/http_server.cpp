@@ -667,10 +667,11 @@ private:
   // Each dialect's own words: AS-1's detail, RS-2's request_too_large.
   http_response body_too_large(protocol::dialect d) const {
     auto limit = std::to_string(state_->options.max_body_bytes);
-    return json_response(
-      413, d == protocol::dialect::openai
-             ? protocol::responses::error_json({413, "Request body exceeds " + limit + " bytes.", {}, "request_too_large"})
-             : protocol::error_body(d, errc::payload_too_large, "Request body too large"));
+    auto said = d == protocol::dialect::openai
+                  ? problem{errc::payload_too_large, "Request body exceeds " + limit + " bytes.", {}, "request_too_large"}
+                  : problem{errc::payload_too_large, "Request body too large"};
+    auto rendered = protocol::render_error(d, said);
+    return json_response(rendered.status, std::move(rendered.body));
   }
 
   // Answers without reading the body and closes the connection once the answer is out, draining what

@@ -2,6 +2,8 @@
 // a handler answers later, streams server-sent events or upgrades to a WebSocket. No Beast here.
 #pragma once
 
+#include "protocol/errors.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -41,6 +43,9 @@ struct http_response {
 };
 
 http_response json_response(int status, std::string body);
+
+// The edge's one way to answer a problem: its status and body in the dialect of the mount.
+http_response error_response(protocol::dialect d, const problem& p);
 
 // A server-sent-events response in progress. Thread-safe.
 class event_stream {

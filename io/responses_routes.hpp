@@ -1,8 +1,8 @@
 // The Responses gateway's HTTP surface (responses.md §1): responses, their replays, compaction,
-// conversations and models, each a thin adapter onto the response runs and the response store.
+// conversations and models, each parse → ask (the response registry or the store) → render.
 #pragma once
 
-#include "actors/response_run.hpp"
+#include "actors/response_registry.hpp"
 #include "io/model_catalog.hpp"
 #include "io/router.hpp"
 #include "protocol/config.hpp"
@@ -13,13 +13,14 @@
 
 namespace troupe::io {
 
-// `models` routes and lists the model names (RS-2, RS-13).
-void add_responses_routes(router& routes, caf::actor_system& sys, std::shared_ptr<const response_environment> env,
-                          std::shared_ptr<live_responses> live, std::shared_ptr<const model_catalog> models,
+// `models` routes and lists the model names (RS-2, RS-13). Every request reaches the registry or,
+// for conversations and listings that no run touches, the store.
+void add_responses_routes(router& routes, caf::actor_system& sys, response_registry_actor registry,
+                          response_store_actor store, std::shared_ptr<const model_catalog> models,
                           const protocol::config& config);
 
-// RS-55: every stored response still queued or in_progress failed, its terminal event appended.
-// Runs once at startup, before the listener opens.
-void fail_unfinished_responses(caf::actor_system& sys, response_store_actor store);
+// The registry's settings from the configuration; request-declared MCP servers are reached over
+// streamable HTTP.
+response_registry_options registry_options(const protocol::config& config);
 
 } // namespace troupe::io

@@ -50,6 +50,11 @@ http_response json_response(int status, std::string body) {
   return r;
 }
 
+http_response error_response(protocol::dialect d, const problem& p) {
+  auto rendered = protocol::render_error(d, p);
+  return json_response(rendered.status, std::move(rendered.body));
+}
+
 void router::add(std::string method, std::string pattern, http_handler handler) {
   routes_.push_back({std::move(method), split_path(pattern), std::move(handler)});
 }

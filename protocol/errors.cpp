@@ -15,13 +15,14 @@ struct errc_entry {
   const char* openai_type;
 };
 
-// The one table: every code, its status, its name and the OpenAI error type it maps to.
+// The one table: every code, its status, its name and the OpenAI error type it maps to (RS-1:
+// invalid_request_error for 4xx, rate_limit_error for 429, server_error for 5xx).
 constexpr errc_entry errc_table[] = {
   {errc::none, 200, "none", ""},
   {errc::bad_request, 400, "bad_request", "invalid_request_error"},
-  {errc::unauthorized, 401, "unauthorized", "authentication_error"},
-  {errc::forbidden, 403, "forbidden", "permission_error"},
-  {errc::not_found, 404, "not_found", "not_found_error"},
+  {errc::unauthorized, 401, "unauthorized", "invalid_request_error"},
+  {errc::forbidden, 403, "forbidden", "invalid_request_error"},
+  {errc::not_found, 404, "not_found", "invalid_request_error"},
   {errc::method_not_allowed, 405, "method_not_allowed", "invalid_request_error"},
   {errc::conflict, 409, "conflict", "invalid_request_error"},
   {errc::payload_too_large, 413, "payload_too_large", "invalid_request_error"},
@@ -54,28 +55,34 @@ int http_status(errc code) {
   return entry(code).status;
 }
 
-std::string error_body(dialect d, errc code, std::string_view message) {
-  rapidjson::StringBuffer buf;
-  json::writer w(buf);
-  w.StartObject();
-  if (d == dialect::agent) {
-    w.Key("detail");
-    w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
-  } else {
+const char* openai_error_type(errc code) {
+  return entry(code).openai_type;
+}
+
+rendered_error render_error(dialect d, const problem& p) {
+  rendered_error out;
+  out.status = entry(p.code).status;
+  out.body = json::object([&](json::writer& w) {
+    if (d == dialect::agent) {
+      w.Key("detail");
+      w.String(p.message);
+      return;
+    }
     w.Key("error");
     w.StartObject();
     w.Key("message");
-    w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
+    w.String(p.message);
     w.Key("type");
-    w.String(entry(code).openai_type);
-    w.Key("param");
-    w.Null();
-    w.Key("code");
-    w.String(entry(code).name);
+    w.String(entry(p.code).openai_type);
+    json::write_nullable(w, "param", p.param);
+    json::write_nullable(w, "code", p.kind);
     w.EndObject();
-  }
-  w.EndObject();
-  return buf.GetString();
+  });
+  return out;
+}
+
+std::string error_body(dialect d, errc code, std::string_view message) {
+  return render_error(d, {code, std::string(message), {}, entry(code).name}).body;
 }
 
 std::string validation_body(const std::vector<validation_issue>& issues) {

@@ -29,6 +29,17 @@ enum class errc : uint8_t {
 
 const char* to_string(errc code);
 
+// What went wrong, as protocol/, actors/ and the stores report it: a code from the one table, a
+// sentence for the caller, the request field it concerns, and a machine word the caller can branch
+// on (OpenAI's `code`, e.g. "previous_response_not_found"). Only the edge turns it into a status and
+// a body (protocol::render_error), per the dialect of the mount.
+struct problem {
+  errc code = errc::internal;
+  std::string message;
+  std::string param; // "" = none
+  std::string kind;  // "" = none
+};
+
 namespace protocol {
 
 // Which surface's error shape a response takes.
@@ -42,9 +53,21 @@ struct validation_issue {
 };
 
 int http_status(errc code);
+// OpenAI's error `type` for `code` (RS-1).
+const char* openai_error_type(errc code);
 
-// The error body of `code` in `d`: {"detail":"..."} for the agent service, OpenAI's error object for
-// the Responses gateway.
+// An error as the edge answers it.
+struct rendered_error {
+  int status = 500;
+  std::string body;
+};
+
+// `p` in dialect `d`: {"detail":"..."} for the agent service; for the Responses gateway OpenAI's
+// error object (RS-1), `type` from the code (4xx invalid_request_error, 429 rate_limit_error, 5xx
+// server_error), `param` and `code` from the problem's param and kind (null when empty).
+rendered_error render_error(dialect d, const problem& p);
+
+// The error body of `code` in `d`, its machine word the code's name.
 std::string error_body(dialect d, errc code, std::string_view message);
 
 // The agent service's 422 body: {"detail":[{"loc","msg","type"}...]}.

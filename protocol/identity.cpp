@@ -32,7 +32,7 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-auth_error unauthorized(std::string detail) {
+problem unauthorized(std::string detail) {
   return {errc::unauthorized, std::move(detail)};
 }
 
@@ -99,7 +99,7 @@ identity service_identity(const auth_config& cfg, const header_lookup& headers,
   return id;
 }
 
-std::variant<identity, auth_error> trusted_identity(const auth_config& cfg, const header_lookup& headers) {
+std::variant<identity, problem> trusted_identity(const auth_config& cfg, const header_lookup& headers) {
   auto& h = cfg.headers;
   identity id;
   id.user_key = trimmed(headers(h.user_key));
@@ -218,13 +218,13 @@ bool audience_matches(const json::value& aud, const std::string& expected) {
 
 // Every way a token can be malformed is reported as `JWT signature is invalid`: it cannot be shown to
 // carry a valid signature. `Bearer JWT required` is kept for a request that presents no token at all.
-std::variant<identity, auth_error> jwt_identity(const auth_config& cfg, const header_lookup& headers,
+std::variant<identity, problem> jwt_identity(const auth_config& cfg, const header_lookup& headers,
                                                 int64_t now, const env_lookup_fn& env) {
   std::string key = cfg.jwt_secret;
   if (key.empty() && !cfg.jwt_secret_env.empty() && env)
     key = env(cfg.jwt_secret_env).value_or("");
   if (key.empty())
-    return auth_error{errc::internal, "JWT auth requires jwt_secret"};
+    return problem{errc::internal, "JWT auth requires jwt_secret"};
 
   auto token = presented_token(headers("Authorization"), "");
   if (token.empty())
@@ -393,7 +393,7 @@ header_lookup headers_from_map(const std::map<std::string, std::string>& lower_c
   };
 }
 
-std::variant<identity, auth_error> resolve_identity(const auth_config& cfg,
+std::variant<identity, problem> resolve_identity(const auth_config& cfg,
                                                     const std::vector<std::string>& service_tokens,
                                                     const header_lookup& headers,
                                                     const std::string& body_user_key,
@@ -410,7 +410,7 @@ std::variant<identity, auth_error> resolve_identity(const auth_config& cfg,
   return service_identity(cfg, headers, body_user_key, body_tenant_key); // open (AS-3)
 }
 
-std::variant<identity, auth_error> resolve_identity(const auth_config& cfg,
+std::variant<identity, problem> resolve_identity(const auth_config& cfg,
                                                     const std::vector<std::string>& service_tokens,
                                                     const std::map<std::string, std::string>& lower_case_headers,
                                                     const std::string& body_user_key,
@@ -420,7 +420,7 @@ std::variant<identity, auth_error> resolve_identity(const auth_config& cfg,
                           body_tenant_key, now_epoch_seconds, env);
 }
 
-std::optional<auth_error> check_operator_access(const auth_config& cfg,
+std::optional<problem> check_operator_access(const auth_config& cfg,
                                                 const std::vector<std::string>& service_tokens,
                                                 const header_lookup& headers) {
   if (holds_service_token(service_tokens, headers))
@@ -450,7 +450,7 @@ header_lookup caller_headers(const auth_config& cfg, const std::vector<std::stri
   };
 }
 
-std::variant<responses_caller, auth_error> admit_responses_caller(const auth_config& cfg,
+std::variant<responses_caller, problem> admit_responses_caller(const auth_config& cfg,
                                                                   const std::vector<std::string>& service_tokens,
                                                                   const header_lookup& headers,
                                                                   int64_t now_epoch_seconds, const env_lookup_fn& env) {
@@ -462,7 +462,7 @@ std::variant<responses_caller, auth_error> admit_responses_caller(const auth_con
   if (holds_service_token(service_tokens, headers) || token_accepted(cfg.api_keys, credential))
     return responses_caller{"sha256:" + sha256_hex(credential)};
   auto bearer = presented_token(headers("Authorization"), "");
-  std::variant<identity, auth_error> who = unauthorized("Incorrect API key provided.");
+  std::variant<identity, problem> who = unauthorized("Incorrect API key provided.");
   if (cfg.mode == "jwt" && !bearer.empty())
     who = jwt_identity(cfg, headers, now_epoch_seconds, env);
   else if (cfg.mode == "trusted_headers")
@@ -471,17 +471,22 @@ std::variant<responses_caller, auth_error> admit_responses_caller(const auth_con
     return responses_caller{"user:"
                             + sha256_hex(std::to_string(id->tenant_key.size()) + ":" + id->tenant_key + id->user_key)
                                 .substr(0, 32)};
-  return std::get<auth_error>(who);
+  return std::get<problem>(who);
 }
 
-std::optional<auth_error> check_user_allowed(const auth_config& cfg, const std::string& user_key) {
+problem responses_refusal(problem refused) {
+  refused.kind = refused.code == errc::unauthorized ? "invalid_api_key" : "server_error";
+  return refused;
+}
+
+std::optional<problem> check_user_allowed(const auth_config& cfg, const std::string& user_key) {
   auto listed = [&](const std::vector<std::string>& keys) {
     return std::find(keys.begin(), keys.end(), user_key) != keys.end();
   };
   if (listed(cfg.blocked_user_keys))
-    return auth_error{errc::forbidden, "User '" + user_key + "' is blocked"};
+    return problem{errc::forbidden, "User '" + user_key + "' is blocked"};
   if (!cfg.allowed_user_keys.empty() && !listed(cfg.allowed_user_keys))
-    return auth_error{errc::forbidden, "User '" + user_key + "' is not allowed"};
+    return problem{errc::forbidden, "User '" + user_key + "' is not allowed"};
   return std::nullopt;
 }
 
@@ -513,7 +518,7 @@ rate_limit_decision decide_rate_limit(int64_t limit, std::optional<int64_t> wind
   return d;
 }
 
-auth_error rate_limit_error(const std::string& user_key, int64_t limit) {
+problem rate_limit_error(const std::string& user_key, int64_t limit) {
   return {errc::rate_limited,
           "Rate limit exceeded for user '" + user_key + "': " + std::to_string(limit) + "/hour"};
 }

@@ -93,13 +93,6 @@ struct identity {
 void write_identity(json::writer& w, const identity& id);
 std::string identity_json(const identity& id);
 
-// A refusal: the error code (its status via http_status) and the exact `detail`.
-struct auth_error {
-  errc code = errc::unauthorized;
-  std::string detail;
-  int status() const { return http_status(code); }
-};
-
 // A request header's trimmed value by name, matched case-insensitively; "" when absent. Called with
 // names as configured (e.g. "X-FastReAct-User-Key") and with "Authorization" and
 // "X-FastReAct-Service-Token".
@@ -127,14 +120,14 @@ using env_lookup_fn = std::function<std::optional<std::string>(const std::string
 // service-token identity. `now_epoch_seconds` checks a JWT's exp and nbf; `env` supplies the
 // variable named by auth.jwt_secret_env. Errors: 401 with AS-3/AS-5/AS-6's details, or 500
 // `JWT auth requires jwt_secret`.
-std::variant<identity, auth_error> resolve_identity(const auth_config& cfg,
+std::variant<identity, problem> resolve_identity(const auth_config& cfg,
                                                     const std::vector<std::string>& service_tokens,
                                                     const header_lookup& headers,
                                                     const std::string& body_user_key,
                                                     const std::string& body_tenant_key,
                                                     int64_t now_epoch_seconds, const env_lookup_fn& env);
 
-std::variant<identity, auth_error> resolve_identity(const auth_config& cfg,
+std::variant<identity, problem> resolve_identity(const auth_config& cfg,
                                                     const std::vector<std::string>& service_tokens,
                                                     const std::map<std::string, std::string>& lower_case_headers,
                                                     const std::string& body_user_key,
@@ -149,20 +142,23 @@ std::variant<identity, auth_error> resolve_identity(const auth_config& cfg,
 struct responses_caller {
   std::string owner;
 };
-std::variant<responses_caller, auth_error> admit_responses_caller(const auth_config& cfg,
+std::variant<responses_caller, problem> admit_responses_caller(const auth_config& cfg,
                                                                   const std::vector<std::string>& service_tokens,
                                                                   const header_lookup& headers,
                                                                   int64_t now_epoch_seconds, const env_lookup_fn& env);
+// A refused caller as the Responses gateway answers it (RS-3): an unauthorized one is
+// `invalid_api_key`, as OpenAI names it.
+problem responses_refusal(problem refused);
 
 // Operator endpoints (AS-3, AS-84): a valid service token; with none configured, open in
 // service_token mode only. Otherwise 401 `FastReAct service token required`.
-std::optional<auth_error> check_operator_access(const auth_config& cfg,
+std::optional<problem> check_operator_access(const auth_config& cfg,
                                                 const std::vector<std::string>& service_tokens,
                                                 const header_lookup& headers);
 
 // AS-8: 403 `User '<key>' is blocked`, or `User '<key>' is not allowed` when an allow list is set
 // and lacks the key; nullopt when the user may proceed.
-std::optional<auth_error> check_user_allowed(const auth_config& cfg, const std::string& user_key);
+std::optional<problem> check_user_allowed(const auth_config& cfg, const std::string& user_key);
 
 // One counted request against a user's fixed window (AS-8). `allowed` requests return the window to
 // store (`counted`); a refused one leaves it as it was and says how long until it closes.
@@ -183,7 +179,7 @@ rate_limit_decision decide_rate_limit(int64_t limit, std::optional<int64_t> wind
                                       int64_t now_epoch_seconds);
 
 // 429 `Rate limit exceeded for user '<key>': <N>/hour`.
-auth_error rate_limit_error(const std::string& user_key, int64_t limit);
+problem rate_limit_error(const std::string& user_key, int64_t limit);
 
 // AS-7: the caller's metadata object with tenant_key, user_key, identity and the normalized
 // top-level tool_policy added; every other caller key is kept verbatim.

@@ -61,8 +61,8 @@ std::optional<std::vector<std::string>> parse_model_list(std::string_view body) 
   return ids;
 }
 
-responses::api_error model_not_found(std::string_view model) {
-  return {404, "The model '" + std::string(model) + "' does not exist.", "model", "model_not_found"};
+problem model_not_found(std::string_view model) {
+  return {errc::not_found, "The model '" + std::string(model) + "' does not exist.", "model", "model_not_found"};
 }
 
 } // namespace troupe::protocol

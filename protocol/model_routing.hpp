@@ -36,6 +36,6 @@ std::vector<std::string> listed_models(const model_config& m, const discovered_m
 std::optional<std::vector<std::string>> parse_model_list(std::string_view body);
 
 // RS-2: 404 model_not_found, param "model".
-responses::api_error model_not_found(std::string_view model);
+problem model_not_found(std::string_view model);
 
 } // namespace troupe::protocol

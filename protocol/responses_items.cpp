@@ -202,20 +202,17 @@ std::string message_text(const item& it, std::string_view type) {
   return out;
 }
 
-std::string error_json(const api_error& e) {
-  return json::object([&](json::writer& w) {
-    w.Key("error");
-    w.StartObject();
-    write_string(w, "message", e.message);
-    write_string(w, "type", e.status >= 500 ? "server_error" : "invalid_request_error");
-    json::write_nullable(w, "param", e.param);
-    json::write_nullable(w, "code", e.code);
-    w.EndObject();
-  });
+problem not_found(std::string message, std::string param) {
+  return {errc::not_found, std::move(message), std::move(param), {}};
 }
 
-api_error not_found(std::string message, std::string param) {
-  return {404, std::move(message), std::move(param), {}};
+problem upstream_failure(std::string message, int upstream_status, bool first_round) {
+  bool client_error = upstream_status >= 400 && upstream_status < 500;
+  problem p;
+  p.code = client_error && first_round ? errc::bad_request : errc::upstream_failed;
+  p.message = std::move(message);
+  p.kind = upstream_status == 429 ? "rate_limit_exceeded" : client_error ? "invalid_prompt" : "server_error";
+  return p;
 }
 
 usage& usage::operator+=(const usage& o) {

@@ -2,6 +2,7 @@
 // the client error object of the Responses dialect (RS-1).
 #pragma once
 
+#include "protocol/errors.hpp"
 #include "protocol/json.hpp"
 
 #include <cstdint>
@@ -56,16 +57,13 @@ std::optional<item> item_from_json(std::string_view text);
 // The concatenated text of a message's parts of `type` ("" = every text part).
 std::string message_text(const item& it, std::string_view type = "");
 
-// The OpenAI error object (RS-1): 4xx are invalid_request_error, 5xx server_error.
-struct api_error {
-  int status = 400;
-  std::string message;
-  std::string param; // "" = null
-  std::string code;  // "" = null
-};
+// A 404 for the Responses gateway (RS-1).
+problem not_found(std::string message, std::string param = {});
 
-std::string error_json(const api_error& e);
-api_error not_found(std::string message, std::string param = {});
+// How an upstream failure ends a response (RS-16, RS-43): `upstream_status` is the model server's
+// HTTP status (0 when none: a transport or stream failure). Its kind names the failure; a
+// non-streaming client gets 400 for a 4xx of the first round, else 502.
+problem upstream_failure(std::string message, int upstream_status, bool first_round);
 
 // Token usage of a response (RS-19): saturating sums.
 struct usage {

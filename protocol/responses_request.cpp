@@ -34,20 +34,20 @@ std::string got_type(const value& v) {
   return "a decimal number";
 }
 
-api_error bad(std::string param, std::string code, std::string message) {
-  return {400, std::move(message), std::move(param), std::move(code)};
+problem bad(std::string param, std::string code, std::string message) {
+  return {errc::bad_request, std::move(message), std::move(param), std::move(code)};
 }
 
-api_error missing(const std::string& param) {
+problem missing(const std::string& param) {
   return bad(param, "missing_required_parameter", "Missing required parameter: '" + param + "'.");
 }
 
-api_error wrong_type(const std::string& param, const char* expected, const value& v) {
+problem wrong_type(const std::string& param, const char* expected, const value& v) {
   return bad(param, "invalid_type",
              "Invalid type for '" + param + "': expected " + expected + ", but got " + got_type(v) + " instead.");
 }
 
-api_error invalid_value(const std::string& param, const std::string& v) {
+problem invalid_value(const std::string& param, const std::string& v) {
   return bad(param, "invalid_value", "Invalid value for '" + param + "': '" + v + "'.");
 }
 
@@ -57,7 +57,7 @@ bool is_integer(const value& v) {
 
 // An integer field within [min, max]; nullopt and `err` set when it is not.
 std::optional<int64_t> integer_in(const value& v, const std::string& param, int64_t min, int64_t max,
-                                  std::optional<api_error>& err) {
+                                  std::optional<problem>& err) {
   if (!is_integer(v)) {
     err = wrong_type(param, "an integer", v);
     return std::nullopt;
@@ -85,7 +85,7 @@ std::optional<int64_t> integer_in(const value& v, const std::string& param, int6
 }
 
 std::optional<double> number_in(const value& v, const std::string& param, double min, double max,
-                                std::optional<api_error>& err) {
+                                std::optional<problem>& err) {
   if (!v.IsNumber()) {
     err = wrong_type(param, "a number", v);
     return std::nullopt;
@@ -127,7 +127,7 @@ const std::set<std::string>& input_types() {
 }
 
 // One input item (RS-14), or the error naming its field.
-std::variant<item, api_error> parse_input_item(const value& v, const std::string& at) {
+std::variant<item, problem> parse_input_item(const value& v, const std::string& at) {
   if (!v.IsObject())
     return wrong_type(at, "an object", v);
   auto type_v = json::member(v, "type");
@@ -152,7 +152,7 @@ std::variant<item, api_error> parse_input_item(const value& v, const std::string
   }
   auto it = item_from_json(v);
   it.type = type;
-  auto require_string = [&](const char* key) -> std::optional<api_error> {
+  auto require_string = [&](const char* key) -> std::optional<problem> {
     auto f = json::member(v, key);
     if (!f)
       return missing(at + "." + key);
@@ -219,7 +219,7 @@ std::variant<item, api_error> parse_input_item(const value& v, const std::string
   return it;
 }
 
-std::variant<std::vector<item>, api_error> parse_input(const value& body) {
+std::variant<std::vector<item>, problem> parse_input(const value& body) {
   std::vector<item> out;
   auto input = json::member(body, "input");
   if (!input || input->IsNull())
@@ -239,7 +239,7 @@ std::variant<std::vector<item>, api_error> parse_input(const value& body) {
   std::size_t i = 0;
   for (auto& entry : input->GetArray()) {
     auto parsed = parse_input_item(entry, "input[" + std::to_string(i++) + "]");
-    if (auto err = std::get_if<api_error>(&parsed))
+    if (auto err = std::get_if<problem>(&parsed))
       return *err;
     out.push_back(std::move(std::get<item>(parsed)));
   }
@@ -253,7 +253,7 @@ const std::set<std::string>& includable() {
   return values;
 }
 
-std::optional<api_error> parse_tools(const value& tools, request& r) {
+std::optional<problem> parse_tools(const value& tools, request& r) {
   if (!tools.IsArray())
     return wrong_type("tools", "an array", tools);
   rapidjson::Document echo(rapidjson::kArrayType);
@@ -346,7 +346,7 @@ std::optional<api_error> parse_tools(const value& tools, request& r) {
   return std::nullopt;
 }
 
-std::optional<api_error> parse_tool_choice(const value& v, request& r) {
+std::optional<problem> parse_tool_choice(const value& v, request& r) {
   if (v.IsString()) {
     auto mode = str(v);
     if (mode != "none" && mode != "auto" && mode != "required")
@@ -376,7 +376,7 @@ std::optional<api_error> parse_tool_choice(const value& v, request& r) {
   return std::nullopt;
 }
 
-std::optional<api_error> parse_text(const value& v, request& r) {
+std::optional<problem> parse_text(const value& v, request& r) {
   if (!v.IsObject())
     return wrong_type("text", "an object", v);
   if (auto f = json::member(v, "format"); f && !f->IsNull()) {
@@ -403,16 +403,16 @@ std::optional<api_error> parse_text(const value& v, request& r) {
 }
 
 // The fields POST /v1/responses and /compact share, plus the rest of /v1/responses when `full`.
-std::variant<request, api_error> parse(std::string_view text, bool full, int64_t default_threshold) {
+std::variant<request, problem> parse(std::string_view text, bool full, int64_t default_threshold) {
   auto parsed = parse_json_body(text);
-  if (auto err = std::get_if<api_error>(&parsed))
+  if (auto err = std::get_if<problem>(&parsed))
     return *err;
   auto doc = &std::get<json::document>(parsed);
   if (!doc->IsObject())
     return bad({}, "invalid_type", "Invalid type for the request body: expected an object.");
   const value& body = *doc;
   request r;
-  std::optional<api_error> err;
+  std::optional<problem> err;
   auto model = json::member(body, "model");
   if (!model)
     return missing("model");
@@ -420,7 +420,7 @@ std::variant<request, api_error> parse(std::string_view text, bool full, int64_t
     return wrong_type("model", "a string", *model);
   r.model = str(*model);
   auto input = parse_input(body);
-  if (auto e = std::get_if<api_error>(&input))
+  if (auto e = std::get_if<problem>(&input))
     return *e;
   r.input = std::move(std::get<std::vector<item>>(input));
   if (auto v = json::member(body, "input"); v && v->IsArray())
@@ -592,7 +592,7 @@ std::string output_text_of(const item& o) {
 
 } // namespace
 
-std::variant<json::document, api_error> parse_json_body(std::string_view body) {
+std::variant<json::document, problem> parse_json_body(std::string_view body) {
   using reason = json::parse_failure::reason;
   auto parsed = json::parse_body(body);
   auto failure = std::get_if<json::parse_failure>(&parsed);
@@ -615,15 +615,15 @@ std::variant<json::document, api_error> parse_json_body(std::string_view body) {
   return bad({}, "invalid_json", failure->message() + ".");
 }
 
-std::variant<request, api_error> parse_request(std::string_view body, int64_t default_compact_threshold) {
+std::variant<request, problem> parse_request(std::string_view body, int64_t default_compact_threshold) {
   return parse(body, true, default_compact_threshold);
 }
 
-std::variant<request, api_error> parse_compact_request(std::string_view body) {
+std::variant<request, problem> parse_compact_request(std::string_view body) {
   return parse(body, false, 0);
 }
 
-std::optional<api_error> check_metadata(const json::value& v, const std::string& param) {
+std::optional<problem> check_metadata(const json::value& v, const std::string& param) {
   if (!v.IsObject())
     return wrong_type(param, "an object", v);
   if (v.MemberCount() > 16)
@@ -643,7 +643,7 @@ std::optional<api_error> check_metadata(const json::value& v, const std::string&
   return std::nullopt;
 }
 
-std::variant<std::vector<item>, api_error> parse_conversation_items(const json::value& items, std::size_t min_items) {
+std::variant<std::vector<item>, problem> parse_conversation_items(const json::value& items, std::size_t min_items) {
   if (!items.IsArray())
     return wrong_type("items", "an array", items);
   if (items.Size() > 20)
@@ -659,7 +659,7 @@ std::variant<std::vector<item>, api_error> parse_conversation_items(const json::
     auto at = "items[" + std::to_string(i++) + "]";
     auto given = json::get_string(entry, "id");
     auto parsed = parse_input_item(entry, at);
-    if (auto err = std::get_if<api_error>(&parsed))
+    if (auto err = std::get_if<problem>(&parsed))
       return *err;
     auto it = std::move(std::get<item>(parsed));
     if (!given.empty() && it.type != "item_reference") {
@@ -769,14 +769,14 @@ std::string mcp_function_name(const std::string& server_label, const std::string
   return name.substr(0, 55) + "_" + sha256_hex(full).substr(0, 8);
 }
 
-std::optional<api_error> check_history(const std::vector<item>& history, const std::vector<item>& input,
+std::optional<problem> check_history(const std::vector<item>& history, const std::vector<item>& input,
                                        const std::vector<mcp_declaration>& declared) {
   auto pairing = [](const std::string& message) { return bad("input", {}, message); };
   std::map<std::string, bool> calls; // call_id → answered
   std::vector<std::string> unanswered_order;
   std::map<std::string, const item*> requests; // approval request id → request
   std::set<std::string> answered_requests;
-  auto visit = [&](const item& it, bool is_input) -> std::optional<api_error> {
+  auto visit = [&](const item& it, bool is_input) -> std::optional<problem> {
     if (it.type == "function_call" && it.status != "incomplete") {
       if (!calls.count(it.call_id))
         unanswered_order.push_back(it.call_id);

@@ -68,20 +68,20 @@ struct request {
   std::optional<int64_t> compact_threshold; // context_management (RS-51)
 };
 
-std::variant<request, api_error> parse_request(std::string_view body, int64_t default_compact_threshold = 100000);
+std::variant<request, problem> parse_request(std::string_view body, int64_t default_compact_threshold = 100000);
 
 // Any body of the gateway as JSON (json::parse_body): malformed → `invalid_json`; too deep, not UTF-8
 // or a repeated member name → 400 saying which, with the member's path as `param`.
-std::variant<json::document, api_error> parse_json_body(std::string_view body);
+std::variant<json::document, problem> parse_json_body(std::string_view body);
 
 // POST /v1/responses/compact (RS-10): model, input, previous_response_id, instructions.
-std::variant<request, api_error> parse_compact_request(std::string_view body);
+std::variant<request, problem> parse_compact_request(std::string_view body);
 
 // Items given to a conversation (RS-12): 1..20 (`min_items` 0 at creation), ids checked.
-std::variant<std::vector<item>, api_error> parse_conversation_items(const json::value& items, std::size_t min_items);
+std::variant<std::vector<item>, problem> parse_conversation_items(const json::value& items, std::size_t min_items);
 
 // A conversation's metadata (RS-11): an object of ≤16 string values; "" when invalid, with `error`.
-std::optional<api_error> check_metadata(const json::value& v, const std::string& param);
+std::optional<problem> check_metadata(const json::value& v, const std::string& param);
 
 // What a response is at a point of its life (RS-15).
 struct response_state {
@@ -101,7 +101,7 @@ std::string response_json(const request& r, const response_state& s);
 std::string mcp_function_name(const std::string& server_label, const std::string& tool);
 
 // RS-28 and RS-33 over rehydrated history + new input; `declared` are the request's MCP labels.
-std::optional<api_error> check_history(const std::vector<item>& history, const std::vector<item>& input,
+std::optional<problem> check_history(const std::vector<item>& history, const std::vector<item>& input,
                                        const std::vector<mcp_declaration>& declared);
 
 // The model's view of a history (RS-46, RS-50): what the upstream is sent, in order.

@@ -455,16 +455,16 @@ stream_event make_event(int64_t sequence, std::string type, std::string_view mem
   return e;
 }
 
-std::string error_members(const api_error& e) {
+std::string error_members(const problem& e) {
   // Flat and nested carry the same values, so both SDK parsers raise (RS-40).
   return members(json::object([&](json::writer& w) {
-    json::write_nullable(w, "code", e.code);
+    json::write_nullable(w, "code", e.kind);
     write_str(w, "message", e.message);
     json::write_nullable(w, "param", e.param);
     w.Key("error");
     w.StartObject();
-    write_str(w, "type", e.status >= 500 ? "server_error" : "invalid_request_error");
-    json::write_nullable(w, "code", e.code);
+    write_str(w, "type", openai_error_type(e.code));
+    json::write_nullable(w, "code", e.kind);
     write_str(w, "message", e.message);
     json::write_nullable(w, "param", e.param);
     w.EndObject();
@@ -525,7 +525,7 @@ void response_stream::terminal(std::string_view type, const std::string& respons
   push(std::string(type), "\"response\":" + response_json);
 }
 
-void response_stream::error(const api_error& e) {
+void response_stream::error(const problem& e) {
   if (ended_)
     return;
   ended_ = true;

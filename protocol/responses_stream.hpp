@@ -110,7 +110,7 @@ struct stream_event {
 // its braces).
 stream_event make_event(int64_t sequence, std::string type, std::string_view members);
 // The members of an `error` event (RS-40).
-std::string error_members(const api_error& e);
+std::string error_members(const problem& e);
 
 // A gateway call the round produced, waiting for its execution (RS-25).
 struct pending_call {
@@ -133,7 +133,7 @@ public:
   void in_progress(const std::string& response_json);
   // The terminal event (RS-41) or an `error` event; nothing may follow.
   void terminal(std::string_view type, const std::string& response_json);
-  void error(const api_error& e);
+  void error(const problem& e);
 
   // One upstream event of the current round. False, with failure() set, when it breaks the round
   // (an index/id mismatch, a fragment for a closed call, a second finish, an upstream failure).

@@ -66,26 +66,26 @@ struct request {
   env_lookup_fn env = no_env;
 };
 
-std::variant<identity, auth_error> resolve(const auth_config& c, const request& r) {
+std::variant<identity, problem> resolve(const auth_config& c, const request& r) {
   return resolve_identity(c, r.tokens, r.headers, r.user_key, r.tenant_key, r.at, r.env);
 }
 
-identity ok(const std::variant<identity, auth_error>& v) {
-  if (auto e = std::get_if<auth_error>(&v))
-    FAIL("refused: " << e->status() << " " << e->detail);
+identity ok(const std::variant<identity, problem>& v) {
+  if (auto e = std::get_if<problem>(&v))
+    FAIL("refused: " << protocol::http_status(e->code) << " " << e->message);
   return std::get<identity>(v);
 }
 
-auth_error refused(const std::variant<identity, auth_error>& v) {
+problem refused(const std::variant<identity, problem>& v) {
   if (std::holds_alternative<identity>(v))
     FAIL("accepted as " << std::get<identity>(v).user_key);
-  return std::get<auth_error>(v);
+  return std::get<problem>(v);
 }
 
 std::string jwt_detail(const auth_config& c, const std::string& token) {
   auto e = refused(resolve(c, {{{"authorization", "Bearer " + token}}}));
-  CHECK(e.status() == 401);
-  return e.detail;
+  CHECK(protocol::http_status(e.code) == 401);
+  return e.message;
 }
 
 identity jwt_ok(const auth_config& c, const std::string& token) {
@@ -260,10 +260,10 @@ TEST_CASE("only HS256 is accepted: alg none and other algorithms are refused", "
 TEST_CASE("jwt mode without a bearer token asks for one", "[identity]") { // AS-6
   auto c = jwt_config();
   auto e = refused(resolve(c, {}));
-  CHECK(e.status() == 401);
-  CHECK(e.detail == "Bearer JWT required");
-  CHECK(refused(resolve(c, {{{"authorization", "Basic abc"}}})).detail == "Bearer JWT required");
-  CHECK(refused(resolve(c, {{{"x-fastreact-user-key", "pska:u"}}})).detail == "Bearer JWT required");
+  CHECK(protocol::http_status(e.code) == 401);
+  CHECK(e.message == "Bearer JWT required");
+  CHECK(refused(resolve(c, {{{"authorization", "Basic abc"}}})).message == "Bearer JWT required");
+  CHECK(refused(resolve(c, {{{"x-fastreact-user-key", "pska:u"}}})).message == "Bearer JWT required");
 }
 
 TEST_CASE("the JWT key comes from jwt_secret, else the env var jwt_secret_env names, else it is a 500", "[identity]") { // AS-6
@@ -280,10 +280,10 @@ TEST_CASE("the JWT key comes from jwt_secret, else the env var jwt_secret_env na
 
   r.env = no_env;
   auto e = refused(resolve(c, r));
-  CHECK(e.status() == 500);
-  CHECK(e.detail == "JWT auth requires jwt_secret");
+  CHECK(protocol::http_status(e.code) == 500);
+  CHECK(e.message == "JWT auth requires jwt_secret");
   c.jwt_secret_env.clear();
-  CHECK(refused(resolve(c, {})).detail == "JWT auth requires jwt_secret");
+  CHECK(refused(resolve(c, {})).message == "JWT auth requires jwt_secret");
 }
 
 TEST_CASE("trusted headers give the proxy's identity and ignore the body user key", "[identity]") { // AS-5
@@ -320,10 +320,10 @@ TEST_CASE("trusted headers mode refuses a request without the user key header", 
   request r{{{"x-fastreact-tenant-key", "t"}}};
   r.user_key = "pska:u";
   auto e = refused(resolve(c, r));
-  CHECK(e.status() == 401);
-  CHECK(e.detail == "FastReAct trusted identity header required");
+  CHECK(protocol::http_status(e.code) == 401);
+  CHECK(e.message == "FastReAct trusted identity header required");
   r.headers["x-fastreact-user-key"] = "  ";
-  CHECK(refused(resolve(c, r)).detail == "FastReAct trusted identity header required");
+  CHECK(refused(resolve(c, r)).message == "FastReAct trusted identity header required");
 }
 
 TEST_CASE("trusted header names can be configured", "[identity]") { // AS-5
@@ -394,10 +394,10 @@ TEST_CASE("the env token and the config token are both accepted, and any other i
   CHECK(ok(resolve(c, r)).service_token);
   r.headers = {{"authorization", "Bearer other"}};
   auto e = refused(resolve(c, r));
-  CHECK(e.status() == 401);
-  CHECK(e.detail == "FastReAct service token required");
+  CHECK(protocol::http_status(e.code) == 401);
+  CHECK(e.message == "FastReAct service token required");
   r.headers.clear();
-  CHECK(refused(resolve(c, r)).detail == "FastReAct service token required");
+  CHECK(refused(resolve(c, r)).message == "FastReAct service token required");
 }
 
 TEST_CASE("service_token mode with no token configured is open", "[identity]") { // AS-3, AS-4
@@ -415,12 +415,12 @@ TEST_CASE("operator endpoints need the service token, except in open service_tok
   auth_config c;
   CHECK_FALSE(check_operator_access(c, {}, headers_from_map(none)));
   CHECK_FALSE(check_operator_access(c, {"tok"}, headers_from_map(good)));
-  CHECK(check_operator_access(c, {"tok"}, headers_from_map(bad))->detail == "FastReAct service token required");
+  CHECK(check_operator_access(c, {"tok"}, headers_from_map(bad))->message == "FastReAct service token required");
   for (auto mode : {"trusted_headers", "jwt"}) {
     c.mode = mode;
     auto e = check_operator_access(c, {}, headers_from_map(none));
     REQUIRE(e);
-    CHECK(e->status() == 401);
+    CHECK(protocol::http_status(e->code) == 401);
     CHECK_FALSE(check_operator_access(c, {"tok"}, headers_from_map(good)));
   }
 }
@@ -431,16 +431,16 @@ TEST_CASE("blocked users are refused, and an allow list admits only its keys", "
   c.blocked_user_keys = {"pska:bad"};
   auto e = check_user_allowed(c, "pska:bad");
   REQUIRE(e);
-  CHECK(e->status() == 403);
-  CHECK(e->detail == "User 'pska:bad' is blocked");
+  CHECK(protocol::http_status(e->code) == 403);
+  CHECK(e->message == "User 'pska:bad' is blocked");
   CHECK_FALSE(check_user_allowed(c, "pska:good"));
   c.allowed_user_keys = {"pska:good", "pska:bad"};
   CHECK_FALSE(check_user_allowed(c, "pska:good"));
-  CHECK(check_user_allowed(c, "pska:bad")->detail == "User 'pska:bad' is blocked");
+  CHECK(check_user_allowed(c, "pska:bad")->message == "User 'pska:bad' is blocked");
   e = check_user_allowed(c, "pska:other");
   REQUIRE(e);
-  CHECK(e->status() == 403);
-  CHECK(e->detail == "User 'pska:other' is not allowed");
+  CHECK(protocol::http_status(e->code) == 403);
+  CHECK(e->message == "User 'pska:other' is not allowed");
 }
 
 TEST_CASE("a rate limit admits N requests per fixed hour, refuses N+1 with Retry-After, then reopens", "[identity]") { // AS-8
@@ -465,8 +465,8 @@ TEST_CASE("a rate limit admits N requests per fixed hour, refuses N+1 with Retry
   CHECK_FALSE(d.allowed);
   CHECK(d.retry_after_seconds == 1);
   auto e = rate_limit_error("pska:u", limit);
-  CHECK(e.status() == 429);
-  CHECK(e.detail == "Rate limit exceeded for user 'pska:u': 3/hour");
+  CHECK(protocol::http_status(e.code) == 429);
+  CHECK(e.message == "Rate limit exceeded for user 'pska:u': 3/hour");
 
   d = decide_rate_limit(limit, start, count, now + 3600);
   CHECK(d.allowed);
@@ -508,7 +508,7 @@ TEST_CASE("any configured credential closes every surface, and only none at all 
   trusted.mode = "trusted_headers";
   CHECK_FALSE(is_open(trusted, {}));
   // With only API keys, the agent service's caller endpoints are not open either (before: chat was).
-  CHECK(refused(resolve(keys, {})).status() == 401);
+  CHECK(protocol::http_status(refused(resolve(keys, {})).code) == 401);
 }
 
 TEST_CASE("trusted identity headers count only from a trusted proxy", "[identity][hostile]") { // AS-5, issue 15 #9
@@ -520,19 +520,19 @@ TEST_CASE("trusted identity headers count only from a trusted proxy", "[identity
   };
   CHECK(ok(from("127.0.0.1")).user_key == "acme:alice");
   CHECK(ok(from("::1")).tenant_key == "acme");
-  CHECK(refused(from("10.1.2.3")).detail == "FastReAct trusted identity header required");
+  CHECK(refused(from("10.1.2.3")).message == "FastReAct trusted identity header required");
   c.trusted_proxies = {"10.1.2.3"};
   CHECK(ok(from("10.1.2.3")).user_key == "acme:alice");
-  CHECK(refused(from("127.0.0.1")).status() == 401);
+  CHECK(protocol::http_status(refused(from("127.0.0.1")).code) == 401);
 }
 
 TEST_CASE("the Responses gateway admits by the one rule: tokens in either carrier, API keys, and the auth mode", "[identity][hostile]") { // RS-3, AS-3
   auto admit = [](const auth_config& c, std::vector<std::string> tokens, std::map<std::string, std::string> headers) {
     return admit_responses_caller(c, tokens, headers_from_map(headers), now, no_env);
   };
-  auto owner = [](const std::variant<responses_caller, auth_error>& v) {
-    if (auto e = std::get_if<auth_error>(&v))
-      FAIL("refused: " << e->detail);
+  auto owner = [](const std::variant<responses_caller, problem>& v) {
+    if (auto e = std::get_if<problem>(&v))
+      FAIL("refused: " << e->message);
     return std::get<responses_caller>(v).owner;
   };
   auth_config c;
@@ -544,18 +544,18 @@ TEST_CASE("the Responses gateway admits by the one rule: tokens in either carrie
   CHECK(a.rfind("sha256:", 0) == 0);
   CHECK(a != b);
   CHECK(service != a); // the service token is one more owner, not all of them
-  CHECK(std::get<auth_error>(admit(c, {}, {{"authorization", "Bearer key-c"}})).status() == 401);
-  CHECK(std::get<auth_error>(admit(c, {}, {})).detail == "Incorrect API key provided.");
+  CHECK(protocol::http_status(std::get<problem>(admit(c, {}, {{"authorization", "Bearer key-c"}})).code) == 401);
+  CHECK(std::get<problem>(admit(c, {}, {})).message == "Incorrect API key provided.");
   // jwt mode with no token configured: before, the gateway stayed open.
   auto jwt = jwt_config();
-  CHECK(std::get<auth_error>(admit(jwt, {}, {})).status() == 401);
+  CHECK(protocol::http_status(std::get<problem>(admit(jwt, {}, {})).code) == 401);
   auto alice = owner(admit(jwt, {}, {{"authorization", "Bearer " + make_jwt(R"({"sub":"acme:alice"})")}}));
   auto bob = owner(admit(jwt, {}, {{"authorization", "Bearer " + make_jwt(R"({"sub":"acme:bob"})")}}));
   CHECK(alice.rfind("user:", 0) == 0);
   CHECK(alice != bob);
   auth_config trusted;
   trusted.mode = "trusted_headers";
-  CHECK(std::get<auth_error>(admit(trusted, {}, {})).status() == 401);
+  CHECK(protocol::http_status(std::get<problem>(admit(trusted, {}, {})).code) == 401);
   CHECK(owner(admit(trusted, {}, {{"x-fastreact-user-key", "acme:alice"}})).rfind("user:", 0) == 0);
   CHECK(owner(admit(auth_config{}, {}, {})).empty()); // open
 }

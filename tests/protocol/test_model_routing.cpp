@@ -59,11 +59,11 @@ TEST_CASE("the routing order is model.upstreams in order, then the default upstr
 
 TEST_CASE("model_not_found is RS-2's 404 with the exact message and param model", "[routing]") {
   auto e = model_not_found("gpt-9");
-  CHECK(e.status == 404);
+  CHECK(http_status(e.code) == 404);
   CHECK(e.message == "The model 'gpt-9' does not exist.");
   CHECK(e.param == "model");
-  CHECK(e.code == "model_not_found");
-  CHECK(responses::error_json(e)
+  CHECK(e.kind == "model_not_found");
+  CHECK(render_error(dialect::openai, e).body
         == R"({"error":{"message":"The model 'gpt-9' does not exist.","type":"invalid_request_error","param":"model","code":"model_not_found"}})");
 }
 

@@ -11,6 +11,10 @@
 
 namespace json = troupe::protocol::json;
 using namespace troupe::protocol::responses;
+using troupe::problem;
+using troupe::protocol::dialect;
+using troupe::protocol::http_status;
+using troupe::protocol::render_error;
 
 namespace {
 
@@ -22,15 +26,15 @@ json::document parse_doc(const std::string& text) {
 
 request accepted(const std::string& body) {
   auto out = parse_request(body);
-  if (auto e = std::get_if<api_error>(&out))
+  if (auto e = std::get_if<problem>(&out))
     FAIL("rejected: " << e->message);
   return std::get<request>(out);
 }
 
-api_error rejected(const std::string& body) {
+problem rejected(const std::string& body) {
   auto out = parse_request(body);
-  REQUIRE(std::holds_alternative<api_error>(out));
-  return std::get<api_error>(out);
+  REQUIRE(std::holds_alternative<problem>(out));
+  return std::get<problem>(out);
 }
 
 // A body with `field` set to the JSON text `value` next to a valid model and input.
@@ -108,11 +112,11 @@ std::string output_text(const item& it) {
 
 TEST_CASE("a request without model names the missing parameter", "[responses]") { // RS-2
   auto e = rejected(R"({"input":"hi"})");
-  CHECK(e.status == 400);
-  CHECK(e.code == "missing_required_parameter");
+  CHECK(http_status(e.code) == 400);
+  CHECK(e.kind == "missing_required_parameter");
   CHECK(e.param == "model");
   CHECK(e.message == "Missing required parameter: 'model'.");
-  CHECK(error_json(e)
+  CHECK(render_error(dialect::openai, e).body
         == R"({"error":{"message":"Missing required parameter: 'model'.","type":"invalid_request_error","param":"model","code":"missing_required_parameter"}})");
 }
 
@@ -134,9 +138,9 @@ TEST_CASE("max_tool_calls must be an integer of at least 1", "[responses]") { //
        }) {
     CAPTURE(c.value);
     auto e = rejected(with("max_tool_calls", c.value));
-    CHECK(e.status == 400);
+    CHECK(http_status(e.code) == 400);
     CHECK(e.param == "max_tool_calls");
-    CHECK(e.code == c.code);
+    CHECK(e.kind == c.code);
     CHECK(e.message == c.message);
   }
   CHECK(accepted(with("max_tool_calls", "9223372036854775807")).max_tool_calls == INT64_MAX);
@@ -145,18 +149,18 @@ TEST_CASE("max_tool_calls must be an integer of at least 1", "[responses]") { //
 
 TEST_CASE("temperature, top_p and max_output_tokens are bounded with the spec's messages", "[responses]") { // RS-2
   auto t = rejected(with("temperature", "3"));
-  CHECK(t.code == "decimal_above_max_value");
+  CHECK(t.kind == "decimal_above_max_value");
   CHECK(t.param == "temperature");
   CHECK(t.message == "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 3 instead.");
   auto low = rejected(with("temperature", "-0.5"));
-  CHECK(low.code == "decimal_below_min_value");
+  CHECK(low.kind == "decimal_below_min_value");
   CHECK(low.message == "Invalid 'temperature': decimal below minimum value. Expected a value >= 0, but got -0.5 instead.");
   auto p = rejected(with("top_p", "1.5"));
-  CHECK(p.code == "decimal_above_max_value");
+  CHECK(p.kind == "decimal_above_max_value");
   CHECK(p.message == "Invalid 'top_p': decimal above maximum value. Expected a value <= 1, but got 1.5 instead.");
   CHECK(accepted(with("temperature", "2")).temperature == 2.0);
   auto m = rejected(with("max_output_tokens", "15"));
-  CHECK(m.code == "integer_below_min_value");
+  CHECK(m.kind == "integer_below_min_value");
   CHECK(m.param == "max_output_tokens");
   CHECK(m.message
         == "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got 15 instead.");
@@ -165,15 +169,15 @@ TEST_CASE("temperature, top_p and max_output_tokens are bounded with the spec's 
 
 TEST_CASE("previous_response_id and conversation together are mutually exclusive", "[responses]") { // RS-2
   auto e = rejected(R"({"model":"m","input":"hi","previous_response_id":"resp_a","conversation":"conv_b"})");
-  CHECK(e.status == 400);
-  CHECK(e.code == "mutually_exclusive_parameters");
+  CHECK(http_status(e.code) == 400);
+  CHECK(e.kind == "mutually_exclusive_parameters");
   CHECK(e.message == "Only one of 'previous_response_id' or 'conversation' may be provided.");
   CHECK(accepted(R"({"model":"m","conversation":{"id":"conv_b"}})").conversation_id == "conv_b");
 }
 
 TEST_CASE("background needs store", "[responses]") { // RS-2
   auto e = rejected(R"({"model":"m","input":"hi","background":true,"store":false})");
-  CHECK(e.code == "invalid_value");
+  CHECK(e.kind == "invalid_value");
   CHECK(e.param == "background");
   CHECK(e.message == "Background mode requires 'store' to be true.");
   CHECK(accepted(R"({"model":"m","input":"hi","background":true})").background);
@@ -181,7 +185,7 @@ TEST_CASE("background needs store", "[responses]") { // RS-2
 
 TEST_CASE("a tool type the server does not enable is rejected at its index", "[responses]") { // RS-14
   auto e = rejected(with("tools", R"([{"type":"x"}])"));
-  CHECK(e.code == "invalid_value");
+  CHECK(e.kind == "invalid_value");
   CHECK(e.param == "tools[0].type");
   CHECK(e.message == "Tool type 'x' is not enabled on this server.");
   auto second = rejected(with("tools", R"([{"type":"function","name":"f"},{"type":"code_interpreter"}])"));
@@ -191,7 +195,7 @@ TEST_CASE("a tool type the server does not enable is rejected at its index", "[r
 
 TEST_CASE("function tool names are checked: pattern, uniqueness, and never mcp__", "[responses]") { // RS-14
   auto reserved = rejected(with("tools", R"([{"type":"function","name":"mcp__srv__echo"}])"));
-  CHECK(reserved.code == "invalid_value");
+  CHECK(reserved.kind == "invalid_value");
   CHECK(reserved.param == "tools[0].name");
   auto spaced = rejected(with("tools", R"([{"type":"function","name":"has space"}])"));
   CHECK(spaced.param == "tools[0].name");
@@ -212,13 +216,13 @@ TEST_CASE("a request may declare at most 64 MCP servers", "[responses]") { // RS
   CHECK(accepted(with("tools", servers(64))).mcp.size() == 64);
   auto e = rejected(with("tools", servers(65)));
   CHECK(e.param == "tools");
-  CHECK(e.code == "invalid_value");
+  CHECK(e.kind == "invalid_value");
   CHECK(e.message == "A request may declare at most 64 MCP servers; it declares 65.");
 }
 
 TEST_CASE("an input item of an unknown type is rejected at its index", "[responses]") { // RS-14
   auto e = rejected(R"({"model":"m","input":[{"type":"bogus"}]})");
-  CHECK(e.code == "invalid_value");
+  CHECK(e.kind == "invalid_value");
   CHECK(e.param == "input[0].type");
   CHECK(e.message == "Invalid value for 'input[0].type': 'bogus'.");
   auto later = rejected(R"({"model":"m","input":[{"role":"user","content":"a"},{"type":"web_search_call"}]})");
@@ -252,21 +256,21 @@ TEST_CASE("metadata holds at most 16 keys of at most 64 characters with string v
     return body + "}";
   };
   auto e = rejected(with("metadata", keys(17)));
-  CHECK(e.status == 400);
+  CHECK(http_status(e.code) == 400);
   CHECK(e.param == "metadata");
   CHECK(accepted(with("metadata", keys(16))).metadata == keys(16));
-  CHECK(rejected(with("metadata", "{\"" + std::string(65, 'k') + "\":\"v\"}")).status == 400);
-  CHECK(rejected(with("metadata", "{\"k\":\"" + std::string(513, 'v') + "\"}")).status == 400);
-  CHECK(rejected(with("metadata", R"({"k":1})")).code == "invalid_type");
+  CHECK(rejected(with("metadata", "{\"" + std::string(65, 'k') + "\":\"v\"}")).code == troupe::errc::bad_request);
+  CHECK(rejected(with("metadata", "{\"k\":\"" + std::string(513, 'v') + "\"}")).code == troupe::errc::bad_request);
+  CHECK(rejected(with("metadata", R"({"k":1})")).kind == "invalid_type");
 }
 
 TEST_CASE("truncation, include and context_management accept only their listed values", "[responses]") { // RS-2, RS-14
-  CHECK(rejected(with("truncation", "\"sometimes\"")).code == "invalid_value");
+  CHECK(rejected(with("truncation", "\"sometimes\"")).kind == "invalid_value");
   auto inc = rejected(with("include", R"(["message.output_text.logprobs","output.secrets"])"));
   CHECK(inc.param == "include[1]");
   auto cm = accepted(with("context_management", R"([{"type":"compaction"}])"));
   CHECK(cm.compact_threshold == 100000);
-  CHECK(rejected(with("context_management", R"([{"type":"truncate"}])")).code == "invalid_value");
+  CHECK(rejected(with("context_management", R"([{"type":"truncate"}])")).kind == "invalid_value");
 }
 
 // ---- 10. pairing and approval checks ----
@@ -275,9 +279,9 @@ TEST_CASE("history checks name the unanswered call, the orphan output and the du
   // RS-28
   auto unanswered = check_history({message("user", "hi"), function_call("call_1")}, {}, {});
   REQUIRE(unanswered);
-  CHECK(unanswered->status == 400);
+  CHECK(unanswered->code == troupe::errc::bad_request);
   CHECK(unanswered->param == "input");
-  CHECK(unanswered->code.empty());
+  CHECK(unanswered->kind.empty());
   CHECK(unanswered->message == "No tool output found for function call call_1.");
 
   auto orphan = check_history({message("user", "hi")}, {function_output("call_9", "x")}, {});
@@ -309,7 +313,7 @@ TEST_CASE("approval responses must answer a known, unanswered request of a decla
 
   auto undeclared = check_history({approval_request("mcpr_1")}, {approval_response("mcpr_1", true)}, {declared("other")});
   REQUIRE(undeclared);
-  CHECK(undeclared->code == "invalid_value");
+  CHECK(undeclared->kind == "invalid_value");
   CHECK(undeclared->param == "input");
 
   CHECK_FALSE(check_history({approval_request("mcpr_1")}, {approval_response("mcpr_1", true)}, {declared("srv")}));

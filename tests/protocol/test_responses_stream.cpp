@@ -634,7 +634,7 @@ TEST_CASE("a second finish or any event after the round finished is rejected", "
   CHECK_FALSE(s.feed(text));
   CHECK(s.failure().find("ended") != std::string::npos);
   s.terminal("response.completed", response_object(s.output(), "completed"));
-  s.error({500, "late", {}, {}});
+  s.error({troupe::errc::internal, "late", {}, {}});
   CHECK(s.next_sequence() == before);
   CHECK_RS37(s.take_events());
 }
@@ -1475,7 +1475,7 @@ TEST_CASE("a non-streamed Responses body yields the events a stream would have",
 TEST_CASE("an error event carries the same values flat and nested and ends the stream", "[responses]") { // RS-40
   response_stream s(nullptr, -1);
   begin(s);
-  s.error({500, "The store is unavailable.", {}, "server_error"});
+  s.error({troupe::errc::internal, "The store is unavailable.", {}, "server_error"});
   auto events = s.take_events();
   REQUIRE(events.size() == 3);
   CHECK(events[2].json
