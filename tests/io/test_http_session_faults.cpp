@@ -99,81 +99,79 @@ std::size_t operations_done(beast::test::fail_count& fc, std::size_t fail_at) {
   return fail_at - calls;
 }
 
-// Plays `request` to a session over a test stream whose reads come `read_size` bytes at a time and
-// whose `fail_at`-th operation fails, the client closing its side after the request.
-outcome serve_http(const std::string& request, std::size_t fail_at) {
-  outcome out;
+// One connection: the server's end, whose `fail_at`-th operation fails, and the client's end.
+struct connection {
+  std::size_t fail_at;
   net::io_context ioc;
-  beast::test::fail_count fc(fail_at);
-  beast::test::stream server(ioc, fc);
-  beast::test::stream client(ioc);
-  client.connect(server);
-  server.read_size(48); // more reads than one: the head, the body and their pieces each count
-  net::write(client, net::buffer(request));
-  client.close(); // the session reads end-of-stream once the request is consumed
-  {
-    io::test_stream_sessions sessions(options(), routes(out.log));
-    try {
-      sessions.serve(std::move(server));
-      ioc.run_for(std::chrono::seconds(10));
-    } catch (...) {
-      out.threw = true;
+  beast::test::fail_count fc{fail_at};
+  beast::test::stream server{ioc, fc};
+  beast::test::stream client{ioc};
+
+  explicit connection(std::size_t n) : fail_at(n) { client.connect(server); }
+
+  // Serves the server's end, `start` starting the client's side, until nothing is left to do (10 s at
+  // most), and says how the session ended.
+  outcome serve(const std::function<void()>& start) {
+    outcome out;
+    {
+      io::test_stream_sessions sessions(options(), routes(out.log));
+      try {
+        sessions.serve(std::move(server));
+        start();
+        ioc.run_for(std::chrono::seconds(10));
+      } catch (...) {
+        out.threw = true;
+      }
+      out.finished = ioc.stopped();
+      out.open_exchanges = sessions.open_exchanges();
+      out.open_connections = sessions.open_connections();
     }
-    out.finished = ioc.stopped();
-    out.open_exchanges = sessions.open_exchanges();
-    out.open_connections = sessions.open_connections();
+    if (fail_at == never)
+      out.operations = operations_done(fc, fail_at);
+    return out;
   }
-  if (fail_at == never)
-    out.operations = operations_done(fc, fail_at);
-  out.received = std::string(client.str());
+};
+
+// Plays `request` to a session whose reads come 48 bytes at a time, the client closing its side after
+// the request.
+outcome serve_http(const std::string& request, std::size_t fail_at) {
+  connection c(fail_at);
+  c.server.read_size(48); // more reads than one: the head, the body and their pieces each count
+  net::write(c.client, net::buffer(request));
+  c.client.close(); // the session reads end-of-stream once the request is consumed
+  auto out = c.serve([] {});
+  out.received = std::string(c.client.str());
   return out;
 }
 
-// The WebSocket client's side: handshake, send "ping", read until the connection ends.
+// The WebSocket client's side: handshake, read "hello", send "ping", read its echo, close.
 outcome serve_websocket(std::size_t fail_at, std::string* messages) {
-  outcome out;
-  net::io_context ioc;
-  beast::test::fail_count fc(fail_at);
-  beast::test::stream server(ioc, fc);
-  beast::test::stream client(ioc);
-  client.connect(server);
-  beast_ws::stream<beast::test::stream&> ws(client);
+  static const std::string ping = "ping";
+  connection c(fail_at);
+  beast_ws::stream<beast::test::stream&> ws(c.client);
   beast::flat_buffer buffer;
   std::function<void()> read_next = [&] {
     ws.async_read(buffer, [&](beast::error_code ec, std::size_t) {
       if (ec)
-        return client.close();
+        return c.client.close();
       *messages += beast::buffers_to_string(buffer.data()) + ";";
       buffer.consume(buffer.size());
       if (*messages == "hello;")
-        return ws.async_write(net::buffer(std::string("ping")), [&](beast::error_code wec, std::size_t) {
+        return ws.async_write(net::buffer(ping), [&](beast::error_code wec, std::size_t) {
           if (wec)
-            return client.close();
+            return c.client.close();
           read_next();
         });
-      ws.async_close(beast_ws::close_code::normal, [&](beast::error_code) { client.close(); });
+      ws.async_close(beast_ws::close_code::normal, [&](beast::error_code) { c.client.close(); });
     });
   };
-  {
-    io::test_stream_sessions sessions(options(), routes(out.log));
-    try {
-      sessions.serve(std::move(server));
-      ws.async_handshake("127.0.0.1", "/ws", [&](beast::error_code ec) {
-        if (ec)
-          return client.close();
-        read_next();
-      });
-      ioc.run_for(std::chrono::seconds(10));
-    } catch (...) {
-      out.threw = true;
-    }
-    out.finished = ioc.stopped();
-    out.open_exchanges = sessions.open_exchanges();
-    out.open_connections = sessions.open_connections();
-  }
-  if (fail_at == never)
-    out.operations = operations_done(fc, fail_at);
-  return out;
+  return c.serve([&] {
+    ws.async_handshake("127.0.0.1", "/ws", [&](beast::error_code ec) {
+      if (ec)
+        return c.client.close();
+      read_next();
+    });
+  });
 }
 
 void ended_cleanly(const outcome& o) {
