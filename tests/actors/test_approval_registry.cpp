@@ -3,6 +3,7 @@
 // tests/io/test_approval_registry.cpp covers the restart over the real SQLite store.
 #include "actors/approval_registry.hpp"
 #include "actors/errors.hpp"
+#include "fake_approval_store.hpp"
 #include "protocol/timestamp.hpp"
 
 #include <caf/all.hpp>
@@ -15,84 +16,17 @@
 using namespace troupe;
 using namespace std::chrono_literals;
 using protocol::approval_record;
+using troupe::testing::fake_approval_store;
+using troupe::testing::store_contents;
 
 namespace {
-
-// What the fake store holds: approvals by id, run statuses by id, and whether saves fail.
-struct store_contents {
-  std::mutex mu;
-  std::map<std::string, approval_record> approvals;
-  std::map<std::string, std::string> run_status; // a run missing here is not found
-  int saves = 0;
-  bool fail_saves = false;
-
-  approval_record get(const std::string& id) {
-    std::lock_guard<std::mutex> lock(mu);
-    return approvals.at(id);
-  }
-  int save_count() {
-    std::lock_guard<std::mutex> lock(mu);
-    return saves;
-  }
-  void put(const approval_record& r) {
-    std::lock_guard<std::mutex> lock(mu);
-    approvals[r.request_id] = r;
-  }
-  void failing(bool fail) {
-    std::lock_guard<std::mutex> lock(mu);
-    fail_saves = fail;
-  }
-};
-
-// The store messages the registry sends, answered from `db`.
-caf::behavior fake_store(caf::event_based_actor*, std::shared_ptr<store_contents> db) {
-  return {
-    [=](save_approval_atom, const approval_record& r) -> caf::result<approval_record> {
-      std::lock_guard<std::mutex> lock(db->mu);
-      if (db->fail_saves)
-        return make_error(errc::internal, "disk I/O error");
-      ++db->saves;
-      db->approvals[r.request_id] = r;
-      return r;
-    },
-    [=](get_approval_atom, const std::string& id) -> caf::result<approval_record> {
-      std::lock_guard<std::mutex> lock(db->mu);
-      auto it = db->approvals.find(id);
-      if (it == db->approvals.end())
-        return make_error(errc::not_found, "Approval request not found");
-      return it->second;
-    },
-    [=](list_approvals_atom, const protocol::approval_query& q) -> approval_list {
-      std::lock_guard<std::mutex> lock(db->mu);
-      approval_list out;
-      for (auto& [id, r] : db->approvals) {
-        bool match = true;
-        for (auto& [field, value] : q.filters)
-          match = match && ((field == "status" && r.status == value) || (field == "run_id" && r.run_id == value));
-        if (match)
-          out.page.push_back(r);
-      }
-      return out;
-    },
-    [=](get_run_atom, const std::string& run_id) -> caf::result<run_record> {
-      std::lock_guard<std::mutex> lock(db->mu);
-      auto it = db->run_status.find(run_id);
-      if (it == db->run_status.end())
-        return make_error(errc::not_found, "Run not found");
-      run_record r;
-      r.run_id = run_id;
-      r.status = it->second;
-      return r;
-    },
-  };
-}
 
 struct fixture {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   std::shared_ptr<store_contents> db = std::make_shared<store_contents>();
-  caf::actor store = sys.spawn(fake_store, db);
+  caf::actor store = sys.spawn(fake_approval_store, db);
   approval_registry_actor registry;
 
   ~fixture() {
@@ -277,34 +211,26 @@ TEST_CASE_METHOD(fixture, "waiting on an approval that is already resolved answe
   CHECK(w->status == "denied");
 }
 
-TEST_CASE_METHOD(fixture, "a run that ends has its pending approvals denied run_terminated and its waiter woken, "
-                          "other runs' approvals stay pending",
-                 "[approvals]") { // AS-81
+TEST_CASE_METHOD(fixture, "a run that ends has its pending approvals denied with its end's reason and its waiter "
+                          "woken, other runs' approvals stay pending",
+                 "[approvals]") { // AS-52, AS-81
+  auto reason = GENERATE(as<std::string>{}, "run_terminated", "run_cancelled");
   start();
   auto first = open(call("r1", R"({"command":"a"})"));
   auto second = open(call("r1", R"({"command":"b"})"));
   auto other = open(call("r2"));
   waiter(first.request_id);
-  self->send(registry, run_ended_atom::value, std::string("r1"), std::string("run_terminated"));
+  self->send(registry, run_ended_atom::value, std::string("r1"), reason);
   auto w = woken();
   REQUIRE(w);
   CHECK(w->status == "denied");
-  CHECK(w->resolution_reason == "run_terminated");
+  CHECK(w->approved == std::optional<bool>(false));
+  CHECK(w->resolution_reason == reason);
   CHECK_FALSE(resolve(second.request_id, true)); // denied too, so no longer resolvable
-  CHECK(db->get(second.request_id).resolution_reason == "run_terminated");
+  CHECK(db->get(second.request_id).resolution_reason == reason);
   auto approved = resolve(other.request_id, true);
   REQUIRE(approved);
   CHECK(approved->status == "approved");
-}
-
-TEST_CASE_METHOD(fixture, "a cancelled run's pending approvals are denied run_cancelled", "[approvals]") { // AS-52, AS-81
-  start();
-  auto r = open(call());
-  waiter(r.request_id);
-  self->send(registry, run_ended_atom::value, std::string("r1"), std::string("run_cancelled"));
-  auto w = woken();
-  REQUIRE(w);
-  CHECK(w->resolution_reason == "run_cancelled");
 }
 
 TEST_CASE_METHOD(fixture, "a retried attempt asking for the same call with canonically equal arguments gets the "
