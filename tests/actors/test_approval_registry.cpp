@@ -88,13 +88,14 @@ struct fixture {
   // Returns once the await is in the registry's mailbox, so anything this test sends later is
   // handled after it.
   void waiter(const std::string& id) {
-    caf::actor me = caf::actor_cast<caf::actor>(self);
-    auto reg = registry;
-    sys.spawn([=](caf::event_based_actor* a) {
-      a->request(reg, caf::infinite, await_atom::value, id)
-        .then([=](approval_record& r) { a->send(me, r); }, [=](caf::error& err) { a->send(me, err); });
-      a->send(me, await_atom::value);
-    });
+    // The state goes in as arguments: CAF 0.17 spawning a function without any trips UBSan.
+    sys.spawn(
+      [](caf::event_based_actor* a, approval_registry_actor reg, std::string approval, caf::actor me) {
+        a->request(reg, caf::infinite, await_atom::value, approval)
+          .then([=](approval_record& r) { a->send(me, r); }, [=](caf::error& err) { a->send(me, err); });
+        a->send(me, await_atom::value);
+      },
+      registry, id, caf::actor_cast<caf::actor>(self));
     self->receive([](await_atom) {}, caf::after(10s) >> [] { FAIL("the waiter did not start within 10 s"); });
   }
 
