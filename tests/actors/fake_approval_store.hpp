@@ -7,6 +7,8 @@
 
 #include <caf/all.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,7 +22,15 @@ struct store_contents {
   std::map<std::string, protocol::approval_record> approvals;
   std::map<std::string, std::string> run_status; // a run missing here is not found
   int saves = 0;
+  int failed_saves = 0;
   bool fail_saves = false;
+  std::condition_variable saved; // each save, stored or failed
+
+  // Waits (10 s at most) until `n` saves have failed.
+  bool wait_failed_saves(int n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return saved.wait_for(lock, std::chrono::seconds(10), [&] { return failed_saves >= n; });
+  }
 
   protocol::approval_record get(const std::string& id) {
     std::lock_guard<std::mutex> lock(mu);
@@ -45,8 +55,11 @@ inline caf::behavior fake_approval_store(caf::event_based_actor*, std::shared_pt
   return {
     [=](save_approval_atom, const protocol::approval_record& r) -> caf::result<protocol::approval_record> {
       std::lock_guard<std::mutex> lock(db->mu);
-      if (db->fail_saves)
+      db->saved.notify_all();
+      if (db->fail_saves) {
+        ++db->failed_saves;
         return make_error(errc::internal, "disk I/O error");
+      }
       ++db->saves;
       db->approvals[r.request_id] = r;
       return r;

@@ -306,17 +306,42 @@ TEST_CASE_METHOD(fixture, "a store that cannot save an approval fails the open, 
   CHECK(db->save_count() == 1);
 }
 
-TEST_CASE_METHOD(fixture, "a store that cannot save a resolution answers the resolver and the waiting run with "
-                          "its error",
-                 "[approvals]") { // AS-81: nobody hears of a transition that is not durable
+TEST_CASE_METHOD(fixture, "a resolution the store cannot save did not happen: the resolver hears the error, the "
+                          "approval stays pending and resolvable, and the run keeps waiting",
+                 "[approvals]") { // AS-42, AS-81: a transition is durable before anyone acts on it
   start();
   auto r = open(call());
   waiter(r.request_id);
   db->failing(true);
-  auto resolved = resolve(r.request_id, true);
-  REQUIRE_FALSE(resolved);
-  CHECK(message_of(resolved.error()) == "disk I/O error");
-  auto w = woken();
-  REQUIRE_FALSE(w);
+  auto failed = resolve(r.request_id, true);
+  REQUIRE_FALSE(failed);
+  CHECK(message_of(failed.error()) == "disk I/O error");
   CHECK(db->get(r.request_id).status == "pending");
+  db->failing(false);
+  // A retried attempt of the run still finds the same approval (AS-81) ...
+  CHECK(open(call()).request_id == r.request_id);
+  // ... and the resolver's retry goes through and wakes the run, which had not been told anything.
+  auto resolved = resolve(r.request_id, false, "second try");
+  REQUIRE(resolved);
+  auto w = woken();
+  REQUIRE(w);
+  CHECK(w->status == "denied");
+  CHECK(w->resolution_reason == "second try");
+}
+
+TEST_CASE_METHOD(fixture, "an expiry the store cannot save is tried again until it is stored",
+                 "[approvals]") { // AS-43, AS-81
+  start();
+  auto opened = open(call("r1", "{}", 0.05));
+  db->failing(true);
+  waiter(opened.request_id);
+  REQUIRE(db->wait_failed_saves(2)); // the expiry, and its second try
+  self->receive([](approval_record&) { FAIL("woken by an expiry that was not stored"); },
+                [](caf::error&) { FAIL("woken by the store's error"); }, caf::after(std::chrono::milliseconds(0)) >> [] {});
+  CHECK(db->get(opened.request_id).status == "pending");
+  db->failing(false);
+  auto w = woken();
+  REQUIRE(w);
+  CHECK(w->status == "expired");
+  CHECK(db->get(opened.request_id).status == "expired");
 }
