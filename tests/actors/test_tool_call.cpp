@@ -202,6 +202,22 @@ TEST_CASE_METHOD(fixture, "a port that answers after the cancel gets no result d
   CHECK(port->cancels() == 1);
 }
 
+TEST_CASE_METHOD(fixture, "a port that gives a call up on its own still answers the run, with the port's words",
+                 "[tool_call]") { // AS-44
+  // A port that stops (the built-in tools' executor shutting down) completes its calls cancelled
+  // although the call asked for nothing: the run must still hear of it, or it waits forever.
+  auto port = std::make_shared<held_tools>();
+  spawn(port, 0); // no timeout to fall back on
+  REQUIRE(port->wait_started());
+  port->answer({"[ERROR] Tool call cancelled", true});
+  auto r = answer();
+  REQUIRE(r);
+  CHECK(r->outcome.output == "[ERROR] Tool call cancelled");
+  CHECK_FALSE(r->timed_out);
+  CHECK_FALSE(ended());
+  CHECK(port->cancels() == 0);
+}
+
 TEST_CASE_METHOD(fixture, "a call whose run goes down is cancelled at the port without an answer",
                  "[tool_call]") { // AS-52
   // A run that hands on whatever answer it gets; once it is dead, nothing reaches it.
