@@ -59,6 +59,7 @@ void settle(registry_pointer self, const std::string& id, const std::string& sta
   auto it = self->state.pending.find(id);
   auto entry = std::move(it->second);
   self->state.pending.erase(it);
+  auto before = entry.record;
   auto& r = entry.record;
   r.status = status;
   r.approved = status == "approved";
@@ -72,11 +73,15 @@ void settle(registry_pointer self, const std::string& id, const std::string& sta
         if (requester)
           requester->deliver(stored);
       },
-      [entry, requester](caf::error& err) mutable {
-        for (auto& w : entry.waiters)
-          w.deliver(err);
+      // A transition the store did not keep did not happen (AS-81): the approval is pending again, its
+      // waiters wait on, and only a resolver hears why. An expiry is tried again a moment later.
+      [self, entry, before, requester, status](caf::error& err) mutable {
+        spdlog::error("approvals: {} could not be stored {}: {}", before.request_id, status, message_of(err));
         if (requester)
           requester->deliver(err);
+        self->state.pending.emplace(before.request_id, pending_approval{before, std::move(entry.waiters)});
+        if (status == "expired")
+          self->delayed_send(self, std::chrono::seconds(1), expire_atom::value, before.request_id);
       });
 }
 

@@ -46,11 +46,9 @@ tool_call_actor::behavior_type tool_call_behavior(tool_call_actor::stateful_poin
                        timeout_atom::value);
   return {
     [=](cancel_atom) { stop(); },
-    [=](tool_done_atom, tool_outcome& outcome) {
-      if (outcome.cancelled)
-        return; // only a cancel or a timeout cancels, and both have already answered
-      finish(std::move(outcome), false);
-    },
+    // A cancel or a timeout of ours has already ended this actor, so a cancelled outcome that still
+    // arrives is the port giving the call up on its own (it is shutting down): the run hears its words.
+    [=](tool_done_atom, tool_outcome& outcome) { finish(std::move(outcome), false); },
     [=](timeout_atom) {
       if (self->state.handle)
         self->state.handle->cancel();

@@ -1,4 +1,5 @@
 #include "io/http_server.hpp"
+#include "io/http_test_stream.hpp"
 
 #include "protocol/errors.hpp"
 #include "protocol/query_string.hpp"
@@ -29,6 +30,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 
 namespace troupe::io {
@@ -182,6 +184,21 @@ void async_teardown(beast::role_type role, ws_transport& stream, TeardownHandler
   teardown_op<typename std::decay<TeardownHandler>::type>(std::forward<TeardownHandler>(handler), stream, role);
 }
 
+// A session's stream: an accepted TCP connection, or Beast's test stream, over which tests fail each
+// read and write in turn (io/http_test_stream.hpp). Timeouts, the peer's address, shutting one direction
+// and the readiness watch are TCP's; over the test stream they do nothing, and a shutdown closes.
+using tcp_transport = beast::tcp_stream;
+using test_transport = beast::test::stream;
+
+template <class Stream>
+constexpr bool is_tcp = std::is_same_v<Stream, tcp_transport>;
+
+// What a session hands to the WebSocket it becomes, and the stream under that WebSocket.
+template <class Stream>
+using handoff = std::conditional_t<is_tcp<Stream>, tcp::socket, Stream>;
+template <class Stream>
+using ws_layer = std::conditional_t<is_tcp<Stream>, ws_transport, Stream>;
+
 } // namespace
 
 // Anything stop() has to end: an HTTP session, or a WebSocket upgraded from one.
@@ -237,11 +254,12 @@ socket_slot take_slot(const std::shared_ptr<server_state>& state) {
   return socket_slot(nullptr, [state](void*) { --state->open_sockets; });
 }
 
-class session;
-
 // A WebSocket after the upgrade: it owns the TCP stream the HTTP session gave up, reads messages for the
 // route and writes its bounded outbox one frame at a time, all on the connection's strand.
-class websocket_session : public websocket, public connection, public std::enable_shared_from_this<websocket_session> {
+template <class Stream>
+class websocket_session : public websocket,
+                          public connection,
+                          public std::enable_shared_from_this<websocket_session<Stream>> {
 public:
   websocket_session(net::any_io_executor strand, std::shared_ptr<server_state> state, std::size_t outbox_frames)
     : strand_(std::move(strand)), state_(std::move(state)), outbox_frames_(outbox_frames) {}
@@ -254,7 +272,7 @@ public:
   }
 
   void start(websocket_handlers handlers) override {
-    net::post(strand_, [self = shared_from_this(), h = std::move(handlers)]() mutable {
+    net::post(strand_, [self = this->shared_from_this(), h = std::move(handlers)]() mutable {
       if (self->started_)
         return;
       self->started_ = true;
@@ -274,7 +292,7 @@ public:
       --queued_;
       return false;
     }
-    net::post(strand_, [self = shared_from_this(), t = std::move(text)]() mutable {
+    net::post(strand_, [self = this->shared_from_this(), t = std::move(text)]() mutable {
       if (self->ended_ || self->close_sent_) {
         --self->queued_;
         return;
@@ -289,7 +307,7 @@ public:
     closing_ = true;
     if (close_called_.exchange(true))
       return;
-    net::post(strand_, [self = shared_from_this(), code, r = cut_reason(std::move(reason))]() mutable {
+    net::post(strand_, [self = this->shared_from_this(), code, r = cut_reason(std::move(reason))]() mutable {
       if (self->ended_)
         return;
       self->close_reason_.emplace(static_cast<beast_ws::close_code>(code), beast::string_view(r));
@@ -300,17 +318,17 @@ public:
   std::size_t queued() const override { return queued_.load(); }
 
   void close_now() override {
-    net::post(strand_, [self = shared_from_this()] { self->end(); });
+    net::post(strand_, [self = this->shared_from_this()] { self->end(); });
   }
 
   // On the strand: takes over the HTTP session's socket and answers the upgrade request. The open
   // exchange the session counted is this WebSocket's from now on.
-  void accept(tcp::socket socket, socket_slot slot, const http::request<http::string_body>& request,
+  void accept(handoff<Stream> stream, socket_slot slot, const http::request<http::string_body>& request,
               const std::string& subprotocol) {
-    ws_.emplace(std::move(socket));
+    ws_.emplace(std::move(stream));
     slot_ = std::move(slot);
     counted_ = true;
-    if (!state_->track(shared_from_this())) {
+    if (!state_->track(this->shared_from_this())) {
       end();
       return;
     }
@@ -321,7 +339,7 @@ public:
         res.set(http::field::sec_websocket_protocol, subprotocol);
     }));
     ws_->read_message_max(max_message_bytes);
-    ws_->async_accept(request, [self = shared_from_this()](beast::error_code ec) {
+    ws_->async_accept(request, [self = this->shared_from_this()](beast::error_code ec) {
       if (ec) {
         self->end();
         return;
@@ -344,7 +362,7 @@ private:
     if (!started_ || !accepted_ || reading_ || ended_ || close_reason_)
       return;
     reading_ = true;
-    ws_->async_read(read_buffer_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    ws_->async_read(read_buffer_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
       self->reading_ = false;
       if (ec) {
         self->end();
@@ -375,7 +393,7 @@ private:
     if (!outbox_.empty()) {
       writing_ = true;
       ws_->text(true);
-      ws_->async_write(net::buffer(outbox_.front()), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      ws_->async_write(net::buffer(outbox_.front()), [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
         self->writing_ = false;
         if (ec || self->ended_) {
           self->end();
@@ -392,7 +410,7 @@ private:
       writing_ = true;
       // Beast reads (and drops) up to the client's answering close frame, then ends the connection through
       // the async_teardown above.
-      ws_->async_close(*close_reason_, [self = shared_from_this()](beast::error_code) {
+      ws_->async_close(*close_reason_, [self = this->shared_from_this()](beast::error_code) {
         self->writing_ = false;
         self->end();
       });
@@ -437,7 +455,7 @@ private:
   std::shared_ptr<server_state> state_;
   socket_slot slot_;
   const std::size_t outbox_frames_;
-  std::optional<beast_ws::stream<ws_transport>> ws_;
+  std::optional<beast_ws::stream<ws_layer<Stream>>> ws_;
   beast::flat_buffer read_buffer_;
   websocket_handlers handlers_;
   std::deque<std::string> outbox_;
@@ -455,11 +473,29 @@ private:
   std::atomic<bool> close_called_{false};
 };
 
+// What an exchange asks of its session, whatever stream the session runs over.
+class session_base {
+public:
+  virtual ~session_base() = default;
+  virtual void respond(uint64_t gen, http_response r) = 0;
+  virtual void open_stream(uint64_t gen, header_list headers) = 0;
+  virtual bool send_frame(uint64_t gen, std::string frame, int64_t events) = 0;
+  virtual bool backlogged() const = 0;
+  virtual int64_t queued_events() const = 0;
+  virtual void set_events_written(uint64_t gen, std::function<void()> written) = 0;
+  virtual void finish_stream(uint64_t gen) = 0;
+  virtual void set_disconnect(uint64_t gen, std::function<void()> cb) = 0;
+  // Hands the connection to a new WebSocket, which answers the upgrade request. Not `first` (the
+  // exchange was answered already): the WebSocket returned has ended.
+  virtual std::shared_ptr<websocket> upgrade(uint64_t gen, std::string subprotocol, std::size_t outbox_frames,
+                                             bool first) = 0;
+};
+
 // The handler's view of one request: forwards to the session's strand, tagged with the request's
 // generation so that a late answer can never reach the connection's next request.
 class exchange_impl : public http_exchange, public event_stream, public std::enable_shared_from_this<exchange_impl> {
 public:
-  exchange_impl(std::shared_ptr<session> s, uint64_t gen, bool upgradable)
+  exchange_impl(std::shared_ptr<session_base> s, uint64_t gen, bool upgradable)
     : session_(std::move(s)), gen_(gen), upgradable_(upgradable) {}
   void respond(http_response response) override;
   std::shared_ptr<event_stream> open_event_stream(header_list headers) override;
@@ -476,38 +512,45 @@ public:
   bool responded() const { return responded_.load(); }
 
 private:
-  std::shared_ptr<session> session_;
+  std::shared_ptr<session_base> session_;
   uint64_t gen_;
   bool upgradable_; // a WebSocket upgrade request, known when the request was read
   std::atomic<bool> answered_{false};
   std::atomic<bool> responded_{false};
 };
 
-class session : public connection, public std::enable_shared_from_this<session> {
+template <class Stream>
+class session : public connection, public session_base, public std::enable_shared_from_this<session<Stream>> {
 public:
-  session(tcp::socket&& socket, std::shared_ptr<server_state> state, socket_slot slot)
-    : stream_(std::move(socket)), state_(std::move(state)), slot_(std::move(slot)),
+  template <class Accepted>
+  session(Accepted&& accepted, std::shared_ptr<server_state> state, socket_slot slot)
+    : stream_(std::forward<Accepted>(accepted)), state_(std::move(state)), slot_(std::move(slot)),
       heartbeat_(stream_.get_executor()) {
-    beast::error_code ec;
-    auto remote = stream_.socket().remote_endpoint(ec);
-    if (!ec)
-      peer_ = remote.address().to_string();
+    if constexpr (is_tcp<Stream>) {
+      beast::error_code ec;
+      auto remote = stream_.socket().remote_endpoint(ec);
+      if (!ec)
+        peer_ = remote.address().to_string();
+    }
   }
 
   void run() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->do_read(); });
   }
 
   void close_now() override {
-    net::post(stream_.get_executor(), [self = shared_from_this()] { self->shutdown_now(); });
+    net::post(stream_.get_executor(), [self = this->shared_from_this()] { self->shutdown_now(); });
   }
 
-  net::any_io_executor executor() { return stream_.get_executor(); }
-  std::shared_ptr<server_state> state() const { return state_; }
-
-  // Hands the connection to `ws`, which answers the upgrade request; this session is then done.
-  void upgrade(uint64_t gen, std::shared_ptr<websocket_session> ws, std::string subprotocol) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), gen, ws = std::move(ws),
+  // Hands the connection to a WebSocket, which answers the upgrade request; this session is then done.
+  std::shared_ptr<websocket> upgrade(uint64_t gen, std::string subprotocol, std::size_t outbox_frames,
+                                     bool first) override {
+    auto ws = std::make_shared<websocket_session<Stream>>(stream_.get_executor(), state_, outbox_frames);
+    if (!first) {
+      ws->abandon(); // answered already: the caller gets a WebSocket that has ended
+      return ws;
+    }
+    net::post(stream_.get_executor(), [self = this->shared_from_this(), gen, ws,
                                        sp = std::move(subprotocol)] {
       if (gen != self->gen_ || self->phase_ != phase::handling || !self->upgrade_request_) {
         ws->abandon();
@@ -522,26 +565,30 @@ public:
       auto request = std::move(*self->upgrade_request_);
       self->upgrade_request_.reset();
       // Cancels the disconnect watch too; its handler finds the session closed.
-      ws->accept(self->stream_.release_socket(), self->slot_, request, sp);
+      if constexpr (is_tcp<Stream>)
+        ws->accept(self->stream_.release_socket(), self->slot_, request, sp);
+      else
+        ws->accept(std::move(self->stream_), self->slot_, request, sp);
     });
+    return ws;
   }
 
   // dispatch: a handler that answers at once, on the session's strand, writes without a second hop.
-  void respond(uint64_t gen, http_response r) {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this(), gen, r = std::move(r)]() mutable {
+  void respond(uint64_t gen, http_response r) override {
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this(), gen, r = std::move(r)]() mutable {
       if (gen == self->gen_ && self->phase_ == phase::handling)
         self->write_response(std::move(r));
     });
   }
 
-  void open_stream(uint64_t gen, header_list headers) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), gen, h = std::move(headers)] {
+  void open_stream(uint64_t gen, header_list headers) override {
+    net::post(stream_.get_executor(), [self = this->shared_from_this(), gen, h = std::move(headers)] {
       if (gen == self->gen_ && self->phase_ == phase::handling)
         self->start_stream(h);
     });
   }
 
-  bool send_frame(uint64_t gen, std::string frame, int64_t events) {
+  bool send_frame(uint64_t gen, std::string frame, int64_t events) override {
     if (closed_.load())
       return false;
     auto size = static_cast<int64_t>(frame.size());
@@ -550,7 +597,7 @@ public:
     // from a producer that paces itself by queued_events(), and a frame into an empty queue is no sign
     // of a slow client: neither is dropped for its size, however large one event is.
     if (events == 0 && before > 0 && before + size > state_->options.max_stream_buffer_bytes) {
-      net::post(stream_.get_executor(), [self = shared_from_this(), gen] {
+      net::post(stream_.get_executor(), [self = this->shared_from_this(), gen] {
         if (gen == self->gen_) {
           spdlog::warn("http: dropping a slow event-stream client (buffer over {} bytes)",
                        self->state_->options.max_stream_buffer_bytes);
@@ -560,7 +607,7 @@ public:
       return false;
     }
     queued_events_ += events;
-    net::post(stream_.get_executor(), [self = shared_from_this(), gen, f = std::move(frame), size, events]() mutable {
+    net::post(stream_.get_executor(), [self = this->shared_from_this(), gen, f = std::move(frame), size, events]() mutable {
       if (gen != self->gen_ || self->phase_ != phase::streaming || self->finishing_) {
         self->queued_bytes_ -= size;
         self->queued_events_ -= events;
@@ -571,18 +618,18 @@ public:
     return true;
   }
 
-  bool backlogged() const { return queued_bytes_.load() * 2 > state_->options.max_stream_buffer_bytes; }
-  int64_t queued_events() const { return queued_events_.load(); }
+  bool backlogged() const override { return queued_bytes_.load() * 2 > state_->options.max_stream_buffer_bytes; }
+  int64_t queued_events() const override { return queued_events_.load(); }
 
-  void set_events_written(uint64_t gen, std::function<void()> written) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), gen, written = std::move(written)]() mutable {
+  void set_events_written(uint64_t gen, std::function<void()> written) override {
+    net::post(stream_.get_executor(), [self = this->shared_from_this(), gen, written = std::move(written)]() mutable {
       if (gen == self->gen_)
         self->events_written_ = std::move(written);
     });
   }
 
-  void finish_stream(uint64_t gen) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), gen] {
+  void finish_stream(uint64_t gen) override {
+    net::post(stream_.get_executor(), [self = this->shared_from_this(), gen] {
       if (gen == self->gen_ && self->phase_ == phase::streaming && !self->finishing_) {
         self->finishing_ = true;
         self->enqueue("0\r\n\r\n", 0);
@@ -590,8 +637,8 @@ public:
     });
   }
 
-  void set_disconnect(uint64_t gen, std::function<void()> cb) {
-    net::post(stream_.get_executor(), [self = shared_from_this(), gen, cb = std::move(cb)]() mutable {
+  void set_disconnect(uint64_t gen, std::function<void()> cb) override {
+    net::post(stream_.get_executor(), [self = this->shared_from_this(), gen, cb = std::move(cb)]() mutable {
       if (gen != self->gen_)
         return;
       if (self->exchange_open_)
@@ -609,9 +656,9 @@ private:
     parser_.emplace();
     parser_->body_limit(static_cast<uint64_t>(state_->options.max_body_bytes));
     parser_->header_limit(64 * 1024);
-    stream_.expires_after(to_ms(state_->options.read_timeout_seconds));
+    expire_after(to_ms(state_->options.read_timeout_seconds));
     http::async_read_header(stream_, buffer_, *parser_,
-                            [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+                            [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
   }
 
   // The head alone decides what needs no body: the edge's checks (Host, Origin, Content-Type), a body
@@ -650,7 +697,7 @@ private:
     // A client waiting to hear that its body is wanted (curl does for larger bodies) hears it now.
     if (has_body && beast::iequals(head_.header("expect"), "100-continue")) {
       static const std::string go_on = "HTTP/1.1 100 Continue\r\n\r\n";
-      return net::async_write(stream_, net::buffer(go_on), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      return net::async_write(stream_, net::buffer(go_on), [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
         if (ec)
           return self->shutdown_now();
         self->read_body();
@@ -661,7 +708,7 @@ private:
 
   void read_body() {
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+                     [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
 
   // Each dialect's own words: AS-1's detail, RS-2's request_too_large.
@@ -716,8 +763,8 @@ private:
     phase_ = phase::handling;
     exchange_open_ = true;
     ++state_->open_exchanges;
-    stream_.expires_never();
-    auto ex = std::make_shared<exchange_impl>(shared_from_this(), gen_, upgradable);
+    expire_never();
+    auto ex = std::make_shared<exchange_impl>(this->shared_from_this(), gen_, upgradable);
     try {
       state_->routes->dispatch(req, ex);
     } catch (const std::exception& e) {
@@ -757,8 +804,8 @@ private:
     res->keep_alive(keep_alive_);
     res->body() = std::move(r.body);
     res->prepare_payload();
-    stream_.expires_after(to_ms(state_->options.read_timeout_seconds));
-    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
+    expire_after(to_ms(state_->options.read_timeout_seconds));
+    http::async_write(stream_, *res, [self = this->shared_from_this(), res](beast::error_code ec, std::size_t) {
       self->end_exchange();
       if (ec)
         self->shutdown_now();
@@ -800,18 +847,18 @@ private:
       if (finishing_)
         stream_done();
       else
-        stream_.expires_never();
+        expire_never();
       return;
     }
     writing_ = true;
-    stream_.expires_after(to_ms(state_->options.read_timeout_seconds));
+    expire_after(to_ms(state_->options.read_timeout_seconds));
     // Everything queued leaves in one gathered write: frames that pile up during a write cost one
     // system call together, not one each.
     std::size_t count = std::min(outbox_.size(), max_gathered_frames);
     gathered_.clear();
     for (std::size_t i = 0; i < count; ++i)
       gathered_.push_back(net::buffer(outbox_[i].bytes));
-    net::async_write(stream_, gathered_, [self = shared_from_this(), count](beast::error_code ec, std::size_t) {
+    net::async_write(stream_, gathered_, [self = this->shared_from_this(), count](beast::error_code ec, std::size_t) {
       if (ec) {
         self->client_gone();
         return;
@@ -832,7 +879,7 @@ private:
   void arm_heartbeat() {
     auto period = to_ms(state_->options.sse_heartbeat_seconds);
     heartbeat_.expires_at(last_frame_ + period);
-    heartbeat_.async_wait([self = shared_from_this(), period](beast::error_code ec) {
+    heartbeat_.async_wait([self = this->shared_from_this(), period](beast::error_code ec) {
       if (ec || self->phase_ != phase::streaming || self->finishing_)
         return;
       if (steady_clock::now() - self->last_frame_ >= period)
@@ -860,20 +907,18 @@ private:
     closed_ = true;
     draining_ = true;
     heartbeat_.cancel();
-    beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-    stream_.expires_after(drain_deadline);
+    shut_sending();
+    expire_after(drain_deadline);
     drained_ = 0;
     drain_next();
   }
 
   void drain_next() {
     buffer_.consume(buffer_.size());
-    stream_.async_read_some(buffer_.prepare(16 * 1024), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+    stream_.async_read_some(buffer_.prepare(16 * 1024), [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
       self->drained_ += n;
       if (ec || self->drained_ > drain_max_bytes) {
-        beast::error_code ignored;
-        self->stream_.socket().close(ignored);
+        self->close_stream();
         return;
       }
       self->drain_next();
@@ -886,10 +931,15 @@ private:
   // probed at once (an SSE comment on a stream, else an interim `102 Processing`, which HTTP/1.1
   // clients skip), and its socket is checked for that reset until the answer is done.
   void start_watch() {
+    if constexpr (is_tcp<Stream>)
+      watch_readable();
+  }
+
+  void watch_readable() {
     if (watching_ || phase_ == phase::closed)
       return;
     watching_ = true;
-    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+    stream_.socket().async_wait(tcp::socket::wait_read, [self = this->shared_from_this()](beast::error_code ec) {
       self->watching_ = false;
       if (self->resume_after_watch_) {
         self->resume_after_watch_ = false;
@@ -930,7 +980,7 @@ private:
 
   void watch_half_closed() {
     half_closed_check_.expires_after(std::chrono::milliseconds(50));
-    half_closed_check_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    half_closed_check_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
       if (ec || self->phase_ == phase::closed || self->phase_ == phase::reading)
         return;
       // After the client's FIN a read reports end-of-stream even once a reset has come; the
@@ -946,10 +996,12 @@ private:
 
   void resume_reading() {
     phase_ = phase::reading;
-    if (watching_) {
+    if (watching_) { // only ever on TCP
       resume_after_watch_ = true;
-      beast::error_code ec;
-      stream_.socket().cancel(ec);
+      if constexpr (is_tcp<Stream>) {
+        beast::error_code ec;
+        stream_.socket().cancel(ec);
+      }
     } else {
       do_read();
     }
@@ -971,10 +1023,8 @@ private:
 
   void shutdown_now() {
     if (phase_ == phase::closed) {
-      if (draining_) { // stop() ends a drain at once
-        beast::error_code ec;
-        stream_.socket().close(ec);
-      }
+      if (draining_) // stop() ends a drain at once
+        close_stream();
       return;
     }
     phase_ = phase::closed;
@@ -987,9 +1037,41 @@ private:
       if (cb)
         cb();
     }
-    beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.socket().close(ec);
+    if constexpr (is_tcp<Stream>) {
+      beast::error_code ec;
+      stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    }
+    close_stream();
+  }
+
+  template <class Duration>
+  void expire_after(Duration d) {
+    if constexpr (is_tcp<Stream>)
+      stream_.expires_after(d);
+  }
+
+  void expire_never() {
+    if constexpr (is_tcp<Stream>)
+      stream_.expires_never();
+  }
+
+  // The test stream has no half-close: closing it is what the peer sees as the end of what we send.
+  void shut_sending() {
+    if constexpr (is_tcp<Stream>) {
+      beast::error_code ec;
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    } else {
+      stream_.close();
+    }
+  }
+
+  void close_stream() {
+    if constexpr (is_tcp<Stream>) {
+      beast::error_code ec;
+      stream_.socket().close(ec);
+    } else {
+      stream_.close();
+    }
   }
 
   struct queued {
@@ -998,7 +1080,7 @@ private:
     int64_t events;  // the producer's events in it (queued_events())
   };
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::shared_ptr<server_state> state_;
   socket_slot slot_;
@@ -1049,14 +1131,10 @@ void exchange_impl::on_disconnect(std::function<void()> callback) {
 std::shared_ptr<websocket> exchange_impl::upgrade(std::string subprotocol, std::size_t outbox_frames) {
   if (!upgradable_)
     return nullptr;
-  auto ws = std::make_shared<websocket_session>(session_->executor(), session_->state(), outbox_frames);
-  if (answered_.exchange(true)) {
-    ws->abandon(); // answered already: the caller gets a WebSocket that has ended
-    return ws;
-  }
-  responded_ = true; // the socket is handed over; there is no client to watch here
-  session_->upgrade(gen_, ws, std::move(subprotocol));
-  return ws;
+  bool first = !answered_.exchange(true);
+  if (first)
+    responded_ = true; // the socket is handed over; there is no client to watch here
+  return session_->upgrade(gen_, std::move(subprotocol), outbox_frames, first);
 }
 
 bool exchange_impl::send(std::string frame, int64_t events) {
@@ -1109,7 +1187,7 @@ struct http_server::impl {
       if (state->open_sockets.load() >= state->options.max_connections)
         refuse_connection(std::move(socket));
       else {
-        auto s = std::make_shared<session>(std::move(socket), state, take_slot(state));
+        auto s = std::make_shared<session<tcp_transport>>(std::move(socket), state, take_slot(state));
         if (state->track(s))
           s->run();
       }
@@ -1193,6 +1271,36 @@ void http_server::stop() {
   for (auto& t : impl_->threads)
     t.join();
   impl_->threads.clear();
+}
+
+struct test_stream_sessions::impl {
+  std::shared_ptr<server_state> state = std::make_shared<server_state>();
+};
+
+test_stream_sessions::test_stream_sessions(http_server_options options, std::shared_ptr<const router> routes)
+  : impl_(std::make_unique<impl>()) {
+  impl_->state->options = std::move(options);
+  impl_->state->routes = std::move(routes);
+}
+
+test_stream_sessions::~test_stream_sessions() = default;
+
+void test_stream_sessions::serve(beast::test::stream stream) {
+  auto s = std::make_shared<session<test_transport>>(std::move(stream), impl_->state, take_slot(impl_->state));
+  if (impl_->state->track(s))
+    s->run();
+}
+
+void test_stream_sessions::close_all() {
+  impl_->state->close_all();
+}
+
+int64_t test_stream_sessions::open_exchanges() const {
+  return impl_->state->open_exchanges.load();
+}
+
+int64_t test_stream_sessions::open_connections() const {
+  return impl_->state->open_sockets.load();
 }
 
 } // namespace troupe::io

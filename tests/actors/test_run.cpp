@@ -1,6 +1,8 @@
 // The run actor's loop against fake model and tool ports (AS-13, AS-14, AS-20, AS-22, AS-52, AS-80).
+#include "actors/approval_registry.hpp"
 #include "actors/errors.hpp"
 #include "actors/run_registry.hpp"
+#include "fake_approval_store.hpp"
 #include "fake_ports.hpp"
 #include "protocol/json.hpp"
 
@@ -219,4 +221,110 @@ TEST_CASE_METHOD(fixture, "the registry refuses a second live run with the same 
     .receive([&](run_record& r) { CHECK(r.status == "cancelled"); }, [&](caf::error& err) { FAIL(message_of(err)); });
   collect(self);
   self->send_exit(registry, caf::exit_reason::user_shutdown);
+}
+
+namespace {
+
+// The registry's side of a run's concurrency slot: tells `observer` of each release and acquire (with
+// how many tool calls had started by then) and grants every acquire.
+caf::behavior fake_slots(caf::event_based_actor*, caf::actor observer, std::shared_ptr<fake_tools> tools) {
+  return {
+    [=](release_slot_atom, const std::string& run_id) { caf::anon_send(observer, release_slot_atom::value, run_id); },
+    [=](acquire_slot_atom, const std::string& run_id) {
+      caf::anon_send(observer, acquire_slot_atom::value, run_id, tools->requests().size());
+      return true;
+    },
+  };
+}
+
+// A run whose `echo` calls need approval, from a registry over a fake store.
+struct approval_fixture : fixture {
+  std::shared_ptr<testing::store_contents> db = std::make_shared<testing::store_contents>();
+  caf::actor store = sys.spawn(testing::fake_approval_store, db);
+  caf::scoped_actor self{sys};
+
+  approval_fixture() {
+    env->approvals = spawn_approval_registry(sys, caf::actor_cast<store_actor>(store));
+    env->policy.tool_rules["echo"].action = "require_approval";
+    model->push(fake_model::call("echo", "{}"));
+    model->push(fake_model::text("done"));
+    tools->push({"ran", false});
+  }
+
+  ~approval_fixture() {
+    self->send_exit(env->approvals, caf::exit_reason::user_shutdown);
+    self->send_exit(store, caf::exit_reason::user_shutdown);
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(approval_fixture, "a run waiting on an approval gives its slot back and takes one again before "
+                                   "the approved call runs",
+                 "[run][approvals]") { // AS-46, AS-53
+  auto slots = sys.spawn(fake_slots, caf::actor_cast<caf::actor>(self), tools);
+  auto r = spawn_run(sys, env, spec(), {caf::actor_cast<caf::actor>(self)}, caf::actor_cast<run_slots_actor>(slots));
+  self->send(r, start_atom::value);
+  std::vector<std::string> seen; // slot messages and the events that matter here, in arrival order
+  std::optional<std::size_t> calls_started_before_acquire;
+  run_result result;
+  bool done = false;
+  self->receive_while([&] { return !done; })(
+    [&](event_atom, const protocol::agent_event& e) {
+      if (e.type == "ask_user") {
+        seen.push_back("ask_user");
+        REQUIRE(e.approval_request_id);
+        caf::anon_send(env->approvals, resolve_atom::value, *e.approval_request_id, true, std::string());
+      } else if (e.type == "tool_result") {
+        seen.push_back("tool_result " + e.content);
+      }
+    },
+    [&](release_slot_atom, const std::string& run_id) {
+      CHECK(run_id == "r1");
+      seen.push_back("release");
+    },
+    [&](acquire_slot_atom, const std::string& run_id, std::size_t calls_started) {
+      CHECK(run_id == "r1");
+      calls_started_before_acquire = calls_started;
+      seen.push_back("acquire");
+    },
+    [&](run_end_atom, const run_result& end) {
+      result = end;
+      done = true;
+    },
+    caf::after(std::chrono::seconds(10)) >> [&] {
+      FAIL("the run did not end within 10 s");
+      done = true;
+    });
+  CHECK(result.status == "completed");
+  REQUIRE(std::count(seen.begin(), seen.end(), "release") == 1);
+  REQUIRE(std::count(seen.begin(), seen.end(), "acquire") == 1);
+  auto at = [&](const std::string& what) { return std::find(seen.begin(), seen.end(), what) - seen.begin(); };
+  CHECK(at("release") < at("acquire"));
+  CHECK(at("acquire") < at("tool_result ran"));
+  CHECK(calls_started_before_acquire == std::optional<std::size_t>(0));
+  self->send_exit(slots, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_METHOD(approval_fixture, "cancelling a run that waits on an approval ends it cancelled and denies the "
+                                   "approval run_cancelled",
+                 "[run][approvals]") { // AS-52, AS-81
+  std::string request_id;
+  auto out = run([&](const protocol::agent_event& e, run_actor& r) {
+    if (e.type == "ask_user") {
+      request_id = e.approval_request_id.value_or("");
+      caf::anon_send(r, cancel_atom::value);
+    }
+  });
+  CHECK(out.result.status == "cancelled");
+  REQUIRE_FALSE(request_id.empty());
+  CHECK(tools->requests().empty());
+  // The run told the registry before it announced its end, so the denial is already under way.
+  self->request(env->approvals, std::chrono::seconds(10), await_atom::value, request_id)
+    .receive(
+      [&](protocol::approval_record& r) {
+        CHECK(r.status == "denied");
+        CHECK(r.resolution_reason == "run_cancelled");
+      },
+      [&](caf::error& err) { FAIL(message_of(err)); });
 }
