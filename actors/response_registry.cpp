@@ -171,7 +171,7 @@ void queue_background(registry_pointer self, const std::string& id) {
         bool streaming = admitted.job.req.stream;
         auto sink = streaming ? admitted.open_sink() : nullptr;
         auto run = spawn_run(self, std::move(admitted.job), {}, std::move(sink));
-        admitted.answer.deliver(streaming ? response_answer{true, {}} : response_answer{false, {"queued", snapshot}});
+        admitted.answer.deliver(streaming ? response_answer{true, {}} : response_answer{false, {"queued", snapshot, false, {}}});
         start_background(self, id, run);
       },
       [=](caf::error& err) { refuse(self, id, store_failure(err)); });

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace troupe {
@@ -34,7 +35,10 @@ const char* to_string(errc code);
 // on (OpenAI's `code`, e.g. "previous_response_not_found"). Only the edge turns it into a status and
 // a body (protocol::render_error), per the dialect of the mount.
 struct problem {
-  errc code = errc::internal;
+  problem(errc code = errc::internal, std::string message = {}, std::string param = {}, std::string kind = {})
+    : code(code), message(std::move(message)), param(std::move(param)), kind(std::move(kind)) {}
+
+  errc code;
   std::string message;
   std::string param; // "" = none
   std::string kind;  // "" = none

@@ -99,7 +99,7 @@ auth_config config(const std::string& key, bool require_exp = true) {
   return c;
 }
 
-std::variant<identity, auth_error> verify(const auth_config& c, const std::string& token, int64_t at = now) {
+std::variant<identity, troupe::problem> verify(const auth_config& c, const std::string& token, int64_t at = now) {
   std::map<std::string, std::string> headers{{"authorization", "Bearer " + token}};
   return resolve_identity(c, {}, headers, "", "", at, [](const std::string&) { return std::nullopt; });
 }
@@ -109,9 +109,9 @@ std::string outcome(const auth_config& c, const std::string& token, int64_t at =
   auto result = verify(c, token, at);
   if (std::holds_alternative<identity>(result))
     return "accepted";
-  auto& e = std::get<auth_error>(result);
-  CHECK(e.status() == 401);
-  return e.detail;
+  auto& e = std::get<troupe::problem>(result);
+  CHECK(protocol::http_status(e.code) == 401);
+  return e.message;
 }
 
 // `token` with the character at `i` replaced by another base64url character.
