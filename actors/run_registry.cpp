@@ -376,15 +376,9 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
       self->monitor(subscriber);
       st.watching.emplace(subscriber.address(), run_id);
       st.watchers[run_id].push_back(subscriber);
-      auto it = st.live.find(run_id);
-      if (it == st.live.end())
-        return true;
-      // A run that ends while this is on its way never answers; its end is stored by then, which is
-      // where the subscriber reads it (AS-74), so the subscription stands.
-      auto rp = self->make_response_promise<bool>();
-      self->request(it->second.run, caf::infinite, subscribe_atom::value, std::move(subscriber))
-        .then([rp](bool subscribed) mutable { rp.deliver(subscribed); }, [rp](caf::error&) mutable { rp.deliver(true); });
-      return rp;
+      if (auto it = st.live.find(run_id); it != st.live.end())
+        return self->delegate(it->second.run, subscribe_atom::value, std::move(subscriber));
+      return true;
     },
     [=](cancel_atom, std::string& run_id) -> caf::result<run_record> {
       auto& st = self->state;

@@ -126,6 +126,10 @@ caf::behavior run_stream(stream_pointer self, std::shared_ptr<http_exchange> exc
   self->request(registry, ask_timeout, subscribe_atom::value, run_id, me)
     .then([=](bool) { read_more(self, store); },
           [=](caf::error& err) {
+            // The run ended between the registry's lookup and the subscription: its end is stored,
+            // where the stream reads it.
+            if (err == caf::sec::request_receiver_down)
+              return read_more(self, store);
             self->state.exchange->respond(error_response(err));
             self->quit();
           });
