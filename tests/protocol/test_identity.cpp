@@ -1,46 +1,25 @@
 // Resolving a caller's identity per auth.mode, and the per-user limits (AS-3 to AS-8).
 #include "protocol/identity.hpp"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
+
+#include "protocol/jwt_signing.hpp"
 
 #include <catch2/catch.hpp>
 
 using namespace troupe;
 using namespace troupe::protocol;
+using troupe::testing::base64url;
+using troupe::testing::signed_with;
 
 namespace {
 
 constexpr int64_t now = 1'700'000'000;
 const std::string secret = "test-secret";
 
-std::string base64url(std::string_view bytes) {
-  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (unsigned char c : bytes) {
-    acc = (acc << 8) | c;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out.push_back(alphabet[(acc >> bits) & 0x3F]);
-    }
-  }
-  if (bits > 0)
-    out.push_back(alphabet[(acc << (6 - bits)) & 0x3F]);
-  return out;
-}
-
 // A compact JWS of `claims` signed with HMAC-SHA256 under `key`, with header `header`.
 std::string make_jwt(const std::string& claims, const std::string& key = secret,
                      const std::string& header = R"({"alg":"HS256","typ":"JWT"})") {
-  auto input = base64url(header) + "." + base64url(claims);
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(input.data()),
-       input.size(), mac, &len);
-  return input + "." + base64url(std::string_view(reinterpret_cast<const char*>(mac), len));
+  return signed_with(base64url(header) + "." + base64url(claims), key);
 }
 
 // Most tests here are about claims, not expiry: their tokens carry no exp.
