@@ -146,9 +146,11 @@ response_compaction_actor::behavior_type compaction(compaction_pointer self,
           st.summary += e.text;
         else if (e.what == kind::finish)
           st.tokens += e.tokens;
-        else if (e.what == kind::failure)
-          return fail(self, {e.http_status >= 400 && e.http_status < 500 ? errc::bad_request : errc::upstream_failed,
-                             "The summary call failed: " + e.text, {}, "server_error"});
+        else if (e.what == kind::failure) {
+          auto why = rs::upstream_failure("The summary call failed: " + e.text, e.http_status, true);
+          why.kind = "server_error";
+          return fail(self, std::move(why));
+        }
         if (e.what == kind::finish)
           return store_compacted(self);
       }

@@ -31,5 +31,12 @@ grep_adapters 'protocol/agent_event\.hpp|fastreact\.agent_event|agent_event_sche
   "build an event's JSON (the event writers of protocol/ and their keys)"
 grep_adapters '\bhttp_status\b|\bstatus[A-Za-z_]*\s*(==?|!=|\(|\{|,)\s*[45][0-9]{2}\b|\b[45][0-9]{2}\s*(==|!=)\s*[A-Za-z_.>-]*status' \
   "choose an HTTP status (the edge does)"
-[ $status -eq 0 ] && echo "layering ok: protocol/ pure, actors/ free of sockets and SQL, store adapters render nothing"
+# No HTTP status is chosen below the edge: actors/ speaks in troupe::problem codes (protocol/errors).
+status_hits=$(grep -nE '\b[A-Za-z_.>-]*status[A-Za-z_]*\s*(==|!=|<=|>=|<|>|=)\s*[45][0-9]{2}\b|\b[45][0-9]{2}\s*(==|!=|<=|>=|<|>)\s*[A-Za-z_.>-]*status|\bhttp_status\(' "$root"/actors/* 2>/dev/null)
+if [ -n "$status_hits" ]; then
+  echo "actors/ must not choose or compare HTTP statuses (return a problem; the edge renders it):"
+  echo "$status_hits" | sed "s|$root/||"
+  status=1
+fi
+[ $status -eq 0 ] && echo "layering ok: protocol/ pure, actors/ free of sockets, SQL and HTTP statuses, store adapters render nothing"
 exit $status
