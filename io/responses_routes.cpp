@@ -3,15 +3,14 @@
 #include "actors/errors.hpp"
 #include "io/agent_http.hpp"
 #include "io/mcp_http_transport.hpp"
+#include "io/responses_sse.hpp"
 #include "io/route_ask.hpp"
 #include "protocol/ids.hpp"
 #include "protocol/json.hpp"
 #include "protocol/model_routing.hpp"
-#include "protocol/sse.hpp"
 
 #include <caf/all.hpp>
 
-#include <atomic>
 #include <chrono>
 #include <optional>
 #include <variant>
@@ -162,91 +161,6 @@ void answer_page(const context& ctx, exchange_ptr ex, const http_request& req, c
   });
 }
 
-// ---- SSE delivery ----
-
-// The SSE frames of the events after sequence `last`, which moves to the last one written: the
-// frames of a batch leave in one write.
-std::string frames_after(const std::vector<rs::stream_event>& events, int64_t& last) {
-  std::string frames;
-  for (auto& e : events) {
-    if (e.sequence <= last)
-      continue;
-    last = e.sequence;
-    frames += protocol::sse_frame(std::nullopt, e.type, e.json);
-  }
-  return frames;
-}
-
-// Writes a running background response's events to a client that resumed its stream (RS-6). The
-// run never waits on it (RS-55); a client too slow for service.max_stream_buffer_bytes is dropped.
-// The stream opens once the registry says the run lives (start_atom), or with the first event.
-struct relay_state {
-  static inline const char* name = "responses_relay";
-  exchange_ptr ex;
-  std::shared_ptr<event_stream> stream;
-  int64_t last = -1; // sequences already written (the backlog and live events may overlap)
-
-  event_stream& open() {
-    if (!stream)
-      stream = ex->open_event_stream({}); // Cache-Control: no-cache on every event stream (RS-35)
-    return *stream;
-  }
-};
-
-caf::behavior sse_relay(caf::stateful_actor<relay_state>* self, exchange_ptr ex, int64_t after) {
-  self->state.ex = std::move(ex);
-  self->state.last = after;
-  return {
-    [=](start_atom) { self->state.open(); },
-    [=](event_atom, std::vector<rs::stream_event>& events) {
-      auto& st = self->state;
-      auto frames = frames_after(events, st.last);
-      if (!frames.empty() && !st.open().send(std::move(frames)))
-        self->quit();
-    },
-    [=](run_end_atom, const response_end&) {
-      self->state.open().finish();
-      self->quit();
-    },
-  };
-}
-
-// A streaming client as the run's sink: its queue holds `limit` events (RS-39).
-class sse_sink : public event_sink, public std::enable_shared_from_this<sse_sink> {
-public:
-  sse_sink(std::shared_ptr<event_stream> stream, int64_t limit) : stream_(std::move(stream)), limit_(limit) {}
-
-  bool send(const std::vector<rs::stream_event>& events) override {
-    return stream_->send(frames_after(events, last_), static_cast<int64_t>(events.size()));
-  }
-  bool backlogged() const override {
-    // Set before looking, and cleared only by the notice: a write that makes room after this call
-    // always tells on_drained (at worst once more than needed).
-    full_ = true;
-    return stream_->queued_events() >= limit_ || stream_->backlogged();
-  }
-  void on_drained(std::function<void()> drained) override {
-    std::weak_ptr<sse_sink> self = weak_from_this();
-    stream_->on_events_written([self, drained = std::move(drained)] {
-      auto sink = self.lock();
-      if (sink && sink->full_ && sink->stream_->queued_events() < sink->limit_ && !sink->stream_->backlogged()
-          && sink->full_.exchange(false))
-        drained();
-    });
-  }
-  void finish() override { stream_->finish(); }
-
-private:
-  std::shared_ptr<event_stream> stream_;
-  const int64_t limit_;
-  mutable std::atomic<bool> full_{false}; // backlogged() was asked, and nobody was told of room since
-  int64_t last_ = -1;
-};
-
-std::shared_ptr<event_stream> open_stream(http_exchange& ex) {
-  return ex.open_event_stream({}); // the server sets Cache-Control: no-cache on every event stream (RS-35)
-}
-
 // ---- /v1/responses ----
 
 // RS-2: a model no upstream serves is refused before any run starts, so a stream:true request gets
@@ -270,7 +184,7 @@ void create_response(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
   job.created_at = epoch_seconds();
   job.owner = owner_of(*ctx, req).key;
   auto limit = ctx->config.responses.outbound_queue_events;
-  sink_opener open_sink = [ex, limit] { return std::make_shared<sse_sink>(open_stream(*ex), limit); };
+  sink_opener open_sink = [ex, limit] { return open_response_sink(*ex, limit); };
   ex->on_disconnect([registry = ctx->registry, id = job.id] { caf::anon_send(registry, disconnect_atom::value, id); });
   ctx->sys->spawn([=, registry = ctx->registry](caf::event_based_actor* self) mutable {
     self->request(registry, caf::infinite, create_response_atom::value, std::move(job), std::move(open_sink))
@@ -300,7 +214,7 @@ void get_response(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
                                        "starting_after", "invalid_value"}));
   }
   // RS-6: the relay follows a live run; a finished one's events are written here.
-  auto relay = ctx->sys->spawn(sse_relay, ex, after);
+  auto relay = spawn_response_relay(*ctx->sys, ex, after);
   ctx->sys->spawn([=, registry = ctx->registry](caf::event_based_actor* self) {
     self->request(registry, caf::infinite, subscribe_atom::value, id, owner, after, relay)
       .then(
@@ -308,11 +222,7 @@ void get_response(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
           if (replay.following)
             return caf::anon_send(relay, start_atom::value);
           caf::anon_send_exit(relay, caf::exit_reason::user_shutdown);
-          auto stream = open_stream(*ex);
-          for (auto& e : replay.events)
-            if (!stream->send(protocol::sse_frame(std::nullopt, e.type, e.json)))
-              break;
-          stream->finish();
+          write_response_events(*ex, replay.events);
         },
         [=](caf::error& err) {
           caf::anon_send_exit(relay, caf::exit_reason::user_shutdown);
