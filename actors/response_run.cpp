@@ -225,7 +225,8 @@ void leave_registry(run_pointer self) {
     caf::anon_send(st.registry, run_ended_atom::value, st.job.id);
 }
 
-// RS-42: the foreground client is gone; nothing is stored and nobody is left to tell.
+// RS-42: the foreground client is gone; nothing is stored. The waiter of a non-streaming client is
+// told, so that what waited on the answer for it ends too.
 void abandon(run_pointer self) {
   auto& st = self->state;
   if (st.ended || st.background())
@@ -233,6 +234,10 @@ void abandon(run_pointer self) {
   st.ended = true;
   stop_work(st);
   leave_registry(self);
+  if (st.waiter) {
+    response_end gone{"cancelled", {}, true, {errc::cancelled, "The client went away."}};
+    caf::anon_send(st.waiter, run_end_atom::value, std::move(gone));
+  }
   self->quit();
 }
 
