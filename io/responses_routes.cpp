@@ -35,6 +35,13 @@ int64_t epoch_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// Runs `fn(self)` in a short-lived actor. `fn` travels as the spawn argument: CAF 0.17 binds a null
+// empty tuple to a function spawned without arguments (UBSan reports it).
+template <class F>
+void spawn_task(caf::actor_system& sys, F fn) {
+  sys.spawn([](caf::event_based_actor* self, F f) { f(self); }, std::move(fn));
+}
+
 http_response api_response(const problem& e) {
   return error_response(protocol::dialect::openai, e);
 }
@@ -146,7 +153,7 @@ void answer_page(const context& ctx, exchange_ptr ex, const http_request& req, c
     return ex->respond(api_response(*err));
   auto owner = owner_of(ctx, req);
   auto p = std::get<page_request>(page);
-  ctx.sys->spawn([=, store = ctx.store](caf::event_based_actor* self) {
+  spawn_task(*ctx.sys, [=, store = ctx.store](caf::event_based_actor* self) {
     auto on_page = [=](item_page& page) { ex->respond(json_response(200, list_json(page.items, page.has_more))); };
     auto on_error = [=](caf::error& err) {
       auto e = conversation ? conversation_failure(err, id) : store_failure(err);
@@ -186,7 +193,7 @@ void create_response(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
   auto limit = ctx->config.responses.outbound_queue_events;
   sink_opener open_sink = [ex, limit] { return open_response_sink(*ex, limit); };
   ex->on_disconnect([registry = ctx->registry, id = job.id] { caf::anon_send(registry, disconnect_atom::value, id); });
-  ctx->sys->spawn([=, registry = ctx->registry](caf::event_based_actor* self) mutable {
+  spawn_task(*ctx->sys, [=, registry = ctx->registry](caf::event_based_actor* self) mutable {
     self->request(registry, caf::infinite, create_response_atom::value, std::move(job), std::move(open_sink))
       .then(
         [=](response_answer& a) {
@@ -215,7 +222,7 @@ void get_response(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
   }
   // RS-6: the relay follows a live run; a finished one's events are written here.
   auto relay = spawn_response_relay(*ctx->sys, ex, after);
-  ctx->sys->spawn([=, registry = ctx->registry](caf::event_based_actor* self) {
+  spawn_task(*ctx->sys, [=, registry = ctx->registry](caf::event_based_actor* self) {
     self->request(registry, caf::infinite, subscribe_atom::value, id, owner, after, relay)
       .then(
         [=](response_replay& replay) {
@@ -243,7 +250,7 @@ std::vector<stored_item> to_stored(const std::vector<rs::item>& items) {
 // A conversation reply, or its problem with the conversation's own 404 wording.
 template <class T, class OnValue, class... Ts>
 void ask_conversation(const context& ctx, exchange_ptr ex, const std::string& id, OnValue on_value, Ts... xs) {
-  ctx.sys->spawn([=, store = ctx.store](caf::event_based_actor* self) {
+  spawn_task(*ctx.sys, [=, store = ctx.store](caf::event_based_actor* self) {
     self->request(store, ask_timeout, xs...)
       .then([=](T& value) { ex->respond(on_value(value)); },
             [=](caf::error& err) { ex->respond(api_response(conversation_failure(err, id))); });
@@ -328,7 +335,7 @@ void get_conversation_item(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
   auto id = req.params["id"];
   auto item_id = req.params["item_id"];
   auto owner = owner_of(*ctx, req);
-  ctx->sys->spawn([=, store = ctx->store](caf::event_based_actor* self) {
+  spawn_task(*ctx->sys, [=, store = ctx->store](caf::event_based_actor* self) {
     self->request(store, ask_timeout, conversation_items_atom::value, id, owner)
       .then(
         [=](conversation_row&, std::vector<stored_item>& items) {

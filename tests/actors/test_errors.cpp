@@ -13,12 +13,15 @@ TEST_CASE("a problem sent as an error arrives with its code, message, param and 
   caf::actor_system_config cfg;
   add_error_category(cfg);
   caf::actor_system sys{cfg};
-  auto refuser = sys.spawn([]() -> caf::behavior {
-    return {[](int) -> caf::result<int> {
-      return make_error(problem{errc::bad_request, "Previous response with id 'x' not found.",
-                                "previous_response_id", "previous_response_not_found"});
-    }};
-  });
+  // Spawned with an argument: CAF 0.17 binds a null empty tuple to a function spawned without any.
+  auto refuser = sys.spawn(
+    [](errc code) -> caf::behavior {
+      return {[code](int) -> caf::result<int> {
+        return make_error(problem{code, "Previous response with id 'x' not found.", "previous_response_id",
+                                  "previous_response_not_found"});
+      }};
+    },
+    errc::bad_request);
   caf::scoped_actor self{sys};
   std::optional<problem> got;
   self->request(refuser, caf::infinite, 1).receive([](int) {}, [&](caf::error& err) { got = problem_of(err); });
