@@ -1,6 +1,6 @@
 // A seam for tests: http_server's HTTP session run over Beast's test stream instead of an accepted
 // socket, so that a test can fail each read and write of a session in turn (test::fail_count).
-// Only http_server.cpp and tests include it: it brings Beast's test stream.
+// Only the listener (io/http_server.cpp) and tests include it: it brings Beast's test stream.
 #pragma once
 
 #include "io/http_server.hpp"
