@@ -1,5 +1,6 @@
 #include "protocol/responses_mcp.hpp"
 
+#include "protocol/http_edge.hpp"
 #include "protocol/http_url.hpp"
 #include "protocol/json.hpp"
 
@@ -26,11 +27,12 @@ std::variant<mcp_server_config, problem> declared_server(const mcp_config& mcp, 
   config.name = d.server_label;
   config.transport = "http";
   config.url = d.server_url;
-  auto header_safe = [](const std::string& text, bool name) {
-    for (unsigned char ch : text)
-      if (ch == '\r' || ch == '\n' || ch == 0 || (name && (ch <= ' ' || ch == ':' || ch >= 0x7f)))
-        return false;
-    return !(name && text.empty());
+  // A value is checked as every header the edge writes is (no CR, LF or NUL); a name also has no space,
+  // colon, other control character or byte past ASCII.
+  auto header_name = [](const std::string& text) {
+    return !text.empty() && std::none_of(text.begin(), text.end(), [](unsigned char ch) {
+      return ch <= ' ' || ch == ':' || ch >= 0x7f;
+    });
   };
   if (!d.headers.empty()) {
     auto doc = json::parse(d.headers);
@@ -39,13 +41,13 @@ std::variant<mcp_server_config, problem> declared_server(const mcp_config& mcp, 
       if (!m.value.IsString())
         return bad("Invalid header '" + name + "': expected a string.", "headers." + name);
       std::string value(m.value.GetString(), m.value.GetStringLength());
-      if (!header_safe(name, true) || !header_safe(value, false))
+      if (!header_name(name) || !is_header_value(value))
         return bad("Invalid header '" + name + "': not a valid HTTP header name and value.", "headers." + name);
       config.headers.emplace_back(std::move(name), std::move(value));
     }
   }
   if (!d.authorization.empty()) {
-    if (!header_safe(d.authorization, false))
+    if (!is_header_value(d.authorization))
       return bad("Invalid 'authorization': not a valid HTTP header value.", "authorization");
     config.headers.emplace_back("Authorization", "Bearer " + d.authorization);
   }
