@@ -35,13 +35,6 @@ int64_t epoch_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Runs `fn(self)` in a short-lived actor. `fn` travels as the spawn argument: CAF 0.17 binds a null
-// empty tuple to a function spawned without arguments (UBSan reports it).
-template <class F>
-void spawn_task(caf::actor_system& sys, F fn) {
-  sys.spawn([](caf::event_based_actor* self, F f) { f(self); }, std::move(fn));
-}
-
 http_response api_response(const problem& e) {
   return error_response(protocol::dialect::openai, e);
 }

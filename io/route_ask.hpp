@@ -10,10 +10,19 @@
 
 #include <chrono>
 #include <memory>
+#include <utility>
 
 namespace troupe::io {
 
 inline constexpr auto ask_timeout = std::chrono::seconds(60);
+
+// Runs `fn(self)` in a short-lived actor, for a route that asks more than one question or answers in
+// its own way. `fn` travels as the spawn argument: CAF 0.17 binds a null empty tuple to a function
+// spawned without arguments (UBSan reports it).
+template <class F>
+void spawn_task(caf::actor_system& sys, F fn) {
+  sys.spawn([](caf::event_based_actor* self, F f) { f(self); }, std::move(fn));
+}
 
 inline http_response error_response(const caf::error& err) {
   return agent_error(code_of(err), message_of(err));

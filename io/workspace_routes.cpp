@@ -1,5 +1,6 @@
 #include "io/workspace_routes.hpp"
 
+#include "io/route_ask.hpp"
 #include "protocol/json.hpp"
 #include "protocol/timestamp.hpp"
 #include "protocol/workspace_events.hpp"
@@ -17,11 +18,6 @@ namespace {
 namespace rx = protocol::reflexr;
 
 constexpr auto command_timeout = std::chrono::seconds(60);
-
-template <class F>
-void spawn_task(caf::actor_system& sys, F fn) {
-  sys.spawn([](caf::event_based_actor* self, F f) { f(self); }, std::move(fn));
-}
 
 http_response server_fault(const std::string& what) {
   return json_response(500, "{\"detail\":" + protocol::json::quote(what) + "}");
