@@ -4,7 +4,6 @@
 #include "protocol/utf8.hpp"
 #include "protocol/workspace_path.hpp"
 
-#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <system_error>
@@ -60,20 +59,15 @@ std::string errno_text(int err) {
 }
 
 std::string to_text(std::string_view bytes, std::size_t max_chars) {
-  std::string out;
-  out.reserve(std::min(bytes.size(), max_chars));
+  std::string text = protocol::utf8_repaired(bytes);
+  // Repaired text is well-formed, so each byte that is no continuation byte starts a character.
   std::size_t chars = 0;
-  for (std::size_t i = 0; i < bytes.size() && chars < max_chars; ++chars) {
-    std::size_t len = protocol::utf8_sequence_length(bytes, i);
-    if (len == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(bytes.substr(i, len));
-      i += len;
+  for (std::size_t i = 0; i < text.size(); ++i)
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80 && chars++ == max_chars) {
+      text.resize(i);
+      break;
     }
-  }
-  return out;
+  return text;
 }
 
 json::document parse_arguments(const std::string& text) {

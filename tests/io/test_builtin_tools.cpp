@@ -448,6 +448,22 @@ TEST_CASE("exec output is capped at 10000 characters", "[tools]") {
   CHECK(out == std::string(10000, 'a'));
 }
 
+TEST_CASE("exec output is capped at 10000 characters, not bytes, an invalid byte counting as one", "[tools]") {
+  // AS-28
+  temp_dir dir;
+  builtin_tools tools;
+  auto repeated = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i)
+      out += s;
+    return out;
+  };
+  auto accented = run(tools, "exec", R"({"command":"awk 'BEGIN{for(i=0;i<10005;i++) printf \"\\303\\251\"}'"})", dir.ws());
+  CHECK(accented == repeated("\xC3\xA9", 10000));
+  auto invalid = run(tools, "exec", R"({"command":"head -c 10005 /dev/zero | tr '\\000' '\\377'"})", dir.ws());
+  CHECK(invalid == repeated("\xEF\xBF\xBD", 10000));
+}
+
 TEST_CASE("exec runs in the workspace or in a confined working_dir", "[tools]") {
   // AS-28
   temp_dir dir;

@@ -10,36 +10,15 @@ using namespace troupe::io::ws;
 
 namespace {
 
+// Names in the order of the enums, for the failure messages.
 std::string name(phase p) {
-  switch (p) {
-  case phase::handshake:
-    return "handshake";
-  case phase::handshake_then_close:
-    return "handshake_then_close";
-  case phase::open:
-    return "open";
-  case phase::draining:
-    return "draining";
-  case phase::close_sent:
-    return "close_sent";
-  case phase::ended:
-    return "ended";
-  }
-  return "?";
+  static const char* const names[] = {"handshake", "handshake_then_close", "open", "draining", "close_sent", "ended"};
+  return names[static_cast<int>(p)];
 }
 
 std::string name(event e) {
-  switch (e) {
-  case event::handshake_done:
-    return "handshake_done";
-  case event::close_asked:
-    return "close_asked";
-  case event::outbox_drained:
-    return "outbox_drained";
-  case event::finished:
-    return "finished";
-  }
-  return "?";
+  static const char* const names[] = {"handshake_done", "close_asked", "outbox_drained", "finished"};
+  return names[static_cast<int>(e)];
 }
 
 struct transition {
