@@ -624,18 +624,21 @@ private:
   std::atomic<bool> closed_{false};
 };
 
-} // namespace
-
-void serve_session(tcp::socket socket, const std::shared_ptr<server_state>& state) {
-  auto s = std::make_shared<session<tcp_transport>>(std::move(socket), state, take_slot(state));
+template <class Stream, class Accepted>
+void serve(Accepted accepted, const std::shared_ptr<server_state>& state) {
+  auto s = std::make_shared<session<Stream>>(std::move(accepted), state, take_slot(state));
   if (state->track(s))
     s->run();
 }
 
+} // namespace
+
+void serve_session(tcp::socket socket, const std::shared_ptr<server_state>& state) {
+  serve<tcp_transport>(std::move(socket), state);
+}
+
 void serve_session(test_transport stream, const std::shared_ptr<server_state>& state) {
-  auto s = std::make_shared<session<test_transport>>(std::move(stream), state, take_slot(state));
-  if (state->track(s))
-    s->run();
+  serve<test_transport>(std::move(stream), state);
 }
 
 } // namespace troupe::io
