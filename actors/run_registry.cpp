@@ -310,6 +310,78 @@ void watcher_left(registry_pointer self, const caf::actor_addr& addr) {
   st.watching.erase(it);
 }
 
+// A chat run's attempt: begun in the store (AS-10), then launched. The id is reserved while the store
+// begins the attempt, so a concurrent request for it is refused.
+caf::result<run_actor> spawn_run(registry_pointer self, run_spec spec, caf::actor subscriber) {
+  auto& st = self->state;
+  if (st.live.count(spec.run_id) != 0 || st.reserved.count(spec.run_id) != 0)
+    return make_error(errc::conflict, "Run already exists");
+  if (!st.env->store)
+    return launch(self, std::move(spec), std::move(subscriber));
+  st.reserved.insert(spec.run_id);
+  auto rp = self->make_response_promise<run_actor>();
+  auto id = spec.run_id;
+  self->request(st.env->store, caf::infinite, begin_chat_atom::value, record_of(spec), st.options.worker_id,
+                st.options.run_lease_seconds)
+    .then(
+      [=](run_record& r) mutable {
+        self->state.reserved.erase(id);
+        spec.attempt = r.attempts;
+        spec.first_sequence = r.event_count;
+        spec.lease_epoch = r.lease_epoch;
+        rp.deliver(launch(self, std::move(spec), std::move(subscriber)));
+      },
+      [=](caf::error& err) mutable {
+        self->state.reserved.erase(id);
+        rp.deliver(err);
+      });
+  return rp;
+}
+
+// A background run: stored `queued` (the answer means durable), then claimed by the scheduler.
+caf::result<run_record> submit(registry_pointer self, run_spec spec) {
+  auto& st = self->state;
+  if (!st.env->store)
+    return make_error(errc::unavailable, "Durable run store not available");
+  spec.max_attempts = st.options.run_max_attempts;
+  auto rp = self->make_response_promise<run_record>();
+  self->request(st.env->store, caf::infinite, create_run_atom::value, record_of(spec))
+    .then(
+      [=](run_record& r) mutable {
+        rp.deliver(std::move(r));
+        schedule(self);
+      },
+      [=](caf::error& err) mutable { rp.deliver(err); });
+  return rp;
+}
+
+// The periodic recovery sweep (AS-83): lapsed leases re-queued or failed, and the failed runs' ends
+// announced, since no attempt will announce them.
+void sweep_lapsed_leases(registry_pointer self) {
+  auto& st = self->state;
+  if (!st.env->store || st.stopping)
+    return;
+  self->delayed_send(self, millis(st.options.run_recovery_interval_seconds), tick_atom::value);
+  self->request(st.env->store, caf::infinite, recover_atom::value, false, protocol::lapsed_lease_ends())
+    .then(
+      [=](recovery_report& r) {
+        auto& env = self->state.env;
+        for (auto& id : r.failed_run_ids) {
+          if (env->approvals) // AS-81: a run that is gone can no longer be approved
+            self->send(env->approvals, run_ended_atom::value, id, std::string("run_terminated"));
+          // The streams following the run are told, and read the error event recovery stored (AS-74).
+          self->request(env->store, caf::infinite, get_run_atom::value, id)
+            .then([=](run_record& ended) { announce_end(self, ended); },
+                  [=](caf::error& err) { spdlog::error("recovery: run {}: {}", id, message_of(err)); });
+        }
+        env->metrics->runs_recovered(r.requeued, r.failed);
+        if (r.requeued + r.failed > 0)
+          spdlog::warn("recovery: {} runs with a lapsed lease re-queued, {} failed", r.requeued, r.failed);
+        schedule(self);
+      },
+      [](caf::error& err) { spdlog::error("recovery: sweep failed: {}", message_of(err)); });
+}
+
 run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
                                                         std::shared_ptr<const run_environment> env,
                                                         scheduler_options options) {
@@ -330,47 +402,10 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
     self->quit(msg.reason);
   });
   return {
-    [=](spawn_run_atom, run_spec& spec, caf::actor& subscriber) -> caf::result<run_actor> {
-      auto& st = self->state;
-      if (st.live.count(spec.run_id) != 0 || st.reserved.count(spec.run_id) != 0)
-        return make_error(errc::conflict, "Run already exists");
-      if (!st.env->store)
-        return launch(self, std::move(spec), std::move(subscriber));
-      // The id is reserved while the store begins the attempt, so a concurrent request is refused.
-      st.reserved.insert(spec.run_id);
-      auto rp = self->make_response_promise<run_actor>();
-      auto id = spec.run_id;
-      self->request(st.env->store, caf::infinite, begin_chat_atom::value, record_of(spec), st.options.worker_id,
-                    st.options.run_lease_seconds)
-        .then(
-          [=](run_record& r) mutable {
-            self->state.reserved.erase(id);
-            spec.attempt = r.attempts;
-            spec.first_sequence = r.event_count;
-            spec.lease_epoch = r.lease_epoch;
-            rp.deliver(launch(self, std::move(spec), std::move(subscriber)));
-          },
-          [=](caf::error& err) mutable {
-            self->state.reserved.erase(id);
-            rp.deliver(err);
-          });
-      return rp;
+    [=](spawn_run_atom, run_spec& spec, caf::actor& subscriber) {
+      return spawn_run(self, std::move(spec), std::move(subscriber));
     },
-    [=](submit_atom, run_spec& spec) -> caf::result<run_record> {
-      auto& st = self->state;
-      if (!st.env->store)
-        return make_error(errc::unavailable, "Durable run store not available");
-      spec.max_attempts = st.options.run_max_attempts;
-      auto rp = self->make_response_promise<run_record>();
-      self->request(st.env->store, caf::infinite, create_run_atom::value, record_of(spec))
-        .then(
-          [=](run_record& r) mutable {
-            rp.deliver(std::move(r));
-            schedule(self);
-          },
-          [=](caf::error& err) mutable { rp.deliver(err); });
-      return rp;
-    },
+    [=](submit_atom, run_spec& spec) { return submit(self, std::move(spec)); },
     [=](subscribe_atom, std::string& run_id, caf::actor& subscriber) -> caf::result<bool> {
       auto& st = self->state;
       self->monitor(subscriber);
@@ -409,31 +444,7 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
         wake.reset();
       schedule(self);
     },
-    [=](tick_atom) {
-      auto& st = self->state;
-      if (!st.env->store || st.stopping)
-        return;
-      self->delayed_send(self, millis(st.options.run_recovery_interval_seconds), tick_atom::value);
-      self->request(st.env->store, caf::infinite, recover_atom::value, false, protocol::lapsed_lease_ends())
-        .then(
-          [=](recovery_report& r) {
-            auto& env = self->state.env;
-            for (auto& id : r.failed_run_ids) {
-              if (env->approvals) // AS-81: a run that is gone can no longer be approved
-                self->send(env->approvals, run_ended_atom::value, id, std::string("run_terminated"));
-              // No attempt will announce this end: the streams following the run are told, and read
-              // the error event recovery stored (AS-74).
-              self->request(env->store, caf::infinite, get_run_atom::value, id)
-                .then([=](run_record& ended) { announce_end(self, ended); },
-                      [=](caf::error& err) { spdlog::error("recovery: run {}: {}", id, message_of(err)); });
-            }
-            env->metrics->runs_recovered(r.requeued, r.failed);
-            if (r.requeued + r.failed > 0)
-              spdlog::warn("recovery: {} runs with a lapsed lease re-queued, {} failed", r.requeued, r.failed);
-            schedule(self);
-          },
-          [](caf::error& err) { spdlog::error("recovery: sweep failed: {}", message_of(err)); });
-    },
+    [=](tick_atom) { sweep_lapsed_leases(self); },
     [=](count_atom) { return static_cast<uint64_t>(self->state.live.size()); },
     [=](release_slot_atom, const std::string& run_id) {
       auto attempt = sending_attempt(self, run_id);

@@ -7,6 +7,8 @@
 #include "protocol/round_reply.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -42,6 +44,12 @@ public:
 
   int cancels() const { return cancels_.load(); }
 
+  // Waits until `n` calls have started; false when `timeout` passed first.
+  bool wait_for_requests(std::size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return started_.wait_for(lock, timeout, [&] { return requests_.size() >= n; });
+  }
+
 protected:
   struct handle : cancel_handle {
     std::function<void()> on_cancel;
@@ -51,6 +59,7 @@ protected:
   std::shared_ptr<cancel_handle> start(Request req, std::function<void(Outcome)> done, Outcome cancelled) {
     std::lock_guard<std::mutex> lock(mu_);
     requests_.push_back(std::move(req));
+    started_.notify_all();
     auto fired = std::make_shared<std::atomic<bool>>(false);
     auto h = std::make_shared<handle>();
     h->on_cancel = [this, fired, done, cancelled] {
@@ -70,6 +79,7 @@ protected:
   }
 
   std::mutex mu_;
+  std::condition_variable started_;
   std::deque<Outcome> outcomes_;
   std::vector<Request> requests_;
   std::vector<std::thread> threads_;
