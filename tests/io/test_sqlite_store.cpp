@@ -1,7 +1,6 @@
 // The SQLite store adapter: sessions are kept per (tenant, user, session) and survive a restart; the run
 // contract of the store port (AS-49..AS-56, AS-82, AS-83) holds.
-#include "actors/errors.hpp"
-#include "io/sqlite_store.hpp"
+#include "io/store_client.hpp"
 #include "protocol/json.hpp"
 #include "protocol/timestamp.hpp"
 
@@ -99,138 +98,8 @@ TEST_CASE("an unopenable store path is an error that names the file", "[store]")
 
 namespace {
 
+using namespace troupe::test;
 using namespace std::chrono_literals;
-using sys_clock = std::chrono::system_clock;
-
-// A fresh database file for one test case (its WAL and shared-memory files removed too).
-std::string fresh_db(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("troupe-store-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  auto path = dir / (name + ".db");
-  for (auto suffix : {"", "-wal", "-shm", "-journal"})
-    std::filesystem::remove(path.string() + suffix);
-  return path.string();
-}
-
-template <class T>
-using answer = std::variant<T, caf::error>;
-
-// One process's view of the store: its own actor system, the store actor and a blocking caller.
-// Destroying it stops the store and waits for it, as a process exit would.
-struct store_client {
-  caf::actor_system_config cfg;
-  caf::actor_system sys{cfg};
-  store_actor store;
-  caf::scoped_actor self{sys};
-
-  explicit store_client(const std::string& path) {
-    auto s = io::spawn_sqlite_store(sys, path);
-    if (auto err = std::get_if<std::string>(&s))
-      FAIL("cannot open the store: " << *err);
-    store = std::get<store_actor>(s);
-  }
-
-  ~store_client() { self->send_exit(store, caf::exit_reason::user_shutdown); }
-
-  template <class T, class... Ts>
-  answer<T> ask(Ts&&... xs) {
-    answer<T> out = make_error(errc::internal, "no answer");
-    self->request(store, std::chrono::seconds(10), std::forward<Ts>(xs)...)
-      .receive([&](T& v) { out = std::move(v); }, [&](caf::error& err) { out = std::move(err); });
-    return out;
-  }
-
-  answer<run_record> create(run_record r) { return ask<run_record>(create_run_atom::value, std::move(r)); }
-  answer<run_record> begin_chat(run_record r, std::string worker, double lease) {
-    return ask<run_record>(begin_chat_atom::value, std::move(r), std::move(worker), lease);
-  }
-  answer<run_claim> claim(std::string worker, double lease, uint32_t n) {
-    return ask<run_claim>(claim_atom::value, std::move(worker), lease, n);
-  }
-  answer<bool> append(std::string run_id, int64_t epoch, int64_t sequence, std::string type) {
-    stored_event e{sequence, type, R"({"type":")" + type + R"(","sequence":)" + std::to_string(sequence) + "}"};
-    return ask<bool>(append_atom::value, std::move(run_id), epoch, std::move(e));
-  }
-  answer<run_record> transition(run_transition t) { return ask<run_record>(transition_atom::value, std::move(t)); }
-  answer<bool> renew(std::string run_id, int64_t epoch, double lease) {
-    return ask<bool>(renew_atom::value, std::move(run_id), epoch, lease);
-  }
-  answer<recovery_report> recover(bool all_running) {
-    return ask<recovery_report>(recover_atom::value, all_running, protocol::lapsed_lease_ends());
-  }
-  answer<run_record> cancel(std::string run_id) {
-    return ask<run_record>(cancel_atom::value, std::move(run_id), protocol::cancelled_end());
-  }
-  answer<run_record> get(std::string run_id) { return ask<run_record>(get_run_atom::value, std::move(run_id)); }
-  answer<run_list> list(std::string status, int64_t limit) {
-    return ask<run_list>(list_runs_atom::value, std::move(status), limit);
-  }
-  answer<run_events_page> events(std::string run_id, int64_t after, int64_t limit) {
-    return ask<run_events_page>(events_atom::value, std::move(run_id), after, limit);
-  }
-  answer<trace_list> traces(std::string session_id, int64_t limit) {
-    return ask<trace_list>(list_traces_atom::value, std::move(session_id), limit);
-  }
-  answer<std::string> trace(std::string run_id) { return ask<std::string>(get_trace_atom::value, std::move(run_id)); }
-
-  // A stored run claimed by `worker`: its record at the claim's epoch.
-  run_record create_and_claim(const std::string& run_id, const std::string& worker = "worker-a",
-                              double lease = 60, int max_attempts = 3) {
-    ok(create(run(run_id, max_attempts)));
-    auto claimed = ok(claim(worker, lease, 1));
-    REQUIRE(claimed.runs.size() == 1);
-    REQUIRE(claimed.runs[0].run_id == run_id);
-    return claimed.runs[0];
-  }
-
-  static run_record run(std::string run_id, int max_attempts = 3, std::string session = "s1",
-                        std::string kind = "background") {
-    run_record r;
-    r.run_id = std::move(run_id);
-    r.run_kind = std::move(kind);
-    r.session_id = std::move(session);
-    r.tenant_key = "t";
-    r.user_key = "t:u";
-    r.max_attempts = max_attempts;
-    r.metadata = R"({"k":"v"})";
-    r.request = R"({"messages":[{"role":"user","content":"hi"}]})";
-    return r;
-  }
-
-  template <class T>
-  static T ok(answer<T> a) {
-    if (auto err = std::get_if<caf::error>(&a))
-      FAIL("the store refused: " << message_of(*err));
-    return std::move(std::get<T>(a));
-  }
-
-  template <class T>
-  static caf::error refused(answer<T> a) {
-    if (!std::holds_alternative<caf::error>(a))
-      FAIL("the store accepted a write it must refuse");
-    return std::get<caf::error>(a);
-  }
-};
-
-run_transition transition_of(const run_record& r, std::string status) {
-  run_transition t;
-  t.run_id = r.run_id;
-  t.lease_epoch = r.lease_epoch;
-  t.status = std::move(status);
-  t.trace.trace_type = r.run_kind == "chat" ? "chat" : "background_run";
-  return t;
-}
-
-sys_clock::time_point when(const std::string& iso) {
-  auto t = protocol::parse_iso_timestamp(iso);
-  if (!t)
-    FAIL("not an iso timestamp: '" << iso << "'");
-  return *t;
-}
-
-double seconds_until(const std::string& iso) {
-  return std::chrono::duration<double>(when(iso) - sys_clock::now()).count();
-}
 
 std::vector<int64_t> sequences(const run_events_page& page) {
   std::vector<int64_t> out;
@@ -266,7 +135,7 @@ bool poll_until(std::function<bool()> done, std::chrono::milliseconds deadline =
 
 } // namespace
 
-TEST_CASE("create_run stores a queued run and refuses a second run with the same id (AS-49)", "[store][runs]") {
+TEST_CASE("create_run stores a queued run and refuses a second run with the same id (AS-49)", "[store][contract][runs]") {
   store_client c(fresh_db("create"));
   auto r = store_client::ok(c.create(store_client::run("r1", 3)));
   CHECK(r.status == "queued");
@@ -297,7 +166,7 @@ TEST_CASE("create_run stores a queued run and refuses a second run with the same
 
 TEST_CASE("a claim takes ready queued runs oldest first and starts each attempt under the worker's lease (AS-53, "
           "AS-54)",
-          "[store][runs]") {
+          "[store][contract][runs]") {
   store_client c(fresh_db("claim"));
   for (auto id : {"a", "b", "c"})
     store_client::ok(c.create(store_client::run(id)));
@@ -333,7 +202,7 @@ TEST_CASE("a claim takes ready queued runs oldest first and starts each attempt 
 
 TEST_CASE("a run re-queued with a retry delay is not claimed before its retry_after, and the claim says when it is "
           "ready (AS-53)",
-          "[store][runs]") {
+          "[store][contract][runs]") {
   store_client c(fresh_db("retry"));
   auto r = c.create_and_claim("r1", "worker-1", 60, 3);
   auto t = transition_of(r, "queued");
@@ -381,7 +250,7 @@ TEST_CASE("a run re-queued with a retry delay is not claimed before its retry_af
 
 TEST_CASE("appends at the current epoch page back in order; after_sequence is exclusive and limit 0 means all "
           "(AS-51)",
-          "[store][runs]") {
+          "[store][contract][runs]") {
   store_client c(fresh_db("append"));
   auto r = c.create_and_claim("r1");
   std::vector<std::string> types{"session_start", "think", "step_end", "session_end"};
@@ -404,7 +273,7 @@ TEST_CASE("appends at the current epoch page back in order; after_sequence is ex
 }
 
 TEST_CASE("an append whose sequence is not the run's next one is refused and stores nothing (AS-51)",
-          "[store][runs]") {
+          "[store][contract][runs]") {
   store_client c(fresh_db("append-sequence"));
   auto r = c.create_and_claim("r1");
   store_client::ok(c.append("r1", r.lease_epoch, 0, "session_start"));
@@ -417,7 +286,7 @@ TEST_CASE("an append whose sequence is not the run's next one is refused and sto
 }
 
 TEST_CASE("once recovery bumps the epoch, writes at the old epoch are refused and leave nothing in the log (AS-82)",
-          "[store][runs][fencing]") {
+          "[store][contract][runs][fencing]") {
   store_client c(fresh_db("fence-recovery"));
   auto r = c.create_and_claim("r1", "worker-1", 60, 3);
   REQUIRE(r.lease_epoch == 1);
@@ -458,7 +327,7 @@ TEST_CASE("once recovery bumps the epoch, writes at the old epoch are refused an
 
 TEST_CASE("once another worker claims the run, the old attempt's writes are refused and the new holder's accepted "
           "(AS-82)",
-          "[store][runs][fencing]") {
+          "[store][contract][runs][fencing]") {
   store_client c(fresh_db("fence-claim"));
   auto first = c.create_and_claim("r1", "worker-1", 60, 3);
   store_client::ok(c.append("r1", first.lease_epoch, 0, "session_start"));
@@ -494,7 +363,7 @@ TEST_CASE("once another worker claims the run, the old attempt's writes are refu
   CHECK(finished.event_count == 3);
 }
 
-TEST_CASE("a terminal run refuses appends and renewals even at its last epoch (AS-82)", "[store][runs][fencing]") {
+TEST_CASE("a terminal run refuses appends and renewals even at its last epoch (AS-82)", "[store][contract][runs][fencing]") {
   store_client c(fresh_db("fence-terminal"));
   auto r = c.create_and_claim("r1");
   store_client::ok(c.append("r1", r.lease_epoch, 0, "session_start"));
@@ -509,7 +378,7 @@ TEST_CASE("a terminal run refuses appends and renewals even at its last epoch (A
 }
 
 TEST_CASE("recovery leaves runs with unexpired leases alone and re-queues those whose lease expired (AS-83)",
-          "[store][runs][recovery]") {
+          "[store][contract][runs][recovery]") {
   store_client c(fresh_db("recover-expired"));
   auto shortlived = c.create_and_claim("short", "worker-1", 0.5, 3);
   auto healthy = c.create_and_claim("healthy", "worker-1", 600, 3);
@@ -550,7 +419,7 @@ TEST_CASE("recovery leaves runs with unexpired leases alone and re-queues those 
 }
 
 TEST_CASE("recovery fails a run whose lease expired with no attempts left, and writes its trace (AS-83, AS-55)",
-          "[store][runs][recovery]") {
+          "[store][contract][runs][recovery]") {
   store_client c(fresh_db("recover-exhausted"));
   auto r = c.create_and_claim("r1", "worker-1", 0.3, 1);
   store_client::ok(c.append("r1", r.lease_epoch, 0, "session_start"));
@@ -580,7 +449,7 @@ TEST_CASE("recovery fails a run whose lease expired with no attempts left, and w
   CHECK(code_of(store_client::refused(c.append("r1", r.lease_epoch, 1, "think"))) == errc::conflict);
 }
 
-TEST_CASE("recovery of every running run also fails those with no attempts left (AS-83)", "[store][runs][recovery]") {
+TEST_CASE("recovery of every running run also fails those with no attempts left (AS-83)", "[store][contract][runs][recovery]") {
   store_client c(fresh_db("recover-all-exhausted"));
   auto r = c.create_and_claim("r1", "worker-1", 600, 1);
   auto report = store_client::ok(c.recover(true));
@@ -593,7 +462,7 @@ TEST_CASE("recovery of every running run also fails those with no attempts left 
 }
 
 TEST_CASE("cancelling a queued run ends it cancelled with cancelled_at and no events, and it never starts (AS-52)",
-          "[store][runs][cancel]") {
+          "[store][contract][runs][cancel]") {
   store_client c(fresh_db("cancel-queued"));
   store_client::ok(c.create(store_client::run("r1")));
   auto r = store_client::ok(c.cancel("r1"));
@@ -613,7 +482,7 @@ TEST_CASE("cancelling a queued run ends it cancelled with cancelled_at and no ev
 
 TEST_CASE("cancelling a running run no live attempt holds fences it and ends it with the Run cancelled event at the "
           "next sequence (AS-52, AS-82)",
-          "[store][runs][cancel]") {
+          "[store][contract][runs][cancel]") {
   store_client c(fresh_db("cancel-running"));
   auto r = c.create_and_claim("r1");
   store_client::ok(c.append("r1", r.lease_epoch, 0, "session_start"));
@@ -643,7 +512,7 @@ TEST_CASE("cancelling a running run no live attempt holds fences it and ends it 
   CHECK(json_string(store_client::ok(c.trace("r1")), "status") == "cancelled");
 }
 
-TEST_CASE("cancelling a terminal run returns it unchanged (AS-52)", "[store][runs][cancel]") {
+TEST_CASE("cancelling a terminal run returns it unchanged (AS-52)", "[store][contract][runs][cancel]") {
   store_client c(fresh_db("cancel-terminal"));
   auto r = c.create_and_claim("r1");
   store_client::ok(c.append("r1", r.lease_epoch, 0, "session_start"));
@@ -662,7 +531,7 @@ TEST_CASE("cancelling a terminal run returns it unchanged (AS-52)", "[store][run
   CHECK(sequences(store_client::ok(c.events("r1", -1, 0))) == std::vector<int64_t>{0});
 }
 
-TEST_CASE("a new chat run begins running at epoch 1 on its first attempt (AS-10, AS-54)", "[store][runs][chat]") {
+TEST_CASE("a new chat run begins running at epoch 1 on its first attempt (AS-10, AS-54)", "[store][contract][runs][chat]") {
   store_client c(fresh_db("chat-new"));
   auto before = sys_clock::now();
   auto r = store_client::ok(c.begin_chat(store_client::run("chat1", 1, "s1", "chat"), "worker-1", 30));
@@ -683,7 +552,7 @@ TEST_CASE("a new chat run begins running at epoch 1 on its first attempt (AS-10,
 }
 
 TEST_CASE("a terminal chat run reopens as its next attempt and continues its event sequence (AS-10, AS-51)",
-          "[store][runs][chat]") {
+          "[store][contract][runs][chat]") {
   store_client c(fresh_db("chat-reopen"));
   auto first = store_client::ok(c.begin_chat(store_client::run("chat1", 1, "s1", "chat"), "worker-1", 30));
   for (int64_t i = 0; i < 3; ++i)
@@ -708,7 +577,7 @@ TEST_CASE("a terminal chat run reopens as its next attempt and continues its eve
 }
 
 TEST_CASE("begin_chat refuses a run id that a live chat run or any background run holds (AS-10)",
-          "[store][runs][chat]") {
+          "[store][contract][runs][chat]") {
   store_client c(fresh_db("chat-conflict"));
   auto live = store_client::ok(c.begin_chat(store_client::run("chat1", 1, "s1", "chat"), "worker-1", 30));
   auto err = store_client::refused(c.begin_chat(store_client::run("chat1", 1, "s1", "chat"), "worker-2", 30));
@@ -735,7 +604,7 @@ TEST_CASE("begin_chat refuses a run id that a live chat run or any background ru
 
 TEST_CASE("begin_chat refuses another caller's finished chat run and leaves its attempts, events and trace alone "
           "(AS-10, AS-84)",
-          "[store][runs][chat]") {
+          "[store][contract][runs][chat]") {
   store_client c(fresh_db("chat-foreign"));
   auto first = store_client::ok(c.begin_chat(store_client::run("chat1", 1, "s1", "chat"), "worker-1", 30));
   store_client::ok(c.append("chat1", first.lease_epoch, 0, "session_start"));
@@ -765,7 +634,7 @@ TEST_CASE("begin_chat refuses another caller's finished chat run and leaves its 
 
 TEST_CASE("recovery ends every recovered attempt with an error event at its next sequence, re-queued or failed "
           "(AS-14, AS-83, AS-90)",
-          "[store][runs][recovery]") {
+          "[store][contract][runs][recovery]") {
   store_client c(fresh_db("recover-error-event"));
   auto retried = c.create_and_claim("bg", "worker-1", 600, 3);
   store_client::ok(c.append("bg", retried.lease_epoch, 0, "session_start"));
@@ -804,7 +673,7 @@ TEST_CASE("recovery ends every recovered attempt with an error event at its next
 }
 
 TEST_CASE("a terminal transition writes a trace readable by id and in the newest-first trace list (AS-55)",
-          "[store][runs][traces]") {
+          "[store][contract][runs][traces]") {
   store_client c(fresh_db("traces"));
   store_client::ok(c.create(store_client::run("r1", 3, "s1")));
   store_client::ok(c.create(store_client::run("r2", 3, "s2")));
@@ -853,7 +722,7 @@ TEST_CASE("a terminal transition writes a trace readable by id and in the newest
   CHECK(message_of(missing) == "Trace not found");
 }
 
-TEST_CASE("runs are listed newest first, filtered by status, with the total count (AS-50)", "[store][runs]") {
+TEST_CASE("runs are listed newest first, filtered by status, with the total count (AS-50)", "[store][contract][runs]") {
   store_client c(fresh_db("list"));
   for (auto id : {"r1", "r2", "r3"})
     store_client::ok(c.create(store_client::run(id)));
@@ -872,7 +741,7 @@ TEST_CASE("runs are listed newest first, filtered by status, with the total coun
   CHECK(completed.total_count == 0);
 }
 
-TEST_CASE("runs, events, leases and traces survive closing and reopening the store (AS-56)", "[store][runs]") {
+TEST_CASE("runs, events, leases and traces survive closing and reopening the store (AS-56)", "[store][contract][runs]") {
   auto path = fresh_db("restart");
   run_record held;
   std::string done_at;
@@ -917,7 +786,7 @@ TEST_CASE("runs, events, leases and traces survive closing and reopening the sto
 }
 
 TEST_CASE("the store, not the caller's record, decides a new run's status, attempt, epoch and lease (AS-49, AS-54)",
-          "[store][runs]") {
+          "[store][contract][runs]") {
   store_client c(fresh_db("authority"));
   auto forged = [](std::string id, std::string kind) {
     auto r = store_client::run(std::move(id), 1, "s1", std::move(kind));

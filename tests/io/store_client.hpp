@@ -1,0 +1,156 @@
+// The run store as a test drives it: one process's store actor and a blocking caller, fresh databases,
+// and the small readers the store tests share (tests/io/test_sqlite_store.cpp,
+// tests/io/test_store_contract.cpp).
+#pragma once
+
+#include "actors/errors.hpp"
+#include "io/sqlite_store.hpp"
+#include "protocol/json.hpp"
+#include "protocol/timestamp.hpp"
+
+#include <caf/all.hpp>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <unistd.h>
+
+namespace troupe::test {
+
+using sys_clock = std::chrono::system_clock;
+
+// A fresh database file for one test case (its WAL and shared-memory files removed too).
+inline std::string fresh_db(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("troupe-store-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto path = dir / (name + ".db");
+  for (auto suffix : {"", "-wal", "-shm", "-journal"})
+    std::filesystem::remove(path.string() + suffix);
+  return path.string();
+}
+
+template <class T>
+using answer = std::variant<T, caf::error>;
+
+// One process's view of the store: its own actor system, the store actor and a blocking caller.
+// Destroying it stops the store and waits for it, as a process exit would.
+struct store_client {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  store_actor store;
+  caf::scoped_actor self{sys};
+
+  explicit store_client(const std::string& path) {
+    auto s = io::spawn_sqlite_store(sys, path);
+    if (auto err = std::get_if<std::string>(&s))
+      FAIL("cannot open the store: " << *err);
+    store = std::get<store_actor>(s);
+  }
+
+  ~store_client() { self->send_exit(store, caf::exit_reason::user_shutdown); }
+
+  template <class T, class... Ts>
+  answer<T> ask(Ts&&... xs) {
+    answer<T> out = make_error(errc::internal, "no answer");
+    self->request(store, std::chrono::seconds(10), std::forward<Ts>(xs)...)
+      .receive([&](T& v) { out = std::move(v); }, [&](caf::error& err) { out = std::move(err); });
+    return out;
+  }
+
+  answer<run_record> create(run_record r) { return ask<run_record>(create_run_atom::value, std::move(r)); }
+  answer<run_record> begin_chat(run_record r, std::string worker, double lease) {
+    return ask<run_record>(begin_chat_atom::value, std::move(r), std::move(worker), lease);
+  }
+  answer<run_claim> claim(std::string worker, double lease, uint32_t n) {
+    return ask<run_claim>(claim_atom::value, std::move(worker), lease, n);
+  }
+  answer<bool> append(std::string run_id, int64_t epoch, int64_t sequence, std::string type) {
+    stored_event e{sequence, type, R"({"type":")" + type + R"(","sequence":)" + std::to_string(sequence) + "}"};
+    return ask<bool>(append_atom::value, std::move(run_id), epoch, std::move(e));
+  }
+  answer<run_record> transition(run_transition t) { return ask<run_record>(transition_atom::value, std::move(t)); }
+  answer<bool> renew(std::string run_id, int64_t epoch, double lease) {
+    return ask<bool>(renew_atom::value, std::move(run_id), epoch, lease);
+  }
+  answer<recovery_report> recover(bool all_running) {
+    return ask<recovery_report>(recover_atom::value, all_running, protocol::lapsed_lease_ends());
+  }
+  answer<run_record> cancel(std::string run_id) {
+    return ask<run_record>(cancel_atom::value, std::move(run_id), protocol::cancelled_end());
+  }
+  answer<run_record> get(std::string run_id) { return ask<run_record>(get_run_atom::value, std::move(run_id)); }
+  answer<run_list> list(std::string status, int64_t limit) {
+    return ask<run_list>(list_runs_atom::value, std::move(status), limit);
+  }
+  answer<run_events_page> events(std::string run_id, int64_t after, int64_t limit) {
+    return ask<run_events_page>(events_atom::value, std::move(run_id), after, limit);
+  }
+  answer<trace_list> traces(std::string session_id, int64_t limit) {
+    return ask<trace_list>(list_traces_atom::value, std::move(session_id), limit);
+  }
+  answer<std::string> trace(std::string run_id) { return ask<std::string>(get_trace_atom::value, std::move(run_id)); }
+
+  // A stored run claimed by `worker`: its record at the claim's epoch.
+  run_record create_and_claim(const std::string& run_id, const std::string& worker = "worker-a",
+                              double lease = 60, int max_attempts = 3) {
+    ok(create(run(run_id, max_attempts)));
+    auto claimed = ok(claim(worker, lease, 1));
+    REQUIRE(claimed.runs.size() == 1);
+    REQUIRE(claimed.runs[0].run_id == run_id);
+    return claimed.runs[0];
+  }
+
+  static run_record run(std::string run_id, int max_attempts = 3, std::string session = "s1",
+                        std::string kind = "background") {
+    run_record r;
+    r.run_id = std::move(run_id);
+    r.run_kind = std::move(kind);
+    r.session_id = std::move(session);
+    r.tenant_key = "t";
+    r.user_key = "t:u";
+    r.max_attempts = max_attempts;
+    r.metadata = R"({"k":"v"})";
+    r.request = R"({"messages":[{"role":"user","content":"hi"}]})";
+    return r;
+  }
+
+  template <class T>
+  static T ok(answer<T> a) {
+    if (auto err = std::get_if<caf::error>(&a))
+      FAIL("the store refused: " << message_of(*err));
+    return std::move(std::get<T>(a));
+  }
+
+  template <class T>
+  static caf::error refused(answer<T> a) {
+    if (!std::holds_alternative<caf::error>(a))
+      FAIL("the store accepted a write it must refuse");
+    return std::get<caf::error>(a);
+  }
+};
+
+inline run_transition transition_of(const run_record& r, std::string status) {
+  run_transition t;
+  t.run_id = r.run_id;
+  t.lease_epoch = r.lease_epoch;
+  t.status = std::move(status);
+  t.trace.trace_type = r.run_kind == "chat" ? "chat" : "background_run";
+  return t;
+}
+
+inline sys_clock::time_point when(const std::string& iso) {
+  auto t = protocol::parse_iso_timestamp(iso);
+  if (!t)
+    FAIL("not an iso timestamp: '" << iso << "'");
+  return *t;
+}
+
+inline double seconds_until(const std::string& iso) {
+  return std::chrono::duration<double>(when(iso) - sys_clock::now()).count();
+}
+
+} // namespace troupe::test
