@@ -27,7 +27,7 @@ public:
   // batch ends with a finish or a failure event. After each batch reading pauses until resume()
   // (RS-39: a slow client slows the upstream read). Nothing is delivered after cancel().
   virtual std::shared_ptr<model_round> open(const protocol::responses::round_request& round,
-                                               events_handler events) = 0;
+                                            events_handler events) = 0;
 };
 
 } // namespace troupe

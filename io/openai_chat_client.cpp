@@ -74,7 +74,7 @@ public:
   ~impl();
 
   std::shared_ptr<model_round> open(const protocol::responses::round_request& round,
-                                       model_port::events_handler events);
+                                    model_port::events_handler events);
 
   void forget(uint64_t id);
 
@@ -473,7 +473,7 @@ std::shared_ptr<openai_chat_client::impl::call> openai_chat_client::impl::launch
 }
 
 std::shared_ptr<model_round> openai_chat_client::impl::open(const protocol::responses::round_request& round,
-                                                               model_port::events_handler events) {
+                                                            model_port::events_handler events) {
   return std::make_shared<round_handle>(launch(round, std::move(events)));
 }
 
@@ -491,7 +491,7 @@ openai_chat_client::openai_chat_client(openai_chat_options options)
 openai_chat_client::~openai_chat_client() = default;
 
 std::shared_ptr<model_round> openai_chat_client::open(const protocol::responses::round_request& round,
-                                                         events_handler events) {
+                                                      events_handler events) {
   return impl_->open(round, std::move(events));
 }
 

@@ -39,7 +39,7 @@ public:
   openai_chat_client& operator=(const openai_chat_client&) = delete;
 
   std::shared_ptr<model_round> open(const protocol::responses::round_request& round,
-                                       events_handler events) override;
+                                    events_handler events) override;
 
   class impl;
 

@@ -35,7 +35,7 @@ struct routing_model_port::impl {
 };
 
 routing_model_port::routing_model_port(std::vector<std::shared_ptr<model_port>> ports,
-                                             std::shared_ptr<const model_catalog> catalog)
+                                       std::shared_ptr<const model_catalog> catalog)
   : impl_(std::make_unique<impl>()) {
   impl_->ports = std::move(ports);
   impl_->catalog = std::move(catalog);
@@ -48,7 +48,7 @@ routing_model_port::~routing_model_port() {
 }
 
 std::shared_ptr<model_round> routing_model_port::open(const protocol::responses::round_request& round,
-                                                            events_handler events) {
+                                                      events_handler events) {
   const auto& model = round.model;
   if (auto i = impl_->catalog->route(model); i && *i < impl_->ports.size())
     return impl_->ports[*i]->open(round, std::move(events));

@@ -14,14 +14,14 @@ class routing_model_port : public model_port {
 public:
   // `ports` in routing order: model.upstreams[] entries, then the default upstream.
   routing_model_port(std::vector<std::shared_ptr<model_port>> ports,
-                        std::shared_ptr<const model_catalog> catalog);
+                     std::shared_ptr<const model_catalog> catalog);
   ~routing_model_port() override;
 
   routing_model_port(const routing_model_port&) = delete;
   routing_model_port& operator=(const routing_model_port&) = delete;
 
   std::shared_ptr<model_round> open(const protocol::responses::round_request& round,
-                                       events_handler events) override;
+                                    events_handler events) override;
 
 private:
   struct impl;

@@ -51,7 +51,7 @@ struct scripted_round : model_round, std::enable_shared_from_this<scripted_round
 } // namespace
 
 std::shared_ptr<model_round> scripted_model_port::open(const protocol::responses::round_request& round,
-                                                          events_handler events) {
+                                                       events_handler events) {
   auto request = protocol::responses::chat_model_request(round);
   auto r = std::make_shared<scripted_round>(impl_->ioc);
   std::vector<protocol::responses::upstream_event> batch;

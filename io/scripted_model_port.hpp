@@ -15,7 +15,7 @@ public:
   ~scripted_model_port() override;
 
   std::shared_ptr<model_round> open(const protocol::responses::round_request& round,
-                                       events_handler events) override;
+                                    events_handler events) override;
 
 private:
   struct impl;

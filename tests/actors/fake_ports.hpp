@@ -111,7 +111,7 @@ public:
   // A round answers with its outcome's reply as one batch of events; it records the round as the chat
   // request it renders as.
   std::shared_ptr<model_round> open(const protocol::responses::round_request& round,
-                                       events_handler events) override {
+                                    events_handler events) override {
     protocol::model_outcome cancelled;
     cancelled.cancelled = true;
     auto r = std::make_shared<fake_round>();
