@@ -84,7 +84,7 @@ struct noting_dialect : loop_dialect {
 
   void note(std::string what) { caf::anon_send(observer, note_atom::value, std::move(what)); }
 
-  bool prepare_round(int round, protocol::responses::round_request& r) override {
+  bool prepare_round(int round, protocol::responses::round_request&) override {
     note("round " + std::to_string(round));
     assembler = {};
     return true;
