@@ -1,17 +1,18 @@
 #include "actors/agent_loop.hpp"
 
+#include "protocol/agent_loop.hpp"
+
 #include <caf/all.hpp>
 
 namespace troupe {
 
 namespace rs = protocol::responses;
 
-agent_loop::agent_loop(caf::scheduled_actor* self, std::shared_ptr<upstream_port> model, loop_settings settings,
+agent_loop::agent_loop(caf::scheduled_actor* self, std::shared_ptr<model_port> model, loop_settings settings,
                        loop_dialect& dialect)
     : self_(self), model_(std::move(model)), settings_(settings), dialect_(dialect) {
   if (settings_.parallel_calls == 0)
     settings_.parallel_calls = 1;
-  self_->set_down_handler([this](caf::down_msg& down) { on_down(down); });
 }
 
 // The hosting actor is gone: so is its work.
@@ -144,16 +145,24 @@ void agent_loop::on_tool_result(uint64_t key, call_result& result) {
 }
 
 // A call actor answers before it quits, so one still running when it goes down died without answering.
-void agent_loop::on_down(const caf::down_msg& down) {
+bool agent_loop::on_down(const caf::down_msg& down) {
   for (auto& [key, slot] : running_)
     if (slot.actor && slot.actor.address() == down.source) {
       auto k = key;
       complete(k, {{"[ERROR] Tool call failed: " + self_->system().render(down.reason), false}, 0, false, false});
-      return pump();
+      pump();
+      return true;
     }
+  return false;
 }
 
 void agent_loop::complete(uint64_t key, call_result result) {
+  auto& output = result.outcome.output;
+  if (result.timed_out)
+    output = dialect_.timeout_output(settings_.call_timeout_seconds);
+  else if (!result.refused)
+    if (auto dropped = protocol::cut_tool_output(output, settings_.max_tool_output_bytes))
+      output += dialect_.truncation_notice(dropped);
   auto it = running_.find(key);
   auto call = std::move(it->second.call);
   running_.erase(it);

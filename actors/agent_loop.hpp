@@ -1,5 +1,5 @@
 // The agent loop (DESIGN.md: one agent loop, three dialects). It reads the model in rounds through
-// the upstream port and runs the calls a round asks for, each in its own tool_call actor — at most
+// the model port and runs the calls a round asks for, each in its own tool_call actor — at most
 // `parallel_calls` at once, each bounded by a timeout — until the dialect ends the run or the round
 // cap is reached. It lives inside the actor of an agent-service run or of a Responses response; the
 // dialect is that actor's: it says what a round's reply means, gates each call, renders events and
@@ -8,8 +8,9 @@
 
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
+#include "actors/model_port.hpp"
 #include "actors/tool_call.hpp"
-#include "actors/upstream_port.hpp"
+#include "protocol/loop_settings.hpp"
 
 #include <caf/fwd.hpp>
 #include <caf/replies_to.hpp>
@@ -30,11 +31,7 @@ using loop_actor = caf::typed_actor<
   caf::reacts_to<upstream_atom, uint64_t, std::vector<protocol::responses::upstream_event>>,
   caf::reacts_to<tool_result_atom, uint64_t, call_result>>;
 
-struct loop_settings {
-  int max_rounds = 10;            // the round cap: AS-20 max_iterations, RS-22 max rounds
-  std::size_t parallel_calls = 1; // AS-18: one at a time; RS-25: up to 5
-  double call_timeout_seconds = 0; // 0: the tool's own bound applies
-};
+using protocol::loop_settings;
 
 // One call a round asked for.
 struct loop_call {
@@ -73,7 +70,12 @@ public:
   enum class admission { run, wait, refuse };
   virtual admission admit_call(const loop_call&, std::string& /*refusal*/) { return admission::run; }
 
+  // A call's result: a refusal as the gate gave it, a timed-out call's output worded by
+  // timeout_output(), anything the call answered cut to max_tool_output_bytes and followed by
+  // truncation_notice().
   virtual void on_call_end(const loop_call& call, call_result result) = 0;
+  virtual std::string timeout_output(double seconds) const = 0;
+  virtual std::string truncation_notice(std::size_t dropped_bytes) const = 0;
 
   // The calls are done and the round's reply said the run ends.
   virtual void on_done() = 0;
@@ -83,9 +85,8 @@ public:
 
 class agent_loop {
 public:
-  // Takes over `self`'s down handler: a call actor that dies without answering ends its call with
-  // an [ERROR] result and the run goes on (DESIGN.md's supervision of tool calls).
-  agent_loop(caf::scheduled_actor* self, std::shared_ptr<upstream_port> model, loop_settings settings,
+  // The loop monitors its call actors; the host's down handler hands every down to on_down().
+  agent_loop(caf::scheduled_actor* self, std::shared_ptr<model_port> model, loop_settings settings,
              loop_dialect& dialect);
   ~agent_loop();
   agent_loop(const agent_loop&) = delete;
@@ -112,6 +113,9 @@ public:
   // The loop_actor messages, forwarded by the hosting actor.
   void on_upstream(uint64_t tag, std::vector<protocol::responses::upstream_event>& events);
   void on_tool_result(uint64_t key, call_result& result);
+  // A down the host received. True when it was one of the loop's call actors: one that dies without
+  // answering ends its call with an [ERROR] result and the run goes on (DESIGN.md's supervision).
+  bool on_down(const caf::down_msg& down);
 
 private:
   struct running_call {
@@ -119,7 +123,6 @@ private:
     tool_call_actor actor; // once admitted
   };
 
-  void on_down(const caf::down_msg& down);
   void open(const protocol::responses::round_request& r);
   void pump();
   void launch(running_call& slot);
@@ -128,13 +131,13 @@ private:
   caf::actor me() const;
 
   caf::scheduled_actor* self_;
-  std::shared_ptr<upstream_port> model_;
+  std::shared_ptr<model_port> model_;
   loop_settings settings_;
   loop_dialect& dialect_;
 
   int round_ = 0;
   uint64_t round_tag_ = 0; // stale batches of a cancelled round are dropped
-  std::shared_ptr<upstream_round> round_in_flight_;
+  std::shared_ptr<model_round> round_in_flight_;
   std::deque<loop_call> waiting_;
   std::map<uint64_t, running_call> running_;
   uint64_t next_key_ = 0;

@@ -25,7 +25,7 @@ struct compaction_state {
   std::vector<rs::item> history;
   std::string summary;
   rs::usage tokens;
-  std::shared_ptr<upstream_round> upstream;
+  std::shared_ptr<model_round> round;
 };
 
 using compaction_pointer = response_compaction_actor::stateful_pointer<compaction_state>;
@@ -46,14 +46,12 @@ void summarize(compaction_pointer self) {
   st.history = history;
   history.push_back(rs::compaction_request());
   rs::round_request r;
-  r.req = &st.req;
+  rs::fill_round(r, st.req);
   r.history = std::move(history);
-  r.max_output_tokens = st.env->limits.max_summary_tokens;
+  r.max_output_tokens = st.env->loop.summary_tokens;
   r.stream = false;
-  if (st.req.instructions)
-    r.system_override = st.req.instructions;
   response_compaction_actor me = self;
-  st.upstream = st.env->upstream->open(r, [me](std::vector<rs::upstream_event> events) {
+  st.round = st.env->model->open(r, [me](std::vector<rs::upstream_event> events) {
     caf::anon_send(me, upstream_atom::value, uint64_t{0}, std::move(events));
   });
 }
@@ -154,8 +152,8 @@ response_compaction_actor::behavior_type compaction(compaction_pointer self,
         if (e.what == kind::finish)
           return store_compacted(self);
       }
-      if (st.upstream)
-        st.upstream->resume();
+      if (st.round)
+        st.round->resume();
     },
   };
 }

@@ -2,10 +2,12 @@
 
 #include "actors/agent_loop.hpp"
 #include "actors/errors.hpp"
+#include "actors/response_rows.hpp"
 #include "actors/tool_router.hpp"
 #include "protocol/json.hpp"
 #include "protocol/mcp.hpp"
-#include "protocol/utf8.hpp"
+#include "protocol/response_phase.hpp"
+#include "protocol/responses_mcp.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -42,15 +44,13 @@ struct run_state {
   // The dialect before the loop: the loop goes first when the state is torn down.
   std::unique_ptr<loop_dialect> dialect;
   std::unique_ptr<agent_loop> loop;
-  bool started = false;
-  bool ended = false;
+  rs::run_phase phase = rs::run_phase::waiting;
 
   // The history window (RS-51): history + input until a compaction replaces it; the stream's model
   // items from `mark` on follow it.
   std::vector<rs::item> window;
   std::size_t mark = 0;
   std::vector<rs::item> minted; // user messages re-minted by a compaction, stored with the response
-  bool summarizing = false;
   int compacted_before = 0; // the round a compaction already ran before (at most one per round)
   std::vector<rs::item> summarized;
   std::string summary;
@@ -67,80 +67,17 @@ struct run_state {
   std::vector<caf::response_promise> cancelled; // cancel requests, answered with the stored object
 
   bool background() const { return job.req.background; }
+  bool ended() const { return rs::ended(phase); }
+  // Moves to the phase `input` leads to (protocol/response_phase.hpp); false when it does not apply.
+  bool go(rs::run_input input) {
+    auto next = rs::next_phase(phase, input, background());
+    if (next)
+      phase = *next;
+    return next.has_value();
+  }
 };
 
 using run_pointer = response_run_actor::stateful_pointer<run_state>;
-
-std::string tools_json(const std::vector<protocol::mcp_tool>& tools) {
-  rapidjson::StringBuffer buf;
-  protocol::json::writer w(buf);
-  w.StartArray();
-  for (auto& t : tools) {
-    w.StartObject();
-    w.Key("name");
-    w.String(t.name.c_str());
-    w.Key("description");
-    w.String(t.description.c_str());
-    w.Key("input_schema");
-    protocol::json::write_raw(w, t.input_schema);
-    w.Key("annotations");
-    w.StartObject();
-    w.Key("readOnlyHint");
-    w.Bool(t.read_only);
-    w.EndObject();
-    w.EndObject();
-  }
-  w.EndArray();
-  return std::string(buf.GetString(), buf.GetSize());
-}
-
-// RS-33: a tool matching `always` needs approval, else one matching `never` does not, else it does.
-bool needs_approval(const std::string& policy, const protocol::mcp_tool& tool) {
-  if (policy.empty() || policy == "\"always\"")
-    return true;
-  if (policy == "\"never\"")
-    return false;
-  auto doc = protocol::json::parse(policy);
-  if (!doc)
-    return true;
-  auto matches = [&](const char* key) {
-    auto filter = protocol::json::member(*doc, key);
-    if (!filter || !filter->IsObject())
-      return false;
-    if (auto names = protocol::json::member(*filter, "tool_names"); names && names->IsArray())
-      for (auto& n : names->GetArray())
-        if (n.IsString() && tool.name == n.GetString())
-          return true;
-    auto read_only = protocol::json::get_bool(*filter, "read_only");
-    return read_only && *read_only == tool.read_only;
-  };
-  if (matches("always"))
-    return true;
-  return !matches("never");
-}
-
-std::string mcp_error(const char* type, const std::string& message, int code = 0) {
-  return protocol::json::object([&](protocol::json::writer& w) {
-    w.Key("type");
-    w.String(type);
-    if (std::string(type) == "mcp_tool_execution_error") {
-      w.Key("content");
-      w.StartArray();
-      w.StartObject();
-      w.Key("type");
-      w.String("text");
-      w.Key("text");
-      w.String(message.c_str(), static_cast<rapidjson::SizeType>(message.size()));
-      w.EndObject();
-      w.EndArray();
-    } else {
-      w.Key("code");
-      w.Int(code);
-      w.Key("message");
-      w.String(message.c_str(), static_cast<rapidjson::SizeType>(message.size()));
-    }
-  });
-}
 
 std::string error_object(const std::string& code, const std::string& message) {
   return protocol::json::object([&](protocol::json::writer& w) {
@@ -173,47 +110,6 @@ std::string snapshot(const run_state& st, const std::string& status, const std::
   return rs::response_json(st.job.req, s);
 }
 
-// The stored row of the response as it stands.
-// What every stored row of a response holds from the start: who it is, its history and input.
-response_row base_row(const response_job& job) {
-  response_row row;
-  row.id = job.id;
-  row.created_at = job.created_at;
-  row.background = job.req.background;
-  row.model = job.req.model;
-  for (auto& it : job.history)
-    row.history_item_ids.push_back(it.id);
-  for (auto& it : job.input)
-    row.history_item_ids.push_back(it.id);
-  row.input_count = static_cast<int64_t>(row.history_item_ids.size());
-  row.previous_response_id = job.req.previous_response_id;
-  row.conversation_id = job.req.conversation_id;
-  row.owner = job.owner;
-  return row;
-}
-
-response_row row_of(const run_state& st, const std::string& status, const std::string& snapshot_json) {
-  auto row = base_row(st.job);
-  row.status = status;
-  row.snapshot = snapshot_json;
-  // The window, then what the response added after it that the client saw end (RS-20, RS-51).
-  row.history_item_ids.clear();
-  for (auto& it : st.window)
-    row.history_item_ids.push_back(it.id);
-  if (st.mark > 0)
-    row.input_count = static_cast<int64_t>(st.window.size());
-  std::set<std::string> done;
-  auto& output = st.stream->output();
-  for (std::size_t i = 0; i < output.size(); ++i)
-    if (st.stream->item_done(i))
-      done.insert(output[i].id);
-  auto produced = st.stream->model_items();
-  for (auto i = st.mark; i < produced.size(); ++i)
-    if (done.count(produced[i].id))
-      row.history_item_ids.push_back(produced[i].id);
-  return row;
-}
-
 void stop_work(run_state& st);
 
 // The registry forgets the run (its conversation is free, the next background response may start)
@@ -229,9 +125,8 @@ void leave_registry(run_pointer self) {
 // told, so that what waited on the answer for it ends too.
 void abandon(run_pointer self) {
   auto& st = self->state;
-  if (st.ended || st.background())
+  if (!st.go(rs::run_input::client_left))
     return;
-  st.ended = true;
   stop_work(st);
   leave_registry(self);
   if (st.waiter) {
@@ -292,7 +187,7 @@ void deliver(run_pointer self, std::vector<rs::stream_event> events) {
 // per period, not per batch.
 void watch_stall(run_pointer self) {
   auto& st = self->state;
-  auto period = std::chrono::milliseconds(static_cast<int64_t>(st.env->limits.client_stall_timeout_seconds * 1000));
+  auto period = std::chrono::milliseconds(static_cast<int64_t>(st.env->loop.client_stall_timeout_seconds * 1000));
   self->delayed_send(self, period, stall_atom::value, st.acknowledged);
 }
 
@@ -315,7 +210,7 @@ void publish(run_pointer self) {
   }
   if (!c.events_only) {
     // RS-55: the snapshot follows each finished item, and the item is stored with it.
-    c.response = row_of(st, "in_progress", snapshot(st, "in_progress"));
+    c.response = row_of(st.job, st.window, st.mark, *st.stream, "in_progress", snapshot(st, "in_progress"));
     auto& output = st.stream->output();
     for (std::size_t i = 0; i < output.size(); ++i)
       if (st.stream->item_done(i))
@@ -386,14 +281,14 @@ bool compaction_due(run_pointer self, int round) {
   if (rs::estimate_tokens(history, st.job.req.instructions.value_or("")) < *threshold)
     return false;
   st.compacted_before = round;
-  st.summarizing = true;
+  st.go(rs::run_input::summary_opened);
   st.summary.clear();
   st.summarized = history;
   history.push_back(rs::compaction_request());
   rs::round_request r;
-  r.req = &st.job.req;
+  rs::fill_round(r, st.job.req);
   r.history = std::move(history);
-  r.max_output_tokens = st.env->limits.max_summary_tokens;
+  r.max_output_tokens = st.env->loop.summary_tokens;
   r.stream = false;
   st.deferred_resumes = 0;
   st.loop->open_side_round(r);
@@ -410,7 +305,7 @@ void on_summary(run_pointer self, std::vector<rs::upstream_event>& events) {
       return fail(self, "The compaction summary call failed: " + e.text, e.http_status);
     } else if (e.what == kind::finish) {
       st.tokens += e.tokens; // summary usage is the response's too (RS-19)
-      st.summarizing = false;
+      st.go(rs::run_input::summary_done);
       auto window = rs::compacted_window(st.summarized, st.summary);
       st.stream->add_item(window.back());
       publish(self);
@@ -434,10 +329,10 @@ struct response_dialect : loop_dialect {
 
   bool prepare_round(int round, rs::round_request& r) override {
     auto& st = self->state;
-    if (st.ended || compaction_due(self, round))
+    if (st.ended() || compaction_due(self, round))
       return false;
     st.stream->next_round();
-    r.req = &st.job.req;
+    rs::fill_round(r, st.job.req);
     r.history = working_history(st);
     r.tools = st.function_tools;
     if (st.stream->gateway_budget() != 0)
@@ -459,7 +354,7 @@ struct response_dialect : loop_dialect {
 
   batch on_batch(std::vector<rs::upstream_event>& events) override {
     auto& st = self->state;
-    if (st.summarizing) {
+    if (st.phase == rs::run_phase::summarizing) {
       on_summary(self, events);
       return batch::taken;
     }
@@ -471,12 +366,12 @@ struct response_dialect : loop_dialect {
       }
     }
     publish(self);
-    if (st.ended)
+    if (st.ended())
       return batch::taken;
     if (st.stream->round_finished())
       return batch::round_end;
-    if (st.stream->held_events() > st.env->limits.held_back_events
-        || st.stream->held_bytes() > st.env->limits.held_back_bytes) {
+    if (st.stream->held_events() > st.env->loop.held_back_events
+        || st.stream->held_bytes() > st.env->loop.held_back_bytes) {
       fail(self, "too much output held back behind a gateway tool call", 0);
       return batch::taken;
     }
@@ -515,12 +410,13 @@ struct response_dialect : loop_dialect {
   admission admit_call(const loop_call& call, std::string& refusal) override {
     auto& p = self->state.stream->output()[call.ref];
     if (!call.port) {
-      refusal = mcp_error("mcp_protocol_error",
-                          "Unknown tool '" + p.name + "' on MCP server '" + p.server_label + "'", -32602);
+      refusal = rs::mcp_call_error("mcp_protocol_error",
+                                   "Unknown tool '" + p.name + "' on MCP server '" + p.server_label + "'", -32602);
       return admission::refuse;
     }
     if (auto why = protocol::tool_arguments_error(call.invocation.arguments)) {
-      refusal = mcp_error("mcp_protocol_error", "Invalid arguments for tool '" + p.name + "': " + *why, -32602);
+      refusal =
+        rs::mcp_call_error("mcp_protocol_error", "Invalid arguments for tool '" + p.name + "': " + *why, -32602);
       return admission::refuse;
     }
     return admission::run;
@@ -533,24 +429,25 @@ struct response_dialect : loop_dialect {
     std::string output;
     std::string error;
     auto& text = result.outcome.output;
-    if (result.refused) {
+    if (result.refused || result.timed_out) {
       error = std::move(text);
-    } else if (result.timed_out) {
-      auto seconds = static_cast<int64_t>(st.env->limits.gateway_tool_timeout_seconds);
-      error = mcp_error("mcp_protocol_error", "MCP tool call timed out after " + std::to_string(seconds) + "s", -32001);
     } else if (text.rfind(marker, 0) == 0) {
-      error = mcp_error("mcp_tool_execution_error", text.substr(marker.size()));
+      error = rs::mcp_call_error("mcp_tool_execution_error", text.substr(marker.size()));
     } else {
       output = std::move(text);
     }
-    if (output.size() > st.env->limits.max_tool_output_bytes)
-      output = std::string(protocol::utf8_prefix(output, st.env->limits.max_tool_output_bytes)) + "…[truncated]";
     st.stream->complete_call(call.ref, std::move(output), std::move(error));
     publish(self);
   }
 
   void on_done() override { finish(self, "completed"); }
   void on_rounds_exhausted() override { finish(self, "incomplete", "max_tool_rounds"); }
+
+  std::string timeout_output(double seconds) const override {
+    auto whole = std::to_string(static_cast<int64_t>(seconds));
+    return rs::mcp_call_error("mcp_protocol_error", "MCP tool call timed out after " + whole + "s", -32001);
+  }
+  std::string truncation_notice(std::size_t) const override { return "…[truncated]"; }
 };
 
 void end_subscribers(run_pointer self, const response_end& end) {
@@ -564,16 +461,17 @@ void end_subscribers(run_pointer self, const response_end& end) {
   for (auto& rp : st.cancelled)
     rp.deliver(end.snapshot);
   leave_registry(self);
+  st.go(rs::run_input::told);
   self->quit();
 }
 
 void finish(run_pointer self, const std::string& status, const std::string& reason, const problem& failure) {
   auto& st = self->state;
-  if (st.ended)
+  bool waited = st.phase == rs::run_phase::waiting; // cancelled while it waited for its turn (RS-55)
+  if (!st.go(rs::run_input::finish))
     return;
-  st.ended = true;
   stop_work(st);
-  if (!st.started) // cancelled while it waited for its turn (RS-55)
+  if (waited)
     announce(st);
   if (status == "cancelled" || status == "failed")
     st.stream->interrupt();
@@ -595,27 +493,8 @@ void finish(run_pointer self, const std::string& status, const std::string& reas
     return end_subscribers(self, end);
   }
   // RS-53: one commit after the run and before the terminal event.
-  response_commit c;
-  c.response = row_of(st, status, object);
-  for (auto& it : st.job.input)
-    c.items.push_back({it.id, rs::to_json(it)});
-  for (auto& it : st.minted)
-    c.items.push_back({it.id, rs::to_json(it)});
-  auto& output = st.stream->output();
-  for (std::size_t i = 0; i < output.size(); ++i)
-    if (st.stream->item_done(i)) {
-      c.items.push_back({output[i].id, rs::to_json(output[i])});
-      if ((status == "completed" || status == "incomplete") && !st.job.req.conversation_id.empty())
-        c.conversation_append.push_back(output[i].id);
-    }
-  if ((status == "completed" || status == "incomplete") && !st.job.req.conversation_id.empty()) {
-    std::vector<std::string> ids;
-    for (auto& it : st.job.input)
-      ids.push_back(it.id);
-    c.conversation_append.insert(c.conversation_append.begin(), ids.begin(), ids.end());
-    c.conversation_id = st.job.req.conversation_id;
-    c.expected_revision = st.job.conversation_revision;
-  }
+  auto c = final_commit(st.job, st.minted, row_of(st.job, st.window, st.mark, *st.stream, status, object),
+                        *st.stream, status);
   if (st.background())
     for (auto& e : events)
       c.events.push_back({e.sequence, e.json});
@@ -641,13 +520,12 @@ void finish(run_pointer self, const std::string& status, const std::string& reas
 
 // response.created, then response.queued for a background response (RS-37.2).
 void announce(run_state& st) {
-  st.started = true;
   st.stream->created(snapshot(st, st.background() ? "queued" : "in_progress"), st.background());
 }
 
 void start(run_pointer self) {
   auto& st = self->state;
-  if (st.ended)
+  if (!st.go(rs::run_input::start))
     return;
   if ((st.waiter || st.sink) && !st.background())
     watch_stall(self);
@@ -659,41 +537,17 @@ void start(run_pointer self) {
   for (auto& server : st.job.servers) {
     if (server.listed)
       continue;
-    rs::item list;
-    list.type = "mcp_list_tools";
-    list.id = rs::mint_item_id("mcp_list_tools");
-    list.server_label = server.label;
-    list.tools = tools_json(server.tools);
+    st.stream->add_item(rs::list_tools_item(server.label, server.tools, server.error));
     if (!server.error.empty()) {
-      list.tools = "[]";
-      list.error = protocol::json::object([&](protocol::json::writer& w) {
-        w.Key("type");
-        w.String("mcp_protocol_error");
-        w.Key("message");
-        w.String(server.error.c_str());
-      });
-      st.stream->add_item(std::move(list));
       publish(self);
-      problem e;
-      e.code = errc::internal;
-      e.kind = "server_error";
-      e.message = "Error retrieving tool list from MCP server: '" + server.label + "'.";
+      problem e{errc::internal, "Error retrieving tool list from MCP server: '" + server.label + "'.", {},
+                "server_error"};
       return finish(self, "failed", {}, e);
     }
-    st.stream->add_item(std::move(list));
   }
   // RS-33: approved calls run before round 1.
-  std::map<std::string, const rs::item*> requests;
-  for (auto& it : st.job.history)
-    if (it.type == "mcp_approval_request")
-      requests[it.id] = &it;
-  for (auto& it : st.job.input)
-    if (it.type == "mcp_approval_request")
-      requests[it.id] = &it;
-  for (auto& it : st.job.input)
-    if (it.type == "mcp_approval_response" && it.approve)
-      if (auto r = requests.find(it.approval_request_id); r != requests.end())
-        st.stream->open_approved_call(r->second->server_label, r->second->name, r->second->arguments, r->first);
+  for (auto* r : rs::approved_requests(st.job.history, st.job.input))
+    st.stream->open_approved_call(r->server_label, r->name, r->arguments, r->id);
   publish(self);
   st.loop->start(pending_calls(st));
 }
@@ -718,7 +572,7 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
   for (auto& server : st.job.servers)
     for (auto& tool : server.tools) {
       auto name = rs::mcp_function_name(server.label, tool.name);
-      st.routes[name] = {server.label, tool.name, needs_approval(server.require_approval, tool)};
+      st.routes[name] = {server.label, tool.name, rs::needs_approval(server.require_approval, tool)};
       st.mcp_tools.push_back({name, tool.description, tool.input_schema, {}});
     }
   auto routes = st.routes;
@@ -730,17 +584,14 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
       return it->second;
     },
     st.job.req.max_tool_calls.value_or(-1));
-  loop_settings settings;
-  settings.max_rounds = st.env->limits.max_rounds;
-  settings.parallel_calls = static_cast<std::size_t>(std::max(1, st.env->limits.max_concurrent_gateway_calls));
-  settings.call_timeout_seconds = st.env->limits.gateway_tool_timeout_seconds;
   st.dialect = std::make_unique<response_dialect>(self);
-  st.loop = std::make_unique<agent_loop>(self, st.env->upstream, settings, *st.dialect);
+  st.loop = std::make_unique<agent_loop>(self, st.env->model, st.env->loop, *st.dialect);
+  self->set_down_handler([self](caf::down_msg& down) { self->state.loop->on_down(down); });
   return {
     [=](start_atom) { start(self); },
     [=](cancel_atom) -> caf::result<std::string> {
       auto& s = self->state;
-      if (s.ended && s.cancelled.empty())
+      if (s.ended() && s.cancelled.empty())
         return make_error(errc::conflict, "the response already ended");
       // The cancelled object is the answer once it is stored (RS-9).
       s.cancelled.push_back(self->make_response_promise<std::string>());
@@ -751,7 +602,7 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
     [=](disconnect_atom) { abandon(self); },
     [=](stall_atom, uint64_t acknowledged_then) {
       auto& s = self->state;
-      if (s.ended)
+      if (s.ended())
         return;
       bool waiting = s.unacknowledged > 0 || (s.sink && s.sink->backlogged());
       if (waiting && s.acknowledged == acknowledged_then)
@@ -760,7 +611,7 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
     },
     [=](drained_atom) {
       auto& s = self->state;
-      if (s.ended || !s.sink || s.deferred_resumes == 0 || s.sink->backlogged())
+      if (s.ended() || !s.sink || s.deferred_resumes == 0 || s.sink->backlogged())
         return; // nothing waits, or the sink tells again once it drains
       ++s.acknowledged;
       resume_deferred(s);
@@ -788,17 +639,6 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
 }
 
 } // namespace
-
-response_row queued_row(const response_job& job) {
-  auto row = base_row(job);
-  row.status = "queued";
-  rs::response_state s;
-  s.id = job.id;
-  s.created_at = job.created_at;
-  s.status = "queued";
-  row.snapshot = rs::response_json(job.req, s);
-  return row;
-}
 
 response_run_actor spawn_response_run(caf::actor_system& sys, std::shared_ptr<const response_environment> env,
                                       caf::actor registry, response_job job, caf::actor waiter,

@@ -7,7 +7,7 @@
 #include "actors/event_sink.hpp"
 #include "actors/messages.hpp"
 #include "actors/response_store.hpp"
-#include "actors/upstream_port.hpp"
+#include "actors/model_port.hpp"
 #include "protocol/mcp.hpp"
 #include "protocol/responses_request.hpp"
 #include "protocol/responses_stream.hpp"
@@ -27,23 +27,11 @@ namespace troupe {
 
 class tool_router;
 
-// The executor's limits (RS-23..RS-26, RS-51): one parameter set, defaults from the spec.
-struct response_limits {
-  int max_rounds = 10;
-  int max_concurrent_gateway_calls = 5;
-  double gateway_tool_timeout_seconds = 60;
-  std::size_t max_tool_output_bytes = std::size_t{1} << 20;
-  int64_t max_summary_tokens = 4096;
-  std::size_t held_back_events = 1024;
-  std::size_t held_back_bytes = 256 * 1024;
-  double client_stall_timeout_seconds = 60; // stream.client_stall_timeout (RS-39)
-};
-
 struct response_environment {
-  std::shared_ptr<upstream_port> upstream;
+  std::shared_ptr<model_port> model;
   response_store_actor store;
   std::shared_ptr<tool_router> tools; // the configured MCP servers
-  response_limits limits;
+  protocol::loop_settings loop = protocol::loop_settings::responses();
 };
 
 // An MCP server as one request uses it (RS-30..RS-33).

@@ -5,7 +5,7 @@
 #include "protocol/agent_loop.hpp"
 #include "protocol/json.hpp"
 #include "protocol/redaction.hpp"
-#include "protocol/responses_request.hpp"
+#include "protocol/model_round.hpp"
 #include "protocol/round_reply.hpp"
 #include "protocol/timestamp.hpp"
 #include "protocol/workspace_path.hpp"
@@ -61,8 +61,8 @@ struct run_state : loop_dialect {
   std::string workspace_dir;
   std::string model_name;
   std::vector<protocol::tool_schema> visible_tools;
+  std::string instructions; // every round's system message (AS-19)
   std::vector<protocol::responses::item> history; // the item model; the model reads chat messages of it
-  protocol::responses::request model_settings;    // what every round asks of the model
   std::vector<protocol::responses::upstream_tool> offered;
   clock::time_point started = clock::now();
   std::string created_at;
@@ -160,10 +160,7 @@ struct run_state : loop_dialect {
       for (auto& t : env->tools->tools())
         if (tool_policy.visible(t.name)) // AS-31: hidden tools are never offered
           visible_tools.push_back(std::move(t));
-    model_settings.model = model_name;
-    model_settings.instructions = protocol::system_prompt(visible_tools);
-    model_settings.temperature = spec.request.temperature;
-    model_settings.top_p = spec.request.top_p;
+    instructions = protocol::system_prompt(visible_tools);
     for (auto& t : visible_tools)
       offered.push_back({t.name, t.description, t.parameters, {}});
     history = protocol::responses::items_of(protocol::clean_history(spec.request.history));
@@ -199,7 +196,10 @@ struct run_state : loop_dialect {
   }
 
   bool prepare_round(int, protocol::responses::round_request& r) override {
-    r.req = &model_settings;
+    r.model = model_name;
+    r.instructions = instructions;
+    r.temperature = spec.request.temperature;
+    r.top_p = spec.request.top_p;
     r.history = history;
     r.tools = offered;
     r.max_output_tokens = spec.request.max_tokens.value_or(env->default_max_tokens);
@@ -304,7 +304,7 @@ struct run_state : loop_dialect {
 
   void on_rounds_exhausted() override {
     finish_completed("[STOPPED] Task stopped due to maximum iteration limit ("
-                       + std::to_string(env->limits.max_iterations) + ").",
+                       + std::to_string(env->loop.max_rounds) + ").",
                      "max_iterations");
   }
 
@@ -488,10 +488,7 @@ struct run_state : loop_dialect {
     env->metrics->tool_call(result.duration_ms);
     auto& c = pending_calls[call.ref];
     auto& g = gates[call.ref];
-    if (result.timed_out)
-      result.outcome.output =
-        "[ERROR] Tool timed out after " + format_seconds(env->limits.tool_timeout_seconds) + " seconds";
-    auto output = protocol::truncate_tool_output(std::move(result.outcome.output), env->limits.max_tool_output_chars);
+    auto output = std::move(result.outcome.output);
     auto cited = protocol::harvest_citations(output);
     protocol::merge_citations(citations, cited);
     auto e = make_event("tool_result", output);
@@ -531,6 +528,12 @@ struct run_state : loop_dialect {
     tool_msg.tool_call_id = c.id;
     append(tool_msg);
   }
+
+  std::string timeout_output(double seconds) const override {
+    return "[ERROR] Tool timed out after " + format_seconds(seconds) + " seconds";
+  }
+  std::string truncation_notice(std::size_t dropped) const override { return protocol::truncation_notice(dropped); }
+
   void finish_completed(std::string answer, const char* stop_reason) {
     answer = protocol::redact_text(answer); // AS-85: the answer is stored in the event, trace and session
     auto e = make_event("session_end", answer);
@@ -655,11 +658,8 @@ run_actor::behavior_type run_behavior(run_actor::stateful_pointer<run_state> sel
   st.spec = std::move(spec);
   st.subscribers = std::move(subscribers);
   st.slots = std::move(slots);
-  loop_settings settings;
-  settings.max_rounds = st.env->limits.max_iterations;
-  settings.parallel_calls = 1; // AS-18
-  settings.call_timeout_seconds = st.env->limits.tool_timeout_seconds;
-  st.loop = std::make_unique<agent_loop>(self, st.env->model, settings, st);
+  st.loop = std::make_unique<agent_loop>(self, st.env->model, st.env->loop, st);
+  self->set_down_handler([self](caf::down_msg& down) { self->state.loop->on_down(down); });
   return {
     [=](start_atom) {
       if (self->state.created_at.empty())

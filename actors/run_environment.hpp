@@ -1,11 +1,12 @@
-// What every run of a node shares: its ports, its store and the loop's limits.
+// What every run of a node shares: its ports, its store and the loop's settings.
 #pragma once
 
 #include "actors/approval_registry.hpp"
 #include "actors/metrics.hpp"
 #include "actors/store.hpp"
 #include "actors/tool_port.hpp"
-#include "actors/upstream_port.hpp"
+#include "actors/model_port.hpp"
+#include "protocol/loop_settings.hpp"
 #include "protocol/policy.hpp"
 
 #include <memory>
@@ -13,15 +14,8 @@
 
 namespace troupe {
 
-// The loop's limits, one parameter set; each surface chooses its defaults (DESIGN.md).
-struct loop_limits {
-  int max_iterations = 20;              // react.max_iterations (AS-20)
-  int64_t max_tool_output_chars = 20000; // react.max_tool_output_chars (AS-22)
-  double tool_timeout_seconds = 0;       // 0: the tool's own bound applies
-};
-
 struct run_environment {
-  std::shared_ptr<upstream_port> model; // the default upstream: the agent loop reads rounds, as the Responses executor does
+  std::shared_ptr<model_port> model; // the default upstream: the agent service's rounds
   std::shared_ptr<tool_port> tools;
   store_actor store; // may be invalid: nothing is persisted then
   std::shared_ptr<node_metrics> metrics = std::make_shared<node_metrics>();
@@ -30,7 +24,7 @@ struct run_environment {
   protocol::safety_config safety;
   approval_registry_actor approvals; // may be invalid: a call needing approval is then denied
   double approval_timeout_seconds = 300;
-  loop_limits limits;
+  protocol::loop_settings loop = protocol::loop_settings::agent_service();
   std::string default_model = "scripted";
   int64_t default_max_tokens = 4096;
   bool stream = true;

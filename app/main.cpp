@@ -15,7 +15,7 @@
 #include "io/openai_chat_client.hpp"
 #include "io/policy_routes.hpp"
 #include "io/responses_routes.hpp"
-#include "io/routing_upstream_port.hpp"
+#include "io/routing_model_port.hpp"
 #include "io/run_routes.hpp"
 #include "io/scripted_model_port.hpp"
 #include "io/sqlite_response_store.hpp"
@@ -148,8 +148,8 @@ int report_errors(const protocol::config_result& r, const cli_options& cli) {
 // The default upstream's adapter serves the agent loop's rounds and the Responses executor's;
 // model.upstreams[] entries and a model.models list put a router in front of the latter.
 struct model_ports {
-  std::shared_ptr<upstream_port> model;
-  std::shared_ptr<upstream_port> upstream;
+  std::shared_ptr<model_port> agent;     // the agent service's rounds: always the default upstream
+  std::shared_ptr<model_port> responses; // the Responses executor's rounds, routed by model name
   std::shared_ptr<io::model_catalog> models; // the names the Responses gateway routes and lists
 };
 
@@ -174,7 +174,7 @@ model_ports default_model_ports(const protocol::config& c) {
 }
 
 // An upstreams[] entry's adapter; retries follow model.max_retries, as Appendix A gives entries none.
-std::shared_ptr<upstream_port> entry_port(const protocol::upstream_config& u, const protocol::config& c) {
+std::shared_ptr<model_port> entry_port(const protocol::upstream_config& u, const protocol::config& c) {
   io::openai_chat_options o;
   o.base_url = u.base_url;
   o.api_key = u.api_key;
@@ -207,7 +207,7 @@ model_ports make_model_ports(const protocol::config& c) {
   ports.models = make_model_catalog(c);
   if (c.model.upstreams.empty() && c.model.models.any)
     return ports; // the default upstream serves every model name
-  std::vector<std::shared_ptr<upstream_port>> routes;
+  std::vector<std::shared_ptr<model_port>> routes;
   for (auto& u : c.model.upstreams) {
     routes.push_back(entry_port(u, c));
     std::string names = u.models.any ? "every model" : "";
@@ -217,8 +217,8 @@ model_ports make_model_ports(const protocol::config& c) {
       names += std::string(names.empty() ? "" : ", and ") + "what its /models lists";
     spdlog::info("serve: upstream '{}' ({} at {}) serves {}", u.name, u.protocol, u.base_url, names);
   }
-  routes.push_back(ports.upstream);
-  ports.upstream = std::make_shared<io::routing_upstream_port>(std::move(routes), ports.models);
+  routes.push_back(ports.responses);
+  ports.responses = std::make_shared<io::routing_model_port>(std::move(routes), ports.models);
   return ports;
 }
 
@@ -304,11 +304,10 @@ int serve(const cli_options& cli) {
   }
   auto ports = make_model_ports(cfg);
   auto env = std::make_shared<run_environment>();
-  env->model = ports.model;
+  env->model = ports.agent;
   env->tools = tools;
   env->store = std::get<store_actor>(store);
-  env->limits.max_iterations = cfg.react.max_iterations;
-  env->limits.max_tool_output_chars = cfg.react.max_tool_output_chars;
+  env->loop = protocol::agent_service_loop(cfg);
   env->default_model = cfg.model.name;
   env->default_max_tokens = cfg.model.max_tokens;
   env->stream = cfg.model.stream;
@@ -341,16 +340,10 @@ int serve(const cli_options& cli) {
   sched.run_recovery_interval_seconds = cfg.service.run_recovery_interval_seconds;
   auto registry = spawn_run_registry(sys, env, sched);
   auto responses = std::make_shared<response_environment>();
-  responses->upstream = ports.upstream;
+  responses->model = ports.responses;
   responses->store = std::get<response_store_actor>(response_store);
   responses->tools = tools;
-  auto& limits = responses->limits;
-  limits.max_rounds = cfg.responses.max_rounds;
-  limits.max_concurrent_gateway_calls = cfg.responses.max_concurrent_gateway_calls;
-  limits.gateway_tool_timeout_seconds = cfg.responses.gateway_tool_timeout;
-  limits.max_tool_output_bytes = static_cast<std::size_t>(cfg.responses.max_tool_output_bytes);
-  limits.max_summary_tokens = cfg.responses.max_summary_tokens;
-  limits.client_stall_timeout_seconds = cfg.responses.client_stall_timeout;
+  responses->loop = protocol::responses_loop(cfg);
   fail_unfinished_responses(sys, responses->store); // RS-55
   auto response_registry = spawn_response_registry(sys, responses, io::registry_options(cfg));
   caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs

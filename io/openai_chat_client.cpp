@@ -1,7 +1,8 @@
 #include "io/openai_chat_client.hpp"
 
 #include "io/http_client.hpp"
-#include "protocol/responses_request.hpp"
+#include "protocol/model_round.hpp"
+#include "protocol/upstream_readers.hpp"
 #include "protocol/sse_parser.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -72,8 +73,8 @@ public:
   explicit impl(openai_chat_options options);
   ~impl();
 
-  std::shared_ptr<upstream_round> open(const protocol::responses::round_request& round,
-                                       upstream_port::events_handler events);
+  std::shared_ptr<model_round> open(const protocol::responses::round_request& round,
+                                    model_port::events_handler events);
 
   void forget(uint64_t id);
 
@@ -103,7 +104,7 @@ class openai_chat_client::impl::call : public std::enable_shared_from_this<call>
 public:
   // A round (RS-45, RS-47): its events go to `events`, reading pauses after each batch.
   call(impl& owner, uint64_t id, const protocol::responses::round_request& round,
-       upstream_port::events_handler events)
+       model_port::events_handler events)
     : owner_(owner), id_(id), strand_(net::make_strand(owner.ioc_)), deadline_(strand_), backoff_(strand_),
       events_(std::move(events)) {
     streamed_ = owner.options_.stream && round.stream;
@@ -385,7 +386,7 @@ private:
   std::string plain_body_;
   std::optional<protocol::sse_parser> sse_;
   std::vector<protocol::sse_event> sse_events_;
-  upstream_port::events_handler events_;
+  model_port::events_handler events_;
   bool responses_ = false; // the upstream speaks /v1/responses
   std::optional<protocol::responses::chat_chunk_reader> chat_reader_;
   std::optional<protocol::responses::responses_event_reader> responses_reader_;
@@ -398,7 +399,7 @@ private:
 namespace {
 
 // The caller's handle does not own the call: a call lives only as long as its pending operations.
-class round_handle : public upstream_round {
+class round_handle : public model_round {
 public:
   explicit round_handle(std::weak_ptr<openai_chat_client::impl::call> c) : call_(std::move(c)) {
   }
@@ -471,8 +472,8 @@ std::shared_ptr<openai_chat_client::impl::call> openai_chat_client::impl::launch
   return c;
 }
 
-std::shared_ptr<upstream_round> openai_chat_client::impl::open(const protocol::responses::round_request& round,
-                                                               upstream_port::events_handler events) {
+std::shared_ptr<model_round> openai_chat_client::impl::open(const protocol::responses::round_request& round,
+                                                            model_port::events_handler events) {
   return std::make_shared<round_handle>(launch(round, std::move(events)));
 }
 
@@ -489,8 +490,8 @@ openai_chat_client::openai_chat_client(openai_chat_options options)
 
 openai_chat_client::~openai_chat_client() = default;
 
-std::shared_ptr<upstream_round> openai_chat_client::open(const protocol::responses::round_request& round,
-                                                         events_handler events) {
+std::shared_ptr<model_round> openai_chat_client::open(const protocol::responses::round_request& round,
+                                                      events_handler events) {
   return impl_->open(round, std::move(events));
 }
 

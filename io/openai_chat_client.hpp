@@ -2,8 +2,8 @@
 // loop (AS-17), and Responses rounds over chat completions or /v1/responses (RS-45, RS-47).
 #pragma once
 
-#include "actors/upstream_port.hpp"
-#include "protocol/responses_request.hpp"
+#include "actors/model_port.hpp"
+#include "protocol/model_round.hpp"
 
 #include <cstddef>
 #include <memory>
@@ -30,7 +30,7 @@ struct openai_chat_options {
 // /responses), with its retries; events arrive on a worker thread, never from inside open(). The
 // destructor cancels every outstanding round and joins the workers; it must not run from inside an
 // events handler.
-class openai_chat_client : public upstream_port {
+class openai_chat_client : public model_port {
 public:
   explicit openai_chat_client(openai_chat_options options);
   ~openai_chat_client() override;
@@ -38,8 +38,8 @@ public:
   openai_chat_client(const openai_chat_client&) = delete;
   openai_chat_client& operator=(const openai_chat_client&) = delete;
 
-  std::shared_ptr<upstream_round> open(const protocol::responses::round_request& round,
-                                       events_handler events) override;
+  std::shared_ptr<model_round> open(const protocol::responses::round_request& round,
+                                    events_handler events) override;
 
   class impl;
 

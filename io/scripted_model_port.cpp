@@ -35,7 +35,7 @@ scripted_model_port::~scripted_model_port() {
 namespace {
 
 // A Responses round in flight: the scripted reply waits for its turn's delay, then goes out whole.
-struct scripted_round : upstream_round, std::enable_shared_from_this<scripted_round> {
+struct scripted_round : model_round, std::enable_shared_from_this<scripted_round> {
   explicit scripted_round(net::io_context& ioc) : timer(ioc) {}
 
   void cancel() override {
@@ -50,8 +50,8 @@ struct scripted_round : upstream_round, std::enable_shared_from_this<scripted_ro
 
 } // namespace
 
-std::shared_ptr<upstream_round> scripted_model_port::open(const protocol::responses::round_request& round,
-                                                          events_handler events) {
+std::shared_ptr<model_round> scripted_model_port::open(const protocol::responses::round_request& round,
+                                                       events_handler events) {
   auto request = protocol::responses::chat_model_request(round);
   auto r = std::make_shared<scripted_round>(impl_->ioc);
   std::vector<protocol::responses::upstream_event> batch;

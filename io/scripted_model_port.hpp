@@ -1,21 +1,21 @@
-// The upstream port's in-process adapter: the `scripted` model, answering on its own timer thread so a
+// The model port's in-process adapter: the `scripted` model, answering on its own timer thread so a
 // turn's delay_ms never blocks an actor.
 #pragma once
 
-#include "actors/upstream_port.hpp"
+#include "actors/model_port.hpp"
 #include "protocol/scripted_model.hpp"
 
 #include <memory>
 
 namespace troupe::io {
 
-class scripted_model_port : public upstream_port {
+class scripted_model_port : public model_port {
 public:
   explicit scripted_model_port(protocol::script_book book);
   ~scripted_model_port() override;
 
-  std::shared_ptr<upstream_round> open(const protocol::responses::round_request& round,
-                                       events_handler events) override;
+  std::shared_ptr<model_round> open(const protocol::responses::round_request& round,
+                                    events_handler events) override;
 
 private:
   struct impl;

@@ -80,14 +80,17 @@ std::vector<chat_message> clean_history(std::vector<chat_message> history) {
   return out;
 }
 
-std::string truncate_tool_output(std::string output, int64_t max_chars) {
-  if (max_chars < 0 || output.size() <= static_cast<std::size_t>(max_chars))
-    return output;
-  auto cut = utf8_prefix(output, static_cast<std::size_t>(max_chars)).size();
+std::size_t cut_tool_output(std::string& output, std::size_t max_bytes) {
+  if (output.size() <= max_bytes)
+    return 0;
+  auto cut = utf8_prefix(output, max_bytes).size();
   auto dropped = output.size() - cut;
   output.resize(cut);
-  output += "\n... [truncated " + std::to_string(dropped) + " chars]";
-  return output;
+  return dropped;
+}
+
+std::string truncation_notice(std::size_t dropped) {
+  return "\n... [truncated " + std::to_string(dropped) + " chars]";
 }
 
 std::vector<std::string> harvest_citations(std::string_view tool_output) {

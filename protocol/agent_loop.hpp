@@ -17,9 +17,11 @@ std::string system_prompt(const std::vector<tool_schema>& tools);
 // never sees an unanswered call.
 std::vector<chat_message> clean_history(std::vector<chat_message> history);
 
-// Cuts tool output to `max_chars` bytes (never inside a UTF-8 sequence) and says how much was cut
-// (AS-22).
-std::string truncate_tool_output(std::string output, int64_t max_chars);
+// Cuts tool output to `max_bytes` (never inside a UTF-8 sequence); the bytes it dropped. The loop
+// applies it to every surface; each dialect words the notice that follows the cut text.
+std::size_t cut_tool_output(std::string& output, std::size_t max_bytes);
+// The agent service's notice after cut output (AS-22).
+std::string truncation_notice(std::size_t dropped);
 
 // Source ids named in JSON tool output, in order, de-duplicated, at most 100 (AS-77).
 std::vector<std::string> harvest_citations(std::string_view tool_output);

@@ -4,6 +4,7 @@
 #include "protocol/ids.hpp"
 #include "protocol/json.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -296,6 +297,24 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
     errors.push_back("model.base_url: expected a URL starting with http:// or https://, got \""
                      + c.model.base_url + "\"");
   return result;
+}
+
+loop_settings agent_service_loop(const config& c) {
+  auto s = loop_settings::agent_service();
+  s.max_rounds = c.react.max_iterations;
+  s.max_tool_output_bytes = static_cast<std::size_t>(c.react.max_tool_output_chars);
+  return s;
+}
+
+loop_settings responses_loop(const config& c) {
+  auto s = loop_settings::responses();
+  s.max_rounds = c.responses.max_rounds;
+  s.parallel_calls = static_cast<std::size_t>(std::max(1, c.responses.max_concurrent_gateway_calls));
+  s.call_timeout_seconds = c.responses.gateway_tool_timeout;
+  s.max_tool_output_bytes = static_cast<std::size_t>(c.responses.max_tool_output_bytes);
+  s.summary_tokens = c.responses.max_summary_tokens;
+  s.client_stall_timeout_seconds = c.responses.client_stall_timeout;
+  return s;
 }
 
 void finalize(config& c) {

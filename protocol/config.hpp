@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include "protocol/identity.hpp"
+#include "protocol/loop_settings.hpp"
 #include "protocol/mcp.hpp"
 #include "protocol/policy.hpp"
 #include "protocol/workspace_config.hpp"
@@ -152,5 +153,10 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
                            const env_lookup& env);
 
 void finalize(config& c);
+
+// The agent loop's settings of each surface: react.* for the agent service; executor.*,
+// compaction.* and stream.* for the Responses gateway.
+loop_settings agent_service_loop(const config& c);
+loop_settings responses_loop(const config& c);
 
 } // namespace troupe::protocol

@@ -5,6 +5,7 @@
 #include "protocol/json.hpp"
 
 #include <algorithm>
+#include <map>
 
 namespace troupe::protocol::responses {
 
@@ -73,6 +74,113 @@ bool tool_allowed(const std::string& filter, const mcp_tool& tool) {
   if (auto ro = json::get_bool(*doc, "read_only"); ro && *ro != tool.read_only)
     return false;
   return true;
+}
+
+bool needs_approval(const std::string& policy, const mcp_tool& tool) {
+  if (policy.empty() || policy == "\"always\"")
+    return true;
+  if (policy == "\"never\"")
+    return false;
+  auto doc = json::parse(policy);
+  if (!doc)
+    return true;
+  auto matches = [&](const char* key) {
+    auto filter = json::member(*doc, key);
+    if (!filter || !filter->IsObject())
+      return false;
+    if (auto names = json::member(*filter, "tool_names"); names && names->IsArray())
+      for (auto& n : names->GetArray())
+        if (n.IsString() && tool.name == n.GetString())
+          return true;
+    auto read_only = json::get_bool(*filter, "read_only");
+    return read_only && *read_only == tool.read_only;
+  };
+  if (matches("always"))
+    return true;
+  return !matches("never");
+}
+
+namespace {
+
+std::string tools_json(const std::vector<mcp_tool>& tools) {
+  rapidjson::StringBuffer buf;
+  json::writer w(buf);
+  w.StartArray();
+  for (auto& t : tools) {
+    w.StartObject();
+    w.Key("name");
+    w.String(t.name.c_str());
+    w.Key("description");
+    w.String(t.description.c_str());
+    w.Key("input_schema");
+    json::write_raw(w, t.input_schema);
+    w.Key("annotations");
+    w.StartObject();
+    w.Key("readOnlyHint");
+    w.Bool(t.read_only);
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+} // namespace
+
+item list_tools_item(const std::string& server_label, const std::vector<mcp_tool>& tools, const std::string& error) {
+  item list;
+  list.type = "mcp_list_tools";
+  list.id = mint_item_id("mcp_list_tools");
+  list.server_label = server_label;
+  if (error.empty()) {
+    list.tools = tools_json(tools);
+    return list;
+  }
+  list.tools = "[]";
+  list.error = json::object([&](json::writer& w) {
+    w.Key("type");
+    w.String("mcp_protocol_error");
+    w.Key("message");
+    w.String(error.c_str());
+  });
+  return list;
+}
+
+std::string mcp_call_error(const char* type, const std::string& message, int code) {
+  return json::object([&](json::writer& w) {
+    w.Key("type");
+    w.String(type);
+    if (std::string(type) == "mcp_tool_execution_error") {
+      w.Key("content");
+      w.StartArray();
+      w.StartObject();
+      w.Key("type");
+      w.String("text");
+      w.Key("text");
+      w.String(message.c_str(), static_cast<rapidjson::SizeType>(message.size()));
+      w.EndObject();
+      w.EndArray();
+    } else {
+      w.Key("code");
+      w.Int(code);
+      w.Key("message");
+      w.String(message.c_str(), static_cast<rapidjson::SizeType>(message.size()));
+    }
+  });
+}
+
+std::vector<const item*> approved_requests(const std::vector<item>& history, const std::vector<item>& input) {
+  std::map<std::string, const item*> requests;
+  for (auto* items : {&history, &input})
+    for (auto& it : *items)
+      if (it.type == "mcp_approval_request")
+        requests[it.id] = &it;
+  std::vector<const item*> out;
+  for (auto& it : input)
+    if (it.type == "mcp_approval_response" && it.approve)
+      if (auto r = requests.find(it.approval_request_id); r != requests.end())
+        out.push_back(r->second);
+  return out;
 }
 
 } // namespace troupe::protocol::responses

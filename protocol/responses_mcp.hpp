@@ -22,4 +22,20 @@ std::variant<mcp_server_config, problem> declared_server(const mcp_config& mcp, 
 // the model see `tool`.
 bool tool_allowed(const std::string& allowed_tools, const mcp_tool& tool);
 
+// RS-33: whether `require_approval` ("always" | "never" | {always?, never?} as JSON text, "" = always)
+// asks for approval before `tool` runs: a tool matching `always` does, else one matching `never`
+// does not, else it does.
+bool needs_approval(const std::string& require_approval, const mcp_tool& tool);
+
+// A server's mcp_list_tools item (RS-32): its tools, or, when `error` says why it could not list
+// them, none and an mcp_protocol_error.
+item list_tools_item(const std::string& server_label, const std::vector<mcp_tool>& tools, const std::string& error);
+
+// An mcp_call's `error` (RS-25, RS-26, RS-34): `mcp_tool_execution_error` carries the tool's text as
+// content, any other type a JSON-RPC `code` and `message`.
+std::string mcp_call_error(const char* type, const std::string& message, int code = 0);
+
+// The approval requests the input approves (RS-33), from history + input, in the input's order.
+std::vector<const item*> approved_requests(const std::vector<item>& history, const std::vector<item>& input);
+
 } // namespace troupe::protocol::responses

@@ -1,8 +1,8 @@
-// The Responses dialect's requests (responses.md §2), its response object (RS-15), the checks over
-// history (RS-28, RS-33) and the rendering of history for either upstream protocol (§8, RS-50).
+// The Responses dialect's requests (responses.md §2), its response object (RS-15) and the checks over
+// history (RS-28, RS-33). What a round asks of the model is protocol/model_round.hpp.
 #pragma once
 
-#include "protocol/chat_types.hpp"
+#include "protocol/model_round.hpp"
 #include "protocol/responses_items.hpp"
 
 #include <cstdint>
@@ -30,12 +30,6 @@ struct mcp_declaration {
   std::string allowed_tools;
   std::string headers;
   std::string authorization;
-};
-
-struct tool_choice {
-  std::string mode = "auto"; // none | auto | required | function | mcp
-  std::string name;          // function, mcp (optional)
-  std::string server_label;  // mcp
 };
 
 // A validated POST /v1/responses body (RS-14). `input` items have ids; an item_reference keeps only
@@ -97,59 +91,13 @@ struct response_state {
 
 std::string response_json(const request& r, const response_state& s);
 
-// The model-facing name of an MCP tool (RS-31).
-std::string mcp_function_name(const std::string& server_label, const std::string& tool);
+// What every round of a response asks of the model, from its request: model, instructions,
+// sampling, output format, tool_choice (RS-14, RS-45, RS-47).
+void fill_round(round_request& round, const request& r);
 
 // RS-28 and RS-33 over rehydrated history + new input; `declared` are the request's MCP labels.
 std::optional<problem> check_history(const std::vector<item>& history, const std::vector<item>& input,
                                        const std::vector<mcp_declaration>& declared);
-
-// The model's view of a history (RS-46, RS-50): what the upstream is sent, in order.
-std::vector<item> model_view(const std::vector<item>& history);
-
-// A tool offered upstream: a client function or an MCP tool under its model-facing name.
-struct upstream_tool {
-  std::string name;
-  std::string description;
-  std::string parameters;
-  std::string strict;
-};
-
-// One round's request, for either adapter.
-struct round_request {
-  const request* req = nullptr;
-  std::vector<item> history; // the working history (hidden pairs included)
-  std::vector<upstream_tool> tools;
-  bool force_auto = false;   // a round after gateway calls (RS-14 tool_choice)
-  std::optional<int64_t> max_output_tokens;
-  bool stream = true;
-  std::optional<std::string> system_override; // a summary call's system message (RS-52)
-  // The agent service's rounds: tool messages name their tool (AS-19), and a call to a tool the round
-  // did not offer still reaches the loop, which refuses it (AS-31).
-  bool name_tool_messages = false;
-  bool keep_unoffered_calls = false;
-};
-
-struct chat_options {
-  std::string developer_role = "system";
-  std::string max_tokens_field = "max_tokens";
-  bool replay_reasoning = false;
-};
-
-// RS-47: the body of POST {base_url}/chat/completions.
-std::string render_chat_request(const round_request& r, const chat_options& options);
-// RS-45: the body of POST {base_url}/responses.
-std::string render_responses_request(const round_request& r);
-
-// A round as the agent loop's chat request: what the built-in scripted model answers.
-model_request chat_model_request(const round_request& r);
-
-// The chat messages a history renders as (its model view, without a system message): a
-// function_call joins the assistant message before it, a function_call_output is a tool message
-// named after its call.
-std::vector<chat_message> chat_messages(const std::vector<item>& history);
-// Chat messages in the item model: the agent service's history as the one loop keeps it.
-std::vector<item> items_of(const std::vector<chat_message>& messages);
 
 // The user message that asks for a hand-off summary (RS-51, RS-52).
 item compaction_request();

@@ -1,7 +1,8 @@
-// Responses streaming (responses.md §7, §8): what an upstream round says, read from either upstream
-// protocol, and the assembler that turns it into the client's event stream and output items.
+// Responses streaming (responses.md §7): the assembler that turns what the model's rounds say
+// (protocol/model_round.hpp's upstream_event) into the client's event stream and output items.
 #pragma once
 
+#include "protocol/model_round.hpp"
 #include "protocol/responses_items.hpp"
 
 #include <cstddef>
@@ -17,77 +18,6 @@
 #include <vector>
 
 namespace troupe::protocol::responses {
-
-// One step of an upstream round, whatever protocol carried it (RS-45, RS-48).
-struct upstream_event {
-  // `item_end`: the upstream's current item ended; what follows opens a new one (RS-45: one client
-  // item per upstream item).
-  enum class kind { reasoning, text, refusal, call, arguments, item_end, finish, failure };
-  kind what = kind::text;
-  int64_t index = 0;    // call, arguments: the call's index within the round
-  std::string text;     // a delta, an arguments fragment, or the failure's message
-  std::string call_id;  // call
-  std::string name;     // call
-  std::string finish;   // finish: stop | tool_calls | length | content_filter
-  usage tokens;         // finish
-  int http_status = 0;  // failure: the upstream's HTTP status, 0 for transport and stream failures
-  bool retryable = false; // failure: transient (AS-17), so a background run may try again (AS-53)
-};
-
-// Reads `chat.completion.chunk` payloads (RS-48). A call's events wait until its name is known.
-class chat_chunk_reader {
-public:
-  // Appends what one SSE data payload says; false (and a failure event) when the round fails.
-  bool feed(std::string_view payload, std::vector<upstream_event>& out);
-  // The end of the upstream body: the finish event, or a failure when no finish_reason came.
-  void end(std::vector<upstream_event>& out);
-
-private:
-  struct call_state {
-    std::string id;
-    std::string name;
-    std::string pending; // arguments received before the name
-    bool announced = false;
-  };
-  bool fail(std::string message, std::vector<upstream_event>& out);
-  void close_current();
-  int64_t call_index(const json::value& piece) const;
-
-  std::map<int64_t, call_state> calls_;
-  std::set<int64_t> closed_;
-  int64_t current_ = -1;
-  std::string finish_;
-  usage tokens_;
-  bool failed_ = false;
-};
-
-// Reads a `/v1/responses` upstream's stream events (RS-45).
-class responses_event_reader {
-public:
-  bool feed(std::string_view payload, std::vector<upstream_event>& out);
-  void end(std::vector<upstream_event>& out);
-
-private:
-  bool fail(std::string message, std::vector<upstream_event>& out);
-  void finish(const json::value& response, std::string reason, std::vector<upstream_event>& out);
-  void release_held(std::vector<upstream_event>& out);
-
-  // By upstream output_index: the arguments given out so far, and how many deltas came.
-  struct call_arguments {
-    std::string relayed;
-    std::size_t deltas = 0;
-  };
-  std::map<int64_t, call_arguments> arguments_;
-  // A call's first delta waits for its second: vLLM streams a placeholder "{}" before the real
-  // arguments, and only the next delta shows that it was one.
-  std::optional<std::pair<int64_t, std::string>> held_;
-  bool finished_ = false;
-  bool failed_ = false;
-};
-
-// A non-streamed upstream answer as the events a stream would have carried (RS-48, last point).
-std::vector<upstream_event> chat_completion_events(std::string_view body);
-std::vector<upstream_event> responses_object_events(std::string_view body);
 
 // Where a model-facing tool name leads, when it is a gateway tool (RS-31, RS-33). A name shaped
 // `mcp__<server>__<tool>` that the lookup does not know is a gateway call too, to a tool this

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "protocol/chat_types.hpp"
-#include "protocol/responses_stream.hpp"
+#include "protocol/model_round.hpp"
 
 #include <cstdint>
 #include <map>

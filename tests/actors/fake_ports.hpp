@@ -2,7 +2,7 @@
 #pragma once
 
 #include "actors/tool_port.hpp"
-#include "actors/upstream_port.hpp"
+#include "actors/model_port.hpp"
 #include "protocol/responses_request.hpp"
 #include "protocol/round_reply.hpp"
 
@@ -98,7 +98,7 @@ inline std::vector<protocol::responses::upstream_event> outcome_events(const pro
   return {e};
 }
 
-class fake_model : public upstream_port, public fake_port_base<protocol::model_outcome, protocol::model_request> {
+class fake_model : public model_port, public fake_port_base<protocol::model_outcome, protocol::model_request> {
 public:
   static protocol::model_outcome text(std::string content) {
     protocol::model_outcome o;
@@ -120,8 +120,8 @@ public:
 
   // A round answers with its outcome's reply as one batch of events; it records the round as the chat
   // request it renders as.
-  std::shared_ptr<upstream_round> open(const protocol::responses::round_request& round,
-                                       events_handler events) override {
+  std::shared_ptr<model_round> open(const protocol::responses::round_request& round,
+                                    events_handler events) override {
     protocol::model_outcome cancelled;
     cancelled.cancelled = true;
     auto r = std::make_shared<fake_round>();
@@ -135,7 +135,7 @@ public:
   }
 
 private:
-  struct fake_round : upstream_round {
+  struct fake_round : model_round {
     std::shared_ptr<cancel_handle> call;
     void cancel() override { call->cancel(); }
     void resume() override {}

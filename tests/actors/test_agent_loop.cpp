@@ -80,14 +80,12 @@ struct noting_dialect : loop_dialect {
   caf::actor observer;
   std::shared_ptr<tool_port> tools;
   after_calls then_after = after_calls::next_round;
-  protocol::responses::request settings;
   protocol::reply_assembler assembler;
 
   void note(std::string what) { caf::anon_send(observer, note_atom::value, std::move(what)); }
 
-  bool prepare_round(int round, protocol::responses::round_request& r) override {
+  bool prepare_round(int round, protocol::responses::round_request&) override {
     note("round " + std::to_string(round));
-    r.req = &settings;
     assembler = {};
     return true;
   }
@@ -129,12 +127,14 @@ struct noting_dialect : loop_dialect {
   }
 
   void on_call_end(const loop_call& call, call_result result) override {
-    note("end " + call.invocation.name + ": " + (result.timed_out ? "timed out" : result.outcome.output)
+    note("end " + call.invocation.name + ": " + result.outcome.output
          + (result.refused ? " (refused)" : ""));
   }
 
   void on_done() override { note("done"); }
   void on_rounds_exhausted() override { note("exhausted"); }
+  std::string timeout_output(double) const override { return "timed out"; }
+  std::string truncation_notice(std::size_t dropped) const override { return "+" + std::to_string(dropped); }
 };
 
 struct host_state {
@@ -142,7 +142,7 @@ struct host_state {
   std::unique_ptr<agent_loop> loop;
 };
 
-caf::behavior host(caf::stateful_actor<host_state>* self, std::shared_ptr<upstream_port> model,
+caf::behavior host(caf::stateful_actor<host_state>* self, std::shared_ptr<model_port> model,
                    loop_settings settings, caf::actor observer, std::shared_ptr<tool_port> tools,
                    after_calls then) {
   auto& st = self->state;
@@ -150,6 +150,7 @@ caf::behavior host(caf::stateful_actor<host_state>* self, std::shared_ptr<upstre
   st.dialect.tools = std::move(tools);
   st.dialect.then_after = then;
   st.loop = std::make_unique<agent_loop>(self, std::move(model), settings, st.dialect);
+  self->set_down_handler([self](caf::down_msg& down) { self->state.loop->on_down(down); });
   return {
     [=](start_atom) { self->state.loop->start(); },
     [=](cancel_atom) { self->state.loop->stop(); },
@@ -255,6 +256,19 @@ TEST_CASE_METHOD(fixture, "a call that outlives its timeout is cancelled and end
   CHECK(notes(6)
         == std::vector<std::string>{"round 1", "start slow", "cancel slow", "end slow: timed out", "round 2",
                                     "answer fin"});
+}
+
+TEST_CASE_METHOD(fixture, "what a call answers is cut to the output bound and followed by the dialect's notice; a "
+                          "refusal is not cut", "[loop]") { // AS-22, RS-26
+  settings.max_tool_output_bytes = 4;
+  model->push(calls({"long", "deny_long_enough"}));
+  model->push(fake_model::text("fin"));
+  start();
+  CHECK(notes(2) == std::vector<std::string>{"round 1", "start long"});
+  tools->finish("long", "0123456789");
+  CHECK(notes(4)
+        == std::vector<std::string>{"end long: 0123+6", "end deny_long_enough: refused deny_long_enough (refused)",
+                                    "round 2", "answer fin"});
 }
 
 TEST_CASE_METHOD(fixture, "a call whose actor dies without answering ends with an error and the loop goes on",

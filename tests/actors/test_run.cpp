@@ -121,7 +121,7 @@ TEST_CASE_METHOD(fixture, "unparseable tool arguments become an empty object", "
 }
 
 TEST_CASE_METHOD(fixture, "the last permitted step still runs its tools, then the run stops", "[run]") { // AS-20
-  env->limits.max_iterations = 2;
+  env->loop.max_rounds = 2;
   for (int i = 0; i < 3; ++i) {
     model->push(fake_model::call("echo", "{}", "c" + std::to_string(i)));
     tools->push({"r", false});
@@ -172,7 +172,7 @@ TEST_CASE_METHOD(fixture, "cancelling a run cancels the tool call in flight", "[
 
 TEST_CASE_METHOD(fixture, "a tool call past the tool timeout is cancelled and its result says it timed out",
                  "[run]") {
-  env->limits.tool_timeout_seconds = 0.05;
+  env->loop.call_timeout_seconds = 0.05;
   model->push(fake_model::call("echo", "{}"));
   model->push(fake_model::text("ok"));
   auto out = run(); // the tool hangs: nothing is scripted
@@ -184,7 +184,7 @@ TEST_CASE_METHOD(fixture, "a tool call past the tool timeout is cancelled and it
 }
 
 TEST_CASE_METHOD(fixture, "tool output is truncated and the model sees the same text", "[run]") { // AS-22
-  env->limits.max_tool_output_chars = 5;
+  env->loop.max_tool_output_bytes = 5;
   model->push(fake_model::call("echo", "{}"));
   model->push(fake_model::text("ok"));
   tools->push({"0123456789", false});

@@ -4,6 +4,7 @@
 #include "protocol/config.hpp"
 #include "protocol/mcp.hpp"
 #include "protocol/responses_stream.hpp"
+#include "protocol/upstream_readers.hpp"
 #include "protocol/round_reply.hpp"
 #include "protocol/sse_parser.hpp"
 #include "protocol/workspace_commands.hpp"

@@ -1,6 +1,7 @@
 // The chat-completions client against the fake upstream (tests/fake_upstream), over real sockets.
 #include "io/openai_chat_client.hpp"
 #include "protocol/json.hpp"
+#include "protocol/responses_request.hpp"
 #include "protocol/round_reply.hpp"
 
 #include <boost/asio/connect.hpp>
@@ -168,13 +169,11 @@ model_request simple_request(bool stream = true) {
   return request;
 }
 
-// Starts one round of `request` through the upstream port, reading on after every batch; the future
+// Starts one round of `request` through the model port, reading on after every batch; the future
 // holds the round's events folded into the outcome the agent loop acts on.
 std::future<model_outcome> start_round(openai_chat_client& client, const model_request& request) {
-  troupe::protocol::responses::request settings;
-  settings.model = request.model;
   troupe::protocol::responses::round_request round;
-  round.req = &settings;
+  round.model = request.model;
   round.history = troupe::protocol::responses::items_of(request.messages);
   for (auto& t : request.tools)
     round.tools.push_back({t.name, t.description, t.parameters, {}});
@@ -182,7 +181,7 @@ std::future<model_outcome> start_round(openai_chat_client& client, const model_r
   struct reading {
     std::mutex mu;
     troupe::protocol::reply_assembler assembler;
-    std::shared_ptr<troupe::upstream_round> handle;
+    std::shared_ptr<troupe::model_round> handle;
     std::promise<model_outcome> done;
   };
   auto r = std::make_shared<reading>();
@@ -254,12 +253,12 @@ TEST_CASE("a tool call streamed in pieces of three characters arrives whole", "[
   CHECK(json::get_string(requests[0], "tool_choice") == "auto");
 }
 
-// A Responses round read through the upstream port, batch by batch, with resume() in the test's hands.
+// A Responses round read through the model port, batch by batch, with resume() in the test's hands.
 class round_reader {
 public:
   round_reader(openai_chat_client& client, const troupe::protocol::responses::request& req) {
     troupe::protocol::responses::round_request round;
-    round.req = &req;
+    troupe::protocol::responses::fill_round(round, req);
     troupe::protocol::responses::item hello;
     hello.type = "message";
     hello.role = "user";
@@ -293,7 +292,7 @@ public:
   }
 
 private:
-  std::shared_ptr<troupe::upstream_round> round_;
+  std::shared_ptr<troupe::model_round> round_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::vector<troupe::protocol::responses::upstream_event>> batches_;
@@ -490,10 +489,8 @@ TEST_CASE("cancelling a hanging round closes its upstream request at once and de
   fake_upstream upstream;
   upstream.script(R"({"default":{"hang":true}})");
   openai_chat_client client(options_for(upstream));
-  troupe::protocol::responses::request settings;
-  settings.model = "fake-model";
   troupe::protocol::responses::round_request round;
-  round.req = &settings;
+  round.model = "fake-model";
   round.history = troupe::protocol::responses::items_of(simple_request().messages);
   auto delivered = std::make_shared<std::atomic<int>>(0);
   auto handle = client.open(round, [delivered](auto) { ++*delivered; });

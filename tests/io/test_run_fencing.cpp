@@ -37,9 +37,9 @@ std::string fresh_db(const std::string& name) {
 }
 
 // A model whose inferences wait until the test answers them; a cancelled one completes as cancelled.
-class gated_model : public upstream_port {
+class gated_model : public model_port {
 public:
-  std::shared_ptr<upstream_round> open(const protocol::responses::round_request&, events_handler events) override {
+  std::shared_ptr<model_round> open(const protocol::responses::round_request&, events_handler events) override {
     std::lock_guard<std::mutex> lock(mu_);
     auto c = std::make_shared<call>();
     c->done = [events](protocol::model_outcome o) {
@@ -89,7 +89,7 @@ private:
     std::function<void(protocol::model_outcome)> done;
     std::atomic<bool> fired{false};
   };
-  struct handle : upstream_round {
+  struct handle : model_round {
     std::function<void()> on_cancel;
     void cancel() override { on_cancel(); }
     void resume() override {}

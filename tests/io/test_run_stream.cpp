@@ -32,9 +32,9 @@ std::string temp_db(const char* name) {
 }
 
 // A model whose inferences wait until the test releases them, one at a time.
-class gated_model : public upstream_port {
+class gated_model : public model_port {
 public:
-  std::shared_ptr<upstream_round> open(const protocol::responses::round_request&, events_handler events) override {
+  std::shared_ptr<model_round> open(const protocol::responses::round_request&, events_handler events) override {
     std::lock_guard<std::mutex> lock(mu_);
     waiting_.push_back(std::move(events));
     cv_.notify_all();
@@ -59,7 +59,7 @@ public:
   }
 
 private:
-  struct noop_round : upstream_round {
+  struct noop_round : model_round {
     void cancel() override {}
     void resume() override {}
   };

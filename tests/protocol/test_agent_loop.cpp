@@ -25,10 +25,16 @@ TEST_CASE("orphan tool messages and unanswered tool calls leave the history", "[
 }
 
 TEST_CASE("tool output over the limit is cut and says how much was dropped", "[loop]") { // AS-22
-  CHECK(truncate_tool_output("abcdef", 10) == "abcdef");
-  CHECK(truncate_tool_output("abcdef", 4) == "abcd\n... [truncated 2 chars]");
+  std::string whole = "abcdef";
+  CHECK(cut_tool_output(whole, 10) == 0);
+  CHECK(whole == "abcdef");
+  std::string cut = "abcdef";
+  CHECK(cut_tool_output(cut, 4) == 2);
+  CHECK(cut + truncation_notice(2) == "abcd\n... [truncated 2 chars]");
   // never inside a UTF-8 sequence: "é" is two bytes
-  CHECK(truncate_tool_output("a\xc3\xa9z", 2) == "a\n... [truncated 3 chars]");
+  std::string accented = "a\xc3\xa9z";
+  CHECK(cut_tool_output(accented, 2) == 3);
+  CHECK(accented == "a");
 }
 
 TEST_CASE("citations are harvested from JSON output in order without duplicates", "[loop]") { // AS-77

@@ -325,7 +325,7 @@ TEST_CASE("the chat request puts instructions first and merges consecutive calls
           "[responses]") { // RS-47
   auto req = accepted(R"({"model":"m","instructions":"Be brief.","tool_choice":"required","tools":[{"type":"function","name":"f","description":"does f","parameters":{"type":"object"}}]})");
   round_request r;
-  r.req = &req;
+  fill_round(r, req);
   r.history = {
     message("user", "hi"),
     function_call("call_1", "f", "{\"a\":1}"),
@@ -382,7 +382,7 @@ TEST_CASE("a list output reaches a chat upstream as its text parts joined by lin
   auto out = function_output("call_1", "");
   out.output = R"([{"type":"input_text","text":"first"},{"type":"input_image","image_url":"https://example.com/a.png"},{"type":"input_text","text":"last"}])";
   round_request r;
-  r.req = &req;
+  fill_round(r, req);
   r.history = {function_call("call_1"), out};
   auto body = parse_doc(render_chat_request(r, {}));
   REQUIRE(body["messages"].Size() == 2);
@@ -398,7 +398,7 @@ TEST_CASE("the Responses upstream request never carries state, background or met
     CAPTURE(body);
     auto req = accepted(body);
     round_request r;
-    r.req = &req;
+    fill_round(r, req);
     r.history = req.input;
     auto out = parse_doc(render_responses_request(r));
     for (auto key : {"previous_response_id", "conversation", "background", "metadata", "context_management"})
@@ -607,7 +607,7 @@ TEST_CASE("calls-only assistant turns that follow each other stay separate turns
 TEST_CASE("an agent service round names each tool message after its call; a Responses round does not", "[responses]") { // AS-19, RS-47
   auto req = accepted(R"({"model":"m","input":"hi"})");
   round_request r;
-  r.req = &req;
+  fill_round(r, req);
   r.history = {message("user", "hi"), function_call("c1", "list_dir"), function_output("c1", "a.txt")};
   auto plain = parse_doc(render_chat_request(r, {}));
   CHECK_FALSE(plain["messages"][2].HasMember("name"));

@@ -3,6 +3,7 @@
 #include "protocol/json.hpp"
 #include "protocol/responses_request.hpp"
 #include "protocol/responses_stream.hpp"
+#include "protocol/upstream_readers.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,7 @@
 // Unit tests of a model round read as one agent step (AS-18): the chat chunk reader's events folded
 // into a reply, argument repair and minted call ids.
 #include "protocol/round_reply.hpp"
+#include "protocol/upstream_readers.hpp"
 
 #include <catch2/catch.hpp>
 

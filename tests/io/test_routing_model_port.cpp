@@ -1,6 +1,6 @@
 // The Responses executor's routing port (responses.md Appendix A): each round goes to the adapter
 // serving its model; a model no route serves fails its round (the backstop behind RS-2's 404).
-#include "io/routing_upstream_port.hpp"
+#include "io/routing_model_port.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -15,16 +15,16 @@ namespace rs = troupe::protocol::responses;
 
 namespace {
 
-struct idle_round : upstream_round {
+struct idle_round : model_round {
   void cancel() override {}
   void resume() override {}
 };
 
 // Records the model of every round it is handed.
-struct recording_port : upstream_port {
+struct recording_port : model_port {
   std::vector<std::string> models;
-  std::shared_ptr<upstream_round> open(const rs::round_request& round, events_handler) override {
-    models.push_back(round.req->model);
+  std::shared_ptr<model_round> open(const rs::round_request& round, events_handler) override {
+    models.push_back(round.model);
     return std::make_shared<idle_round>();
   }
 };
@@ -39,7 +39,7 @@ protocol::model_names names(std::vector<std::string> list) {
 struct fixture {
   std::shared_ptr<recording_port> a = std::make_shared<recording_port>();
   std::shared_ptr<recording_port> b = std::make_shared<recording_port>();
-  io::routing_upstream_port router{{a, b}, catalog({names({"alpha"}), names({"alpha", "beta"})})};
+  io::routing_model_port router{{a, b}, catalog({names({"alpha"}), names({"alpha", "beta"})})};
 
   // Two upstream entries, and a default upstream that serves no name.
   static std::shared_ptr<io::model_catalog> catalog(std::vector<protocol::model_names> entries) {
@@ -53,11 +53,9 @@ struct fixture {
     return std::make_shared<io::model_catalog>(m, std::vector<io::model_source>{});
   }
 
-  std::shared_ptr<upstream_round> open(const std::string& model, upstream_port::events_handler events = {}) {
-    rs::request req;
-    req.model = model;
+  std::shared_ptr<model_round> open(const std::string& model, model_port::events_handler events = {}) {
     rs::round_request round;
-    round.req = &req;
+    round.model = model;
     return router.open(round, std::move(events));
   }
 };

@@ -1,4 +1,4 @@
-#include "io/routing_upstream_port.hpp"
+#include "io/routing_model_port.hpp"
 
 #include "protocol/model_routing.hpp"
 
@@ -17,7 +17,7 @@ namespace {
 
 // The round of a model no route serves. The HTTP routes answer model_not_found before a run starts,
 // so this is a backstop; it still fails the round the way the port's contract asks.
-struct unrouted_round : upstream_round {
+struct unrouted_round : model_round {
   void cancel() override { cancelled = true; }
   void resume() override {}
   std::atomic<bool> cancelled{false};
@@ -25,8 +25,8 @@ struct unrouted_round : upstream_round {
 
 } // namespace
 
-struct routing_upstream_port::impl {
-  std::vector<std::shared_ptr<upstream_port>> ports;
+struct routing_model_port::impl {
+  std::vector<std::shared_ptr<model_port>> ports;
   std::shared_ptr<const model_catalog> catalog;
   // Delivers the backstop failure: events never run from inside open().
   net::io_context ioc;
@@ -34,22 +34,22 @@ struct routing_upstream_port::impl {
   std::thread thread{[this] { ioc.run(); }};
 };
 
-routing_upstream_port::routing_upstream_port(std::vector<std::shared_ptr<upstream_port>> ports,
-                                             std::shared_ptr<const model_catalog> catalog)
+routing_model_port::routing_model_port(std::vector<std::shared_ptr<model_port>> ports,
+                                       std::shared_ptr<const model_catalog> catalog)
   : impl_(std::make_unique<impl>()) {
   impl_->ports = std::move(ports);
   impl_->catalog = std::move(catalog);
 }
 
-routing_upstream_port::~routing_upstream_port() {
+routing_model_port::~routing_model_port() {
   impl_->work.reset();
   impl_->ioc.stop();
   impl_->thread.join();
 }
 
-std::shared_ptr<upstream_round> routing_upstream_port::open(const protocol::responses::round_request& round,
-                                                            events_handler events) {
-  const auto& model = round.req->model;
+std::shared_ptr<model_round> routing_model_port::open(const protocol::responses::round_request& round,
+                                                      events_handler events) {
+  const auto& model = round.model;
   if (auto i = impl_->catalog->route(model); i && *i < impl_->ports.size())
     return impl_->ports[*i]->open(round, std::move(events));
   auto r = std::make_shared<unrouted_round>();

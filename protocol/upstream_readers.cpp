@@ -1,0 +1,425 @@
+#include "protocol/upstream_readers.hpp"
+
+#include "protocol/json.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace troupe::protocol::responses {
+
+namespace {
+
+std::string string_of(const json::value* v) {
+  return v && v->IsString() ? std::string(v->GetString(), v->GetStringLength()) : std::string();
+}
+
+int64_t int_of(const json::value& obj, const char* key) {
+  return json::get_int(obj, key).value_or(0);
+}
+
+// Token counts under either protocol's names (RS-19, RS-48).
+usage usage_of(const json::value& u, const char* input, const char* output, const char* input_details,
+               const char* output_details) {
+  usage out;
+  out.input_tokens = int_of(u, input);
+  out.output_tokens = int_of(u, output);
+  if (auto d = json::member(u, input_details))
+    out.cached_tokens = int_of(*d, "cached_tokens");
+  if (auto d = json::member(u, output_details))
+    out.reasoning_tokens = int_of(*d, "reasoning_tokens");
+  return out;
+}
+
+usage chat_usage(const json::value& u) {
+  return usage_of(u, "prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details");
+}
+
+usage responses_usage(const json::value& u) {
+  return usage_of(u, "input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details");
+}
+
+// Arguments of a call whose name has not come yet wait in a bounded buffer (RS-39).
+constexpr std::size_t name_pending_bytes = 256 * 1024;
+
+upstream_event make(upstream_event::kind k, std::string text = {}, int64_t index = 0) {
+  upstream_event e;
+  e.what = k;
+  e.text = std::move(text);
+  e.index = index;
+  return e;
+}
+
+upstream_event call_event(int64_t index, std::string call_id, std::string name) {
+  auto e = make(upstream_event::kind::call, {}, index);
+  e.call_id = std::move(call_id);
+  e.name = std::move(name);
+  return e;
+}
+
+upstream_event finish_event(std::string reason, usage tokens) {
+  auto e = make(upstream_event::kind::finish);
+  e.finish = std::move(reason);
+  e.tokens = tokens;
+  return e;
+}
+
+std::string chat_finish(std::string reason) {
+  if (reason == "length" || reason == "content_filter" || reason == "tool_calls")
+    return reason;
+  if (reason == "function_call")
+    return "tool_calls";
+  return "stop";
+}
+
+// The finish of a Responses object: its incomplete reason mapped to the chat vocabulary.
+std::string responses_finish(const json::value& response) {
+  if (json::get_string(response, "status") != "incomplete")
+    return "stop";
+  auto details = json::member(response, "incomplete_details");
+  auto reason = details ? json::get_string(*details, "reason") : std::string();
+  return reason == "content_filter" ? "content_filter" : "length";
+}
+
+std::string error_message(const json::value& v, const char* fallback) {
+  if (auto e = json::member(v, "error")) {
+    if (e->IsString())
+      return e->GetString();
+    auto m = json::get_string(*e, "message");
+    if (!m.empty())
+      return m;
+  }
+  auto m = json::get_string(v, "message");
+  return m.empty() ? fallback : m;
+}
+
+} // namespace
+
+// ---- chat_chunk_reader ----
+
+bool chat_chunk_reader::fail(std::string message, std::vector<upstream_event>& out) {
+  failed_ = true;
+  out.push_back(make(upstream_event::kind::failure, std::move(message)));
+  return false;
+}
+
+void chat_chunk_reader::close_current() {
+  if (current_ >= 0)
+    closed_.insert(current_);
+  current_ = -1;
+}
+
+// Some servers send no index: a piece continues the open call unless it names another id, which
+// starts the next call.
+int64_t chat_chunk_reader::call_index(const json::value& piece) const {
+  if (auto given = json::get_int(piece, "index"))
+    return *given;
+  auto id = json::get_string(piece, "id");
+  if (current_ >= 0) {
+    auto& open = calls_.at(current_);
+    if (id.empty() || open.id.empty() || open.id == id)
+      return current_;
+  }
+  return calls_.empty() ? 0 : calls_.rbegin()->first + 1;
+}
+
+bool chat_chunk_reader::feed(std::string_view payload, std::vector<upstream_event>& out) {
+  if (failed_)
+    return false;
+  while (!payload.empty() && (payload.front() == ' ' || payload.front() == '\n'))
+    payload.remove_prefix(1);
+  if (payload == "[DONE]")
+    return true;
+  auto doc = json::parse(payload);
+  if (!doc || !doc->IsObject())
+    return fail("the upstream sent a chunk that is not a JSON object", out);
+  const json::value& chunk = *doc;
+  if (json::member(chunk, "error"))
+    return fail(error_message(chunk, "the upstream reported an error"), out);
+  if (auto u = json::member(chunk, "usage"); u && u->IsObject())
+    tokens_ = chat_usage(*u);
+  auto choices = json::member(chunk, "choices");
+  if (!choices || !choices->IsArray() || choices->Empty())
+    return true;
+  auto& choice = (*choices)[0];
+  if (auto delta = json::member(choice, "delta"); delta && delta->IsObject()) {
+    auto reasoning = string_of(json::member(*delta, "reasoning_content"));
+    if (reasoning.empty())
+      reasoning = string_of(json::member(*delta, "reasoning"));
+    if (!reasoning.empty()) {
+      close_current();
+      out.push_back(make(upstream_event::kind::reasoning, std::move(reasoning)));
+    }
+    if (auto content = string_of(json::member(*delta, "content")); !content.empty()) {
+      close_current();
+      out.push_back(make(upstream_event::kind::text, std::move(content)));
+    }
+    if (auto refusal = string_of(json::member(*delta, "refusal")); !refusal.empty()) {
+      close_current();
+      out.push_back(make(upstream_event::kind::refusal, std::move(refusal)));
+    }
+    if (auto calls = json::member(*delta, "tool_calls"); calls && calls->IsArray()) {
+      for (auto& tc : calls->GetArray()) {
+        auto index = call_index(tc);
+        if (closed_.count(index))
+          return fail("the upstream sent arguments for tool call " + std::to_string(index)
+                        + " after that call had closed",
+                      out);
+        if (index != current_) {
+          close_current();
+          current_ = index;
+        }
+        auto& call = calls_[index];
+        if (auto id = json::get_string(tc, "id"); !id.empty()) {
+          if (!call.id.empty() && call.id != id)
+            return fail("tool call " + std::to_string(index) + " changed its id from " + call.id + " to " + id, out);
+          call.id = id;
+        }
+        auto fn = json::member(tc, "function");
+        auto name = fn ? json::get_string(*fn, "name") : std::string();
+        if (!name.empty()) {
+          if (!call.name.empty() && call.name != name)
+            return fail("tool call " + std::to_string(index) + " changed its name", out);
+          call.name = name;
+        }
+        auto fragment = fn ? json::get_string(*fn, "arguments") : std::string();
+        if (!call.announced && !call.name.empty()) {
+          call.announced = true;
+          out.push_back(call_event(index, call.id, call.name));
+          fragment = std::exchange(call.pending, {}) + fragment;
+        }
+        if (!call.announced) {
+          call.pending += fragment;
+          if (call.pending.size() > name_pending_bytes)
+            return fail("the upstream sent more than " + std::to_string(name_pending_bytes)
+                          + " bytes of arguments for tool call " + std::to_string(index) + " without its name",
+                        out);
+        } else if (!fragment.empty())
+          out.push_back(make(upstream_event::kind::arguments, std::move(fragment), index));
+      }
+    }
+  }
+  if (auto reason = json::member(choice, "finish_reason"); reason && reason->IsString())
+    finish_ = chat_finish(reason->GetString());
+  return true;
+}
+
+void chat_chunk_reader::end(std::vector<upstream_event>& out) {
+  if (failed_)
+    return;
+  for (auto& [index, call] : calls_)
+    if (!call.announced) {
+      fail("the upstream sent tool call " + std::to_string(index) + " without a function name", out);
+      return;
+    }
+  if (finish_.empty()) {
+    fail("the upstream stream ended without a finish_reason", out);
+    return;
+  }
+  out.push_back(finish_event(finish_, tokens_));
+}
+
+// ---- responses_event_reader ----
+
+bool responses_event_reader::fail(std::string message, std::vector<upstream_event>& out) {
+  failed_ = true;
+  out.push_back(make(upstream_event::kind::failure, std::move(message)));
+  return false;
+}
+
+void responses_event_reader::finish(const json::value& response, std::string reason,
+                                    std::vector<upstream_event>& out) {
+  finished_ = true;
+  usage tokens;
+  if (auto u = json::member(response, "usage"); u && u->IsObject())
+    tokens = responses_usage(*u);
+  out.push_back(finish_event(std::move(reason), tokens));
+}
+
+void responses_event_reader::release_held(std::vector<upstream_event>& out) {
+  if (!held_)
+    return;
+  auto [index, text] = std::move(*held_);
+  held_.reset();
+  arguments_[index].relayed += text;
+  out.push_back(make(upstream_event::kind::arguments, std::move(text), index));
+}
+
+bool responses_event_reader::feed(std::string_view payload, std::vector<upstream_event>& out) {
+  if (failed_ || finished_)
+    return !failed_;
+  while (!payload.empty() && (payload.front() == ' ' || payload.front() == '\n'))
+    payload.remove_prefix(1);
+  if (payload == "[DONE]") // vLLM ends its streams so; a missing terminal is end()'s to report
+    return true;
+  auto doc = json::parse(payload);
+  if (!doc || !doc->IsObject())
+    return fail("the upstream sent an event that is not a JSON object", out);
+  const json::value& ev = *doc;
+  auto type = json::get_string(ev, "type");
+  auto index = json::get_int(ev, "output_index").value_or(0);
+  auto delta = json::get_string(ev, "delta");
+  if (type == "response.function_call_arguments.delta") {
+    if (delta.empty())
+      return true;
+    if (held_ && held_->first != index)
+      release_held(out);
+    auto& args = arguments_[index];
+    if (args.deltas++ == 0) {
+      held_.emplace(index, std::move(delta));
+      return true;
+    }
+    if (held_) {
+      // A complete JSON value followed by the start of another was a placeholder: drop it.
+      auto first = delta.find_first_not_of(" \t\r\n");
+      bool restarts = first != std::string::npos && (delta[first] == '{' || delta[first] == '[');
+      if (restarts && json::parse(held_->second))
+        held_.reset();
+      else
+        release_held(out);
+    }
+    args.relayed += delta;
+    out.push_back(make(upstream_event::kind::arguments, std::move(delta), index));
+    return true;
+  }
+  release_held(out);
+  if (type == "response.output_item.added" || type == "response.output_item.done"
+      || type == "response.function_call_arguments.done") {
+    auto item = json::member(ev, "item");
+    const json::value& call = item ? *item : ev;
+    if (item && json::get_string(*item, "type") != "function_call") {
+      if (type == "response.output_item.done")
+        out.push_back(make(upstream_event::kind::item_end));
+      return true;
+    }
+    auto arguments = json::get_string(call, "arguments");
+    if (type == "response.output_item.added")
+      out.push_back(call_event(index, json::get_string(call, "call_id"), json::get_string(call, "name")));
+    // Arguments not streamed as deltas (or only partly) arrive with the item; the final text is
+    // the call's, so only what extends what was given out can still be given.
+    auto& relayed = arguments_[index].relayed;
+    if (arguments.size() > relayed.size() && arguments.compare(0, relayed.size(), relayed) == 0) {
+      out.push_back(make(upstream_event::kind::arguments, arguments.substr(relayed.size()), index));
+      relayed = arguments;
+    }
+  } else if (type == "response.output_text.delta") {
+    if (!delta.empty())
+      out.push_back(make(upstream_event::kind::text, std::move(delta)));
+  } else if (type == "response.refusal.delta") {
+    if (!delta.empty())
+      out.push_back(make(upstream_event::kind::refusal, std::move(delta)));
+  } else if (type == "response.reasoning_text.delta") {
+    if (!delta.empty())
+      out.push_back(make(upstream_event::kind::reasoning, std::move(delta)));
+  } else if (type == "response.completed" || type == "response.done" || type == "response.incomplete") {
+    auto response = json::member(ev, "response");
+    static const json::value empty(rapidjson::kObjectType);
+    const json::value& r = response ? *response : empty;
+    finish(r, responses_finish(r), out);
+  } else if (type == "response.failed") {
+    auto response = json::member(ev, "response");
+    return fail(response ? error_message(*response, "the upstream response failed") : "the upstream response failed",
+                out);
+  } else if (type == "error") {
+    return fail(error_message(ev, "the upstream reported an error"), out);
+  }
+  return true;
+}
+
+void responses_event_reader::end(std::vector<upstream_event>& out) {
+  if (!failed_ && !finished_)
+    fail("the upstream stream ended without a terminal event", out);
+}
+
+namespace {
+
+// A non-streamed answer's body as a JSON object; none, and a failure event, when it is not one.
+std::optional<json::document> answer_object(std::string_view body, std::vector<upstream_event>& out) {
+  auto doc = json::parse(body);
+  if (doc && doc->IsObject())
+    return doc;
+  out.push_back(make(upstream_event::kind::failure, "the upstream answered with a body that is not JSON"));
+  return std::nullopt;
+}
+
+} // namespace
+
+std::vector<upstream_event> chat_completion_events(std::string_view body) {
+  std::vector<upstream_event> out;
+  auto doc = answer_object(body, out);
+  if (!doc)
+    return out;
+  const json::value& v = *doc;
+  auto choices = json::member(v, "choices");
+  if (json::member(v, "error") || !choices || !choices->IsArray() || choices->Empty()) {
+    out.push_back(make(upstream_event::kind::failure, error_message(v, "the upstream answered without choices")));
+    return out;
+  }
+  auto& choice = (*choices)[0];
+  if (auto msg = json::member(choice, "message")) {
+    auto reasoning = string_of(json::member(*msg, "reasoning_content"));
+    if (reasoning.empty())
+      reasoning = string_of(json::member(*msg, "reasoning"));
+    if (!reasoning.empty())
+      out.push_back(make(upstream_event::kind::reasoning, reasoning));
+    if (auto content = string_of(json::member(*msg, "content")); !content.empty())
+      out.push_back(make(upstream_event::kind::text, content));
+    if (auto refusal = string_of(json::member(*msg, "refusal")); !refusal.empty())
+      out.push_back(make(upstream_event::kind::refusal, refusal));
+    if (auto calls = json::member(*msg, "tool_calls"); calls && calls->IsArray()) {
+      int64_t i = 0;
+      for (auto& tc : calls->GetArray()) {
+        auto fn = json::member(tc, "function");
+        out.push_back(call_event(i, json::get_string(tc, "id"), fn ? json::get_string(*fn, "name") : ""));
+        auto arguments = fn ? json::get_string(*fn, "arguments") : std::string();
+        if (!arguments.empty())
+          out.push_back(make(upstream_event::kind::arguments, arguments, i));
+        ++i;
+      }
+    }
+  }
+  usage tokens;
+  if (auto u = json::member(v, "usage"); u && u->IsObject())
+    tokens = chat_usage(*u);
+  out.push_back(finish_event(chat_finish(json::get_string(choice, "finish_reason", "stop")), tokens));
+  return out;
+}
+
+std::vector<upstream_event> responses_object_events(std::string_view body) {
+  std::vector<upstream_event> out;
+  auto doc = answer_object(body, out);
+  if (!doc)
+    return out;
+  const json::value& v = *doc;
+  if (json::get_string(v, "status") == "failed" || (json::member(v, "error") && !json::member(v, "output"))) {
+    out.push_back(make(upstream_event::kind::failure, error_message(v, "the upstream response failed")));
+    return out;
+  }
+  if (auto output = json::member(v, "output"); output && output->IsArray()) {
+    int64_t index = 0;
+    for (auto& entry : output->GetArray()) {
+      auto it = item_from_json(entry);
+      if (it.type == "reasoning" || it.type == "message") {
+        for (auto& p : it.content) {
+          auto k = p.type == "refusal"          ? upstream_event::kind::refusal
+                   : p.type == "reasoning_text" ? upstream_event::kind::reasoning
+                                                : upstream_event::kind::text;
+          if (!p.text.empty())
+            out.push_back(make(k, p.text));
+        }
+        out.push_back(make(upstream_event::kind::item_end));
+      } else if (it.type == "function_call") {
+        out.push_back(call_event(index, it.call_id, it.name));
+        if (!it.arguments.empty())
+          out.push_back(make(upstream_event::kind::arguments, it.arguments, index));
+      }
+      ++index;
+    }
+  }
+  usage tokens;
+  if (auto u = json::member(v, "usage"); u && u->IsObject())
+    tokens = responses_usage(*u);
+  out.push_back(finish_event(responses_finish(v), tokens));
+  return out;
+}
+
+} // namespace troupe::protocol::responses
