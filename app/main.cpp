@@ -246,6 +246,151 @@ int check_config(const cli_options& cli) {
   return 0;
 }
 
+// One scheduler worker per core: CAF's default of at least 4 has idle workers polling for work on
+// small machines. Nothing blocks a worker (the stores and MCP servers are detached actors).
+// An idle worker spins briefly, then sleeps on a condition variable until work comes. CAF's default
+// polls (sleeping 50 us at a time) for 25 ms after every message, and a run streaming a model at its
+// pace gets one every few milliseconds, so its workers never stopped polling.
+void tune_scheduler(caf::actor_system_config& caf_cfg) {
+  caf_cfg.set("scheduler.max-threads", static_cast<size_t>(std::max(2u, std::thread::hardware_concurrency())));
+  caf_cfg.set("work-stealing.aggressive-poll-attempts", size_t{20});
+  caf_cfg.set("work-stealing.moderate-poll-attempts", size_t{1});
+  add_error_category(caf_cfg);
+}
+
+// The built-in tools and every configured MCP server, behind one tool port.
+std::shared_ptr<tool_router> make_tools(caf::actor_system& sys, const protocol::config& cfg,
+                                        std::shared_ptr<const io::exec_sandbox> sandbox) {
+  io::builtin_tools_options tool_opts;
+  tool_opts.exec_timeout_seconds = cfg.exec.timeout_seconds;
+  tool_opts.exec_env = cfg.exec.env;
+  tool_opts.sandbox = sandbox;
+  auto tools = std::make_shared<tool_router>(sys, std::make_shared<io::builtin_tools>(tool_opts));
+  for (auto& server : cfg.mcp.servers) {
+    mcp_server_options o;
+    o.config = server;
+    o.call_timeout_seconds = server.timeout_seconds.value_or(cfg.mcp.call_timeout_seconds);
+    tools->add_server(std::move(o), [sandbox](const protocol::mcp_server_config& c) {
+      return c.transport == "http" ? io::make_mcp_http_transport(c) : io::make_mcp_stdio_transport(c, sandbox);
+    });
+  }
+  return tools;
+}
+
+std::shared_ptr<run_environment> make_run_environment(const protocol::config& cfg, const model_ports& ports,
+                                                      std::shared_ptr<tool_router> tools, store_actor store) {
+  auto env = std::make_shared<run_environment>();
+  env->model = ports.agent;
+  env->tools = std::move(tools);
+  env->store = std::move(store);
+  env->loop = protocol::agent_service_loop(cfg);
+  env->default_model = cfg.model.name;
+  env->default_max_tokens = cfg.model.max_tokens;
+  env->stream = cfg.model.stream;
+  env->workspaces_root = cfg.workspaces_root;
+  env->policy = cfg.policy;
+  env->safety = cfg.safety;
+  env->approval_timeout_seconds = cfg.service.approval_timeout_seconds;
+  env->retry_base_seconds = cfg.service.run_retry_base_seconds;
+  env->retry_max_seconds = cfg.service.run_retry_max_seconds;
+  return env;
+}
+
+// AS-83: this process owns the store (the data-dir lock), so every run the previous process left
+// running is recovered before anything else happens.
+void recover_previous_runs(caf::actor_system& sys, const store_actor& store) {
+  caf::scoped_actor self{sys};
+  self->request(store, caf::infinite, recover_atom::value, true, protocol::lapsed_lease_ends())
+    .receive(
+      [](recovery_report& r) {
+        if (r.requeued + r.failed > 0)
+          spdlog::warn("serve: recovered runs of the previous process: {} re-queued, {} failed", r.requeued, r.failed);
+      },
+      [&](caf::error& err) { spdlog::error("serve: recovering runs failed: {}", message_of(err)); });
+}
+
+run_registry_actor start_runs(caf::actor_system& sys, const protocol::config& cfg,
+                              std::shared_ptr<run_environment> env) {
+  recover_previous_runs(sys, env->store);
+  // Restores pending approvals (AS-81) after recovery, so those of runs it failed are denied at once.
+  env->approvals = spawn_approval_registry(sys, env->store);
+  scheduler_options sched;
+  sched.run_concurrency = cfg.service.run_concurrency;
+  sched.run_max_attempts = cfg.service.run_max_attempts;
+  sched.run_lease_seconds = cfg.service.run_lease_seconds;
+  sched.run_recovery_interval_seconds = cfg.service.run_recovery_interval_seconds;
+  return spawn_run_registry(sys, env, sched);
+}
+
+std::shared_ptr<response_environment> make_response_environment(const protocol::config& cfg, const model_ports& ports,
+                                                                std::shared_ptr<tool_router> tools,
+                                                                response_store_actor store) {
+  auto responses = std::make_shared<response_environment>();
+  responses->model = ports.responses;
+  responses->store = std::move(store);
+  responses->tools = std::move(tools);
+  responses->loop = protocol::responses_loop(cfg);
+  return responses;
+}
+
+std::shared_ptr<io::workspace_surface> make_workspace_surface(caf::actor_system& sys, const protocol::config& cfg,
+                                                              workspace_store_actor store) {
+  auto surface = std::make_shared<io::workspace_surface>();
+  surface->sys = &sys;
+  surface->types = std::get<event_types>(protocol::reflexr::event_registry::build(cfg.workspaces));
+  surface->config = cfg.workspaces;
+  surface->service_tokens = cfg.service.service_tokens;
+  surface->open = protocol::is_open(cfg.auth, cfg.service.service_tokens);
+  workspaces_options ws_options;
+  ws_options.log_idle_timeout = cfg.workspaces.log_idle_timeout;
+  ws_options.command_result_retention = cfg.workspaces.command_result_retention;
+  surface->logs = spawn_workspaces(sys, std::move(store), ws_options);
+  if (surface->open)
+    spdlog::warn("workspaces: no credentials configured; every caller is tenant default, user local (WS-59)");
+  return surface;
+}
+
+io::http_server_options http_options(const protocol::config& cfg, std::shared_ptr<io::workspace_surface> surface) {
+  io::http_server_options http;
+  http.host = cfg.service.host;
+  http.port = static_cast<uint16_t>(cfg.service.port);
+  http.threads = cfg.service.io_threads;
+  http.max_body_bytes = cfg.service.max_body_bytes;
+  http.read_timeout_seconds = cfg.service.read_timeout_seconds;
+  http.sse_heartbeat_seconds = cfg.service.sse_heartbeat_seconds;
+  http.max_stream_buffer_bytes = cfg.service.max_stream_buffer_bytes;
+  http.max_connections = connection_cap(cfg.service.max_connections);
+  http.edge = {cfg.service.host, cfg.service.allowed_hosts, cfg.service.trusted_origins};
+  http.admit_head = io::head_admission(cfg, std::move(surface));
+  return http;
+}
+
+// Drain: no new connections; open streams get the grace period to end, then their runs are
+// cancelled so every client still receives its terminal frames.
+void drain(io::http_server& server, const run_registry_actor& registry, double grace_seconds) {
+  server.stop_accepting();
+  using clock = std::chrono::steady_clock;
+  auto wait_for_exchanges = [&](clock::duration budget) {
+    auto deadline = clock::now() + budget;
+    while (server.open_exchanges() > 0 && clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  wait_for_exchanges(std::chrono::milliseconds(static_cast<int64_t>(grace_seconds * 1000)));
+  caf::anon_send(registry, cancel_all_atom::value);
+  wait_for_exchanges(std::chrono::seconds(2));
+  server.stop();
+}
+
+// A store adapter's spawn result; prints why it failed.
+template <class Actor>
+bool opened(const std::variant<Actor, std::string>& store) {
+  if (auto err = std::get_if<std::string>(&store)) {
+    std::cerr << "troupe: " << *err << "\n";
+    return false;
+  }
+  return true;
+}
+
 int serve(const cli_options& cli) {
   auto r = load_config(cli);
   if (!r.ok())
@@ -268,122 +413,32 @@ int serve(const cli_options& cli) {
   std::signal(SIGPIPE, SIG_IGN);
 
   caf::actor_system_config caf_cfg;
-  // One scheduler worker per core: CAF's default of at least 4 has idle workers polling for work on
-  // small machines. Nothing blocks a worker (the stores and MCP servers are detached actors).
-  caf_cfg.set("scheduler.max-threads", static_cast<size_t>(std::max(2u, std::thread::hardware_concurrency())));
-  // An idle worker spins briefly, then sleeps on a condition variable until work comes. CAF's default
-  // polls (sleeping 50 us at a time) for 25 ms after every message, and a run streaming a model at
-  // its pace gets one every few milliseconds, so its workers never stopped polling.
-  caf_cfg.set("work-stealing.aggressive-poll-attempts", size_t{20});
-  caf_cfg.set("work-stealing.moderate-poll-attempts", size_t{1});
-  add_error_category(caf_cfg);
+  tune_scheduler(caf_cfg);
   caf::actor_system sys{caf_cfg};
   auto store = io::spawn_sqlite_store(sys, cfg.store_path, (std::filesystem::path(cfg.data_dir) / "audit.jsonl").string());
-  if (auto err = std::get_if<std::string>(&store)) {
-    std::cerr << "troupe: " << *err << "\n";
-    return 2;
-  }
-
-  io::builtin_tools_options tool_opts;
-  tool_opts.exec_timeout_seconds = cfg.exec.timeout_seconds;
-  tool_opts.exec_env = cfg.exec.env;
-  tool_opts.sandbox = make_exec_sandbox(cfg);
-  auto tools = std::make_shared<tool_router>(sys, std::make_shared<io::builtin_tools>(tool_opts));
-  for (auto& server : cfg.mcp.servers) {
-    mcp_server_options o;
-    o.config = server;
-    o.call_timeout_seconds = server.timeout_seconds.value_or(cfg.mcp.call_timeout_seconds);
-    tools->add_server(std::move(o), [sandbox = tool_opts.sandbox](const protocol::mcp_server_config& c) {
-      return c.transport == "http" ? io::make_mcp_http_transport(c) : io::make_mcp_stdio_transport(c, sandbox);
-    });
-  }
   auto response_store = io::spawn_sqlite_response_store(sys, cfg.store_path);
-  if (auto err = std::get_if<std::string>(&response_store)) {
-    std::cerr << "troupe: " << *err << "\n";
+  auto workspace_store = io::spawn_sqlite_workspace_store(sys, cfg.store_path);
+  if (!opened(store) || !opened(response_store) || !opened(workspace_store))
     return 2;
-  }
-  auto ports = make_model_ports(cfg);
-  auto env = std::make_shared<run_environment>();
-  env->model = ports.agent;
-  env->tools = tools;
-  env->store = std::get<store_actor>(store);
-  env->loop = protocol::agent_service_loop(cfg);
-  env->default_model = cfg.model.name;
-  env->default_max_tokens = cfg.model.max_tokens;
-  env->stream = cfg.model.stream;
-  env->workspaces_root = cfg.workspaces_root;
-  env->policy = cfg.policy;
-  env->safety = cfg.safety;
-  env->approval_timeout_seconds = cfg.service.approval_timeout_seconds;
-  env->retry_base_seconds = cfg.service.run_retry_base_seconds;
-  env->retry_max_seconds = cfg.service.run_retry_max_seconds;
 
-  // AS-83: this process owns the store (the data-dir lock), so every run the previous process left
-  // running is recovered before anything else happens.
-  {
-    caf::scoped_actor self{sys};
-    self->request(env->store, caf::infinite, recover_atom::value, true, protocol::lapsed_lease_ends())
-      .receive(
-        [](recovery_report& r) {
-          if (r.requeued + r.failed > 0)
-            spdlog::warn("serve: recovered runs of the previous process: {} re-queued, {} failed", r.requeued,
-                         r.failed);
-        },
-        [&](caf::error& err) { spdlog::error("serve: recovering runs failed: {}", message_of(err)); });
-  }
-  // Restores pending approvals (AS-81) after recovery, so those of runs it failed are denied at once.
-  env->approvals = spawn_approval_registry(sys, env->store);
-  scheduler_options sched;
-  sched.run_concurrency = cfg.service.run_concurrency;
-  sched.run_max_attempts = cfg.service.run_max_attempts;
-  sched.run_lease_seconds = cfg.service.run_lease_seconds;
-  sched.run_recovery_interval_seconds = cfg.service.run_recovery_interval_seconds;
-  auto registry = spawn_run_registry(sys, env, sched);
-  auto responses = std::make_shared<response_environment>();
-  responses->model = ports.responses;
-  responses->store = std::get<response_store_actor>(response_store);
-  responses->tools = tools;
-  responses->loop = protocol::responses_loop(cfg);
+  auto sandbox = make_exec_sandbox(cfg);
+  auto tools = make_tools(sys, cfg, sandbox);
+  auto ports = make_model_ports(cfg);
+  auto env = make_run_environment(cfg, ports, tools, std::get<store_actor>(store));
+  auto registry = start_runs(sys, cfg, env);
+  auto responses = make_response_environment(cfg, ports, tools, std::get<response_store_actor>(response_store));
   fail_unfinished_responses(sys, responses->store); // RS-55
   auto response_registry = spawn_response_registry(sys, responses, io::registry_options(cfg));
   caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs
-
-  auto workspace_store = io::spawn_sqlite_workspace_store(sys, cfg.store_path);
-  if (auto err = std::get_if<std::string>(&workspace_store)) {
-    std::cerr << "troupe: " << *err << "\n";
-    return 2;
-  }
-  auto surface = std::make_shared<io::workspace_surface>();
-  surface->sys = &sys;
-  surface->types = std::get<event_types>(protocol::reflexr::event_registry::build(cfg.workspaces));
-  surface->config = cfg.workspaces;
-  surface->service_tokens = cfg.service.service_tokens;
-  surface->open = protocol::is_open(cfg.auth, cfg.service.service_tokens);
-  workspaces_options ws_options;
-  ws_options.log_idle_timeout = cfg.workspaces.log_idle_timeout;
-  ws_options.command_result_retention = cfg.workspaces.command_result_retention;
-  surface->logs = spawn_workspaces(sys, std::get<workspace_store_actor>(workspace_store), ws_options);
-  if (surface->open)
-    spdlog::warn("workspaces: no credentials configured; every caller is tenant default, user local (WS-59)");
+  auto surface = make_workspace_surface(sys, cfg, std::get<workspace_store_actor>(workspace_store));
 
   auto routes = std::make_shared<io::router>();
-  io::add_agent_routes(*routes, sys, registry, {cfg, tools, env->store, TROUPE_VERSION, tool_opts.sandbox});
+  io::add_agent_routes(*routes, sys, registry, {cfg, tools, env->store, TROUPE_VERSION, sandbox});
   io::add_run_routes(*routes, sys, registry, env->store, env->metrics, cfg);
   io::add_policy_routes(*routes, sys, env->approvals, env->store, cfg);
   io::add_responses_routes(*routes, sys, response_registry, responses->store, ports.models, cfg);
   io::add_workspace_routes(*routes, surface);
-  io::http_server_options http;
-  http.host = cfg.service.host;
-  http.port = static_cast<uint16_t>(cfg.service.port);
-  http.threads = cfg.service.io_threads;
-  http.max_body_bytes = cfg.service.max_body_bytes;
-  http.read_timeout_seconds = cfg.service.read_timeout_seconds;
-  http.sse_heartbeat_seconds = cfg.service.sse_heartbeat_seconds;
-  http.max_stream_buffer_bytes = cfg.service.max_stream_buffer_bytes;
-  http.max_connections = connection_cap(cfg.service.max_connections);
-  http.edge = {cfg.service.host, cfg.service.allowed_hosts, cfg.service.trusted_origins};
-  http.admit_head = io::head_admission(cfg, surface);
-  io::http_server server(http, routes);
+  io::http_server server(http_options(cfg, surface), routes);
   uint16_t port = 0;
   try {
     port = server.start();
@@ -402,27 +457,12 @@ int serve(const cli_options& cli) {
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("serve: signal {} received; draining for up to {}s", sig, cfg.service.shutdown_grace_seconds);
-
-  // Drain: no new connections; open streams get the grace period to end, then their runs are
-  // cancelled so every client still receives its terminal frames.
-  server.stop_accepting();
-  using clock = std::chrono::steady_clock;
-  auto wait_for_exchanges = [&](clock::duration budget) {
-    auto deadline = clock::now() + budget;
-    while (server.open_exchanges() > 0 && clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  };
-  wait_for_exchanges(std::chrono::milliseconds(static_cast<int64_t>(cfg.service.shutdown_grace_seconds * 1000)));
-  caf::anon_send(registry, cancel_all_atom::value);
-  wait_for_exchanges(std::chrono::seconds(2));
-  server.stop();
-  anon_send_exit(registry, caf::exit_reason::user_shutdown);
-  anon_send_exit(response_registry, caf::exit_reason::user_shutdown);
-  anon_send_exit(env->approvals, caf::exit_reason::user_shutdown);
-  anon_send_exit(env->store, caf::exit_reason::user_shutdown);
-  anon_send_exit(responses->store, caf::exit_reason::user_shutdown);
-  anon_send_exit(surface->logs, caf::exit_reason::user_shutdown);
-  anon_send_exit(std::get<workspace_store_actor>(workspace_store), caf::exit_reason::user_shutdown);
+  drain(server, registry, cfg.service.shutdown_grace_seconds);
+  for (auto& actor : {caf::actor_cast<caf::actor>(registry), caf::actor_cast<caf::actor>(response_registry),
+                      caf::actor_cast<caf::actor>(env->approvals), caf::actor_cast<caf::actor>(env->store),
+                      caf::actor_cast<caf::actor>(responses->store), caf::actor_cast<caf::actor>(surface->logs),
+                      caf::actor_cast<caf::actor>(std::get<workspace_store_actor>(workspace_store))})
+    anon_send_exit(actor, caf::exit_reason::user_shutdown);
   tools->stop(); // every MCP instance closes its child: no orphans
   spdlog::info("serve: stopped");
   return 0;

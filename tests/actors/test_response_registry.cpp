@@ -27,7 +27,7 @@ struct fixture {
 
   explicit fixture(std::size_t max_active_background = 8) {
     auto env = std::make_shared<response_environment>();
-    env->upstream = model;
+    env->model = model;
     env->store = store;
     response_registry_options options;
     options.max_active_background = max_active_background;
