@@ -27,10 +27,6 @@ http_response snapshot(const run_record& r) {
   return json_response(200, protocol::run_snapshot_json(r));
 }
 
-http_response rejection(const protocol::request_error& err) {
-  return json_response(protocol::http_status(err.code), err.body);
-}
-
 // AS-74: Last-Event-ID wins over ?after_sequence=; -1 without either.
 std::variant<int64_t, http_response> stream_cursor(const http_request& req) {
   auto& header = req.header("last-event-id");
@@ -43,7 +39,7 @@ std::variant<int64_t, http_response> stream_cursor(const http_request& req) {
   auto it = req.query.find("after_sequence");
   auto q = protocol::parse_page_query("", it == req.query.end() ? "" : it->second);
   if (auto err = std::get_if<protocol::request_error>(&q))
-    return rejection(*err);
+    return agent_error(err->what);
   return std::get<protocol::page_query>(q).after_sequence;
 }
 
@@ -56,7 +52,7 @@ void events_page(const std::shared_ptr<context>& ctx, http_request& req, std::sh
                  bool trace) {
   auto q = protocol::parse_page_query(query_value(req, "limit"), query_value(req, "after_sequence"));
   if (auto err = std::get_if<protocol::request_error>(&q))
-    return ex->respond(rejection(*err));
+    return ex->respond(agent_error(err->what));
   auto page = std::get<protocol::page_query>(q);
   auto on_page = [page, trace](run_events_page& p) {
     return json_response(200, protocol::events_page_json(p.run, page, p.events, !trace));
@@ -118,7 +114,7 @@ void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor r
   routes.add("GET", "/v1/runs", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     auto limit = protocol::parse_list_limit(query_value(req, "limit"));
     if (auto err = std::get_if<protocol::request_error>(&limit))
-      return ex->respond(rejection(*err));
+      return ex->respond(agent_error(err->what));
     auto status = query_value(req, "status");
     if (!valid_status(status))
       return ex->respond(
@@ -148,7 +144,7 @@ void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor r
   routes.add("GET", "/v1/traces", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     auto limit = protocol::parse_list_limit(query_value(req, "limit"));
     if (auto err = std::get_if<protocol::request_error>(&limit))
-      return ex->respond(rejection(*err));
+      return ex->respond(agent_error(err->what));
     auto n = std::get<int64_t>(limit);
     ask<trace_list>(
       *ctx->sys, std::move(ex), ctx->store,
