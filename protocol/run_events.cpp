@@ -29,6 +29,13 @@ void write_timing(writer& w, const char* key, double ms) {
   w.EndObject();
 }
 
+// The call an event is about.
+void name_call(agent_event& e, const std::string& name, const std::string& arguments, const std::string& call_id) {
+  e.tool_name = name;
+  e.tool_args = arguments;
+  e.tool_call_id = call_id;
+}
+
 // Fills an event's type, fields and metadata from one run event. Key order is part of the wire
 // (the conformance suite pins it).
 struct renderer {
@@ -67,9 +74,7 @@ struct renderer {
   void operator()(const run_events::tool_call& c) {
     e.type = "tool_call";
     e.content = "Calling " + c.name;
-    e.tool_name = c.name;
-    e.tool_args = c.arguments;
-    e.tool_call_id = c.call_id;
+    name_call(e, c.name, c.arguments, c.call_id);
     e.metadata = json::object([&](writer& w) {
       w.Key("call_id");
       w.String(c.call_id);
@@ -104,9 +109,7 @@ struct renderer {
     auto& r = a.approval;
     e.type = "ask_user";
     e.content = r.reason;
-    e.tool_name = r.tool_name;
-    e.tool_args = r.tool_args;
-    e.tool_call_id = r.tool_call_id;
+    name_call(e, r.tool_name, r.tool_args, r.tool_call_id);
     e.approval_request_id = r.request_id;
     e.metadata = json::object([&](writer& w) {
       w.Key("request_id");
@@ -128,9 +131,7 @@ struct renderer {
   void operator()(const run_events::tool_result& t) {
     e.type = "tool_result";
     e.content = t.output;
-    e.tool_name = t.name;
-    e.tool_args = t.arguments;
-    e.tool_call_id = t.call_id;
+    name_call(e, t.name, t.arguments, t.call_id);
     e.duration_ms = t.duration_ms;
     e.cited_source_ids = t.cited_source_ids;
     e.metadata = json::object([&](writer& w) {
