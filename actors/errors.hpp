@@ -15,10 +15,15 @@ namespace troupe {
 
 inline constexpr caf::atom_value errc_category = caf::atom("troupe");
 
-// A problem travels whole (code, message, param, kind), also to another node.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, validation_issue& x) {
+  return f(caf::meta::type_name("troupe.validation_issue"), x.loc, x.msg, x.type);
+}
+
+// A problem travels whole (code, message, param, kind, issues), also to another node.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, problem& x) {
-  return f(caf::meta::type_name("troupe.problem"), x.code, x.message, x.param, x.kind);
+  return f(caf::meta::type_name("troupe.problem"), x.code, x.message, x.param, x.kind, x.issues);
 }
 
 // The problem as a caf::error of troupe's category.

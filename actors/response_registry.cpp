@@ -650,7 +650,7 @@ problem store_failure(const caf::error& err) {
 }
 
 problem conversation_failure(const caf::error& err, const std::string& id) {
-  if (code_of(err) == errc::not_found && message_of(err).rfind("Conversation", 0) == 0)
+  if (problem_of(err).kind == missing_conversation)
     return rs::not_found("Conversation with id '" + id + "' not found.");
   if (code_of(err) == errc::conflict)
     return {errc::bad_request, message_of(err), "items", "item_already_in_conversation"};

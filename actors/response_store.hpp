@@ -88,6 +88,12 @@ struct page_request {
   std::string after;
 };
 
+// What a store's errc::not_found names, as its problem's kind: callers tell a missing conversation
+// from a missing `after` item by it, never by the message.
+inline constexpr const char* missing_response = "response_not_found";
+inline constexpr const char* missing_conversation = "conversation_not_found";
+inline constexpr const char* missing_item = "item_not_found";
+
 using response_store_actor = caf::typed_actor<
   // Writes a response (creation, snapshot updates, the final commit) owned by its row's owner. A
   // conversation append whose revision moved answers errc::conflict and writes nothing; otherwise

@@ -7,6 +7,7 @@
 #include "protocol/redaction.hpp"
 #include "protocol/model_round.hpp"
 #include "protocol/round_reply.hpp"
+#include "protocol/run_events.hpp"
 #include "protocol/timestamp.hpp"
 #include "protocol/workspace_path.hpp"
 
@@ -23,18 +24,6 @@ namespace troupe {
 namespace {
 
 using clock = std::chrono::steady_clock;
-using protocol::json::writer;
-
-void write_usage(writer& w, const protocol::token_usage& u) {
-  w.StartObject();
-  w.Key("prompt_tokens");
-  w.Int64(u.prompt_tokens);
-  w.Key("completion_tokens");
-  w.Int64(u.completion_tokens);
-  w.Key("total_tokens");
-  w.Int64(u.total_tokens);
-  w.EndObject();
-}
 
 std::string format_seconds(double s) {
   if (std::floor(s) == s)
@@ -93,27 +82,18 @@ struct run_state : loop_dialect {
   bool ended = false;   // the attempt reached its end; no more events
   bool stopped = false; // fenced: nothing more is written
 
-  protocol::agent_event make_event(std::string type, std::string content) {
-    protocol::agent_event e;
-    e.type = std::move(type);
-    e.sequence = sequence++;
-    e.run_id = spec.run_id;
-    e.session_id = spec.request.session_id;
-    e.timestamp = protocol::iso_now();
-    e.content = std::move(content);
-    return e;
-  }
-
   template <class... Ts>
   void publish(const Ts&... xs) {
     for (auto& s : subscribers)
       caf::anon_send(s, xs...);
   }
 
-  // Stores the event, then sends it to the subscribers (AS-90: nothing is seen before it is stored).
-  // The store answers in order, so subscribers see the events in sequence. Secrets in its text are
-  // masked first (AS-85): the model saw the real text, the log and every client see the masked one.
-  void emit(protocol::agent_event e) {
+  // Renders the event as the run's next one, stores it, then sends it to the subscribers (AS-90:
+  // nothing is seen before it is stored). The store answers in order, so subscribers see the events
+  // in sequence. Secrets in its text are masked first (AS-85): the model saw the real text, the log
+  // and every client see the masked one.
+  void emit(const protocol::run_event& event) {
+    auto e = protocol::render_event(spec.run_id, spec.request.session_id, sequence++, event);
     e.content = protocol::redact_text(e.content);
     if (!env->store) {
       publish(event_atom::value, e);
@@ -166,32 +146,11 @@ struct run_state : loop_dialect {
     history = protocol::responses::items_of(protocol::clean_history(spec.request.history));
     append(protocol::text_message("user", spec.request.query));
 
-    auto e = make_event("session_start", spec.request.query);
-    e.metadata = protocol::json::object([&](writer& w) {
-      w.Key("skills");
-      w.StartArray();
-      w.EndArray();
-      w.Key("missing_skills");
-      w.StartArray();
-      w.EndArray();
-      w.Key("tool_policy");
-      protocol::json::write_raw(w, tool_policy.json());
-      w.Key("visible_tools");
-      w.StartArray();
-      for (auto& t : visible_tools)
-        w.String(t.name);
-      w.EndArray();
-      w.Key("attempt");
-      w.Int(spec.attempt);
-      w.Key("model");
-      w.String(model_name);
-      w.Key("timing");
-      w.StartObject();
-      w.Key("time_to_first_event_ms");
-      w.Double(since_start_ms());
-      w.EndObject();
-    });
-    emit(std::move(e));
+    protocol::run_events::session_start e{spec.request.query, tool_policy.json(), {}, spec.attempt, model_name,
+                                          since_start_ms()};
+    for (auto& t : visible_tools)
+      e.visible_tools.push_back(t.name);
+    emit(e);
     loop->start();
   }
 
@@ -229,9 +188,9 @@ struct run_state : loop_dialect {
     usage_total += reply.usage;
     if (!reply.content.empty()) {
       latest_step_text = reply.content;
-      emit(make_event("think", reply.content));
+      emit(protocol::run_events::think{reply.content});
     } else if (!reply.tool_calls.empty()) {
-      emit(make_event("think", "Using " + reply.tool_calls.front().name + " tool"));
+      emit(protocol::run_events::think{"Using " + reply.tool_calls.front().name + " tool"});
     }
     gates.assign(reply.tool_calls.size(), gate{});
     for (std::size_t i = 0; i < reply.tool_calls.size(); ++i) {
@@ -246,38 +205,12 @@ struct run_state : loop_dialect {
           scoped = true;
         }
       gates[i].policy_denial = denial;
-      auto e = make_event("tool_call", "Calling " + c.name);
-      e.tool_name = c.name;
-      e.tool_args = protocol::redact_json(c.arguments); // AS-85
-      e.tool_call_id = c.id;
-      e.metadata = protocol::json::object([&](writer& w) {
-        w.Key("call_id");
-        w.String(c.id);
-        if (denial || scoped) {
-          w.Key(denial ? "tool_policy_denied" : "tool_policy_scope_applied");
-          w.Bool(true);
-          w.Key("tool_policy");
-          protocol::json::write_raw(w, tool_policy.json());
-        }
-        if (denial) {
-          w.Key("denial_reason");
-          w.String(*denial);
-        }
-      });
-      emit(std::move(e));
+      // AS-85: the event shows the arguments masked
+      emit(protocol::run_events::tool_call{c.name, protocol::redact_json(c.arguments), c.id, denial, scoped,
+                                           denial || scoped ? tool_policy.json() : "null"});
     }
-    auto end = make_event("step_end", reply.content);
-    end.metadata = protocol::json::object([&](writer& w) {
-      w.Key("step");
-      w.Int(loop->round());
-      w.Key("has_tool_calls");
-      w.Bool(!reply.tool_calls.empty());
-      w.Key("llm_usage");
-      write_usage(w, reply.usage);
-      w.Key("model");
-      w.String(model_name);
-    });
-    emit(std::move(end));
+    emit(protocol::run_events::step_end{reply.content, loop->round(), !reply.tool_calls.empty(), reply.usage,
+                                        model_name});
 
     auto assistant = protocol::text_message("assistant", reply.content);
     assistant.tool_calls = reply.tool_calls;
@@ -420,27 +353,9 @@ struct run_state : loop_dialect {
   }
 
   void emit_ask_user(const protocol::approval_record& r) {
-    auto e = make_event("ask_user", r.reason);
-    e.tool_name = r.tool_name;
-    e.tool_args = protocol::redact_json(r.tool_args); // AS-85
-    e.tool_call_id = r.tool_call_id;
-    e.approval_request_id = r.request_id;
-    e.metadata = protocol::json::object([&](writer& w) {
-      w.Key("request_id");
-      w.String(r.request_id);
-      w.Key("decision_level");
-      w.String("danger");
-      protocol::json::write_nullable(w, "pattern_matched", r.pattern_matched);
-      w.Key("timeout_seconds");
-      w.Double(r.timeout_seconds);
-      w.Key("expires_at");
-      w.String(r.expires_at);
-      protocol::json::write_nullable(w, "policy_scope", r.policy_scope);
-      protocol::json::write_nullable(w, "policy_action", r.policy_action);
-      w.Key("policy_matched");
-      w.Bool(r.policy_matched);
-    });
-    emit(std::move(e));
+    protocol::run_events::ask_user e{r};
+    e.approval.tool_args = protocol::redact_json(r.tool_args); // AS-85
+    emit(e);
   }
 
   void on_approval(uint64_t key, std::size_t index, const protocol::approval_record& r) {
@@ -491,32 +406,11 @@ struct run_state : loop_dialect {
     auto output = std::move(result.outcome.output);
     auto cited = protocol::harvest_citations(output);
     protocol::merge_citations(citations, cited);
-    auto e = make_event("tool_result", output);
-    e.tool_name = c.name;
-    e.tool_args = protocol::redact_json(c.arguments); // AS-85
-    e.tool_call_id = c.id;
-    e.duration_ms = result.duration_ms;
-    e.cited_source_ids = std::move(cited);
-    e.metadata = protocol::json::object([&](writer& w) {
-      w.Key("duration_ms");
-      w.Double(result.duration_ms);
-      w.Key("decision_level");
-      w.String(protocol::to_string(g.decision.level));
-      w.Key("approved");
-      if (g.approved)
-        w.Bool(*g.approved);
-      else
-        w.Null();
-      // AS-13: a policy-denied result names its call, which reference consumers rely on.
-      protocol::json::write_nullable(w, "request_id", g.policy_denial ? c.id : g.request_id);
-      if (g.policy_denial) {
-        w.Key("tool_policy_denied");
-        w.Bool(true);
-        w.Key("denial_reason");
-        w.String(*g.policy_denial);
-      }
-    });
-    emit(std::move(e));
+    // AS-13: a policy-denied result names its call, which reference consumers rely on.
+    emit(protocol::run_events::tool_result{output, c.name, protocol::redact_json(c.arguments), c.id,
+                                           result.duration_ms, std::move(cited),
+                                           protocol::to_string(g.decision.level), g.approved,
+                                           g.policy_denial ? c.id : g.request_id, g.policy_denial});
     if (env->store) {
       auto a = audit_of(c, g);
       a.kind = "execution";
@@ -536,31 +430,14 @@ struct run_state : loop_dialect {
 
   void finish_completed(std::string answer, const char* stop_reason) {
     answer = protocol::redact_text(answer); // AS-85: the answer is stored in the event, trace and session
-    auto e = make_event("session_end", answer);
-    e.cited_source_ids = citations;
-    e.metadata = protocol::json::object([&](writer& w) {
-      w.Key("stop_reason");
-      w.String(stop_reason);
-      w.Key("status");
-      w.String("completed");
-      w.Key("timing");
-      w.StartObject();
-      w.Key("time_to_final_ms");
-      w.Double(since_start_ms());
-      w.EndObject();
-      w.Key("llm_usage_total");
-      write_usage(w, usage_total);
-    });
-    emit(std::move(e));
+    emit(protocol::run_events::session_end{answer, citations, stop_reason, since_start_ms(), usage_total});
     end("completed", std::move(answer), "");
   }
 
   // Ends the attempt with an `error` event; a retryable failure of a background run with attempts
   // left is re-queued instead of failing the run (AS-53).
   void fail(std::string message, const char* error_type, bool retryable = false) {
-    auto e = protocol::error_event(spec.run_id, spec.request.session_id, sequence++, message, error_type);
-    e.duration_ms = since_start_ms();
-    emit(std::move(e));
+    emit(protocol::run_events::error{message, error_type, since_start_ms()});
     if (retryable && spec.run_kind != "chat" && spec.attempt < spec.max_attempts) {
       requeue(std::move(message));
       return;

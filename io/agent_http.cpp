@@ -24,10 +24,6 @@ std::optional<std::string> environment(const std::string& name) {
   return std::nullopt;
 }
 
-http_response refusal(const problem& err) {
-  return agent_error(err.code, err.message);
-}
-
 run_spec spec_of(std::string body, protocol::chat_request chat, const protocol::identity& id) {
   run_spec spec;
   spec.run_id = chat.run_id.empty() ? protocol::uuid4() : chat.run_id;
@@ -42,7 +38,11 @@ run_spec spec_of(std::string body, protocol::chat_request chat, const protocol::
 } // namespace
 
 http_response agent_error(errc code, std::string_view detail) {
-  return error_response(protocol::dialect::agent, {code, std::string(detail)});
+  return agent_error(problem(code, std::string(detail)));
+}
+
+http_response agent_error(const problem& p) {
+  return error_response(protocol::dialect::agent, p);
 }
 
 bool operator_allowed(const protocol::config& config, const http_request& req) {
@@ -67,7 +67,7 @@ std::optional<http_response> caller_refusal(const protocol::config& config, cons
   auto resolved = protocol::resolve_identity(config.auth, config.service.service_tokens, caller_headers(config, req),
                                              "", "", epoch_seconds(), environment);
   if (auto err = std::get_if<problem>(&resolved))
-    return refusal(*err);
+    return agent_error(*err);
   return std::nullopt;
 }
 
@@ -81,21 +81,21 @@ void admit_caller(caf::actor_system& sys, store_actor store, const protocol::con
   auto parsed = protocol::parse_chat_request(req.body);
   auto chat = std::get_if<protocol::chat_request>(&parsed);
   auto invalid = std::get_if<protocol::request_error>(&parsed);
-  if (invalid && invalid->code == errc::validation_failed)
-    return ex->respond(json_response(protocol::http_status(invalid->code), invalid->body));
+  if (invalid && invalid->what.code == errc::validation_failed)
+    return ex->respond(agent_error(invalid->what));
   auto resolved = protocol::resolve_identity(config.auth, config.service.service_tokens, caller_headers(config, req),
                                              chat ? chat->user_key : invalid->user_key,
                                              chat ? chat->tenant_key : invalid->tenant_key, epoch_seconds(),
                                              environment);
   if (auto err = std::get_if<problem>(&resolved))
-    return ex->respond(refusal(*err));
+    return ex->respond(agent_error(*err));
   auto id = std::get<protocol::identity>(resolved);
   if (auto err = protocol::check_user_allowed(config.auth, id.user_key))
-    return ex->respond(refusal(*err));
+    return ex->respond(agent_error(*err));
   // The body moves along (a run keeps it), never copied: a 10 MiB body costs 10 MiB once.
   auto go = [proceed, parsed = std::move(parsed), id, body = std::move(req.body)](std::shared_ptr<http_exchange> ex) mutable {
     if (auto err = std::get_if<protocol::request_error>(&parsed))
-      return ex->respond(json_response(protocol::http_status(err->code), err->body));
+      return ex->respond(agent_error(err->what));
     proceed(spec_of(std::move(body), std::move(std::get<protocol::chat_request>(parsed)), id), std::move(ex));
   };
   auto limit = config.auth.rate_limit_per_hour;
@@ -110,7 +110,7 @@ void admit_caller(caf::actor_system& sys, store_actor store, const protocol::con
           [=](protocol::rate_limit_decision& d) mutable {
             if (d.allowed)
               return go(ex);
-            auto r = refusal(protocol::rate_limit_error(user, limit));
+            auto r = agent_error(protocol::rate_limit_error(user, limit));
             r.headers.emplace_back("Retry-After", std::to_string(d.retry_after_seconds));
             ex->respond(std::move(r));
           },

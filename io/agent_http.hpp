@@ -21,6 +21,8 @@ namespace troupe::io {
 
 // {"detail": ...} with the status of `code`.
 http_response agent_error(errc code, std::string_view detail);
+// `p` in the agent service's dialect (AS-2's 422 list when it has issues).
+http_response agent_error(const problem& p);
 
 // Operator and control endpoints: the service token (AS-3); with none configured, open only in
 // service_token mode.

@@ -376,13 +376,15 @@ private:
         return;
       }
       int64_t events = 0;
+      int64_t bytes = 0;
       for (std::size_t i = 0; i < count; ++i) {
-        self->queued_bytes_ -= self->outbox_.front().counted;
+        bytes += self->outbox_.front().counted;
         events += self->outbox_.front().events;
         self->outbox_.pop_front();
       }
+      self->queued_bytes_ -= bytes;
       self->queued_events_ -= events;
-      if (events > 0 && self->events_written_)
+      if ((events > 0 || bytes > 0) && self->events_written_) // the producer's frames made room
         self->events_written_();
       self->write_next();
     });

@@ -59,7 +59,8 @@ public:
   bool send(std::string frame) { return send(std::move(frame), 0); }
   // The counted events of the frames queued and not yet written.
   virtual int64_t queued_events() const = 0;
-  // `written` runs on an I/O thread after each write that took counted events off the queue.
+  // `written` runs on an I/O thread after each write that took the producer's frames off the queue
+  // (counted events or buffered bytes): how a producer that held back learns of room (stream_pacing).
   virtual void on_events_written(std::function<void()> written) = 0;
   // Ends the response once the queued frames are written.
   virtual void finish() = 0;

@@ -18,26 +18,20 @@ struct context {
   protocol::config config;
 };
 
-http_response rejection(const protocol::request_error& err) {
-  return json_response(protocol::http_status(err.code), err.body);
-}
-
 // The approve / deny body: an optional {"reason": "..."}; "" when absent.
 std::variant<std::string, http_response> reason_of(const std::string& body) {
   if (body.find_first_not_of(" \t\r\n") == std::string::npos)
     return std::string();
   auto parsed = protocol::json::parse_body(body);
   if (auto failure = std::get_if<protocol::json::parse_failure>(&parsed)) {
-    auto err = protocol::body_refusal(*failure);
-    return json_response(protocol::http_status(err.code), err.body);
+    return agent_error(protocol::body_refusal(*failure).what);
   }
   auto doc = &std::get<protocol::json::document>(parsed);
   if (!doc->IsObject())
-    return json_response(422, protocol::validation_body({{{"body"}, "Input should be a valid dictionary", "dict_type"}}));
+    return agent_error(protocol::invalid({{{"body"}, "Input should be a valid dictionary", "dict_type"}}));
   auto reason = protocol::json::member(*doc, "reason");
   if (reason && !reason->IsNull() && !reason->IsString())
-    return json_response(422,
-                         protocol::validation_body({{{"body", "reason"}, "Input should be a valid string", "string_type"}}));
+    return agent_error(protocol::invalid({{{"body", "reason"}, "Input should be a valid string", "string_type"}}));
   return protocol::json::get_string(*doc, "reason");
 }
 
@@ -60,13 +54,13 @@ void add_policy_routes(router& routes, caf::actor_system& sys, approval_registry
   routes.add("POST", "/v1/policy/check", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     auto out = protocol::policy_check(ctx->config.policy, ctx->config.safety, req.body);
     if (auto err = std::get_if<protocol::request_error>(&out))
-      return ex->respond(rejection(*err));
+      return ex->respond(agent_error(err->what));
     ex->respond(json_response(200, std::get<std::string>(out)));
   }));
   routes.add("GET", "/v1/approvals", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     auto q = protocol::parse_approval_query(req.query);
     if (auto err = std::get_if<protocol::request_error>(&q))
-      return ex->respond(rejection(*err));
+      return ex->respond(agent_error(err->what));
     auto query = std::get<protocol::approval_query>(q);
     ask<approval_list>(
       *ctx->sys, std::move(ex), ctx->store,

@@ -150,7 +150,7 @@ void answer_page(const context& ctx, exchange_ptr ex, const http_request& req, c
     auto on_page = [=](item_page& page) { ex->respond(json_response(200, list_json(page.items, page.has_more))); };
     auto on_error = [=](caf::error& err) {
       auto e = conversation ? conversation_failure(err, id) : store_failure(err);
-      if (code_of(err) == errc::not_found && message_of(err).rfind("No item", 0) == 0)
+      if (problem_of(err).kind == missing_item)
         e.param = "after";
       ex->respond(api_response(e));
     };

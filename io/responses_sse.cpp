@@ -1,11 +1,11 @@
 #include "io/responses_sse.hpp"
 
 #include "actors/response_run.hpp"
+#include "io/stream_pacing.hpp"
 #include "protocol/sse.hpp"
 
 #include <caf/all.hpp>
 
-#include <atomic>
 #include <optional>
 
 namespace troupe::io {
@@ -62,34 +62,19 @@ caf::behavior sse_relay(caf::stateful_actor<relay_state>* self, std::shared_ptr<
 }
 
 // A streaming client as the run's sink: its queue holds `limit` events (RS-39).
-class sse_sink : public event_sink, public std::enable_shared_from_this<sse_sink> {
+class sse_sink : public event_sink {
 public:
-  sse_sink(std::shared_ptr<event_stream> stream, int64_t limit) : stream_(std::move(stream)), limit_(limit) {}
+  sse_sink(std::shared_ptr<event_stream> stream, int64_t limit) : pacing_(stream_pacing::over(std::move(stream), limit)) {}
 
   bool send(const std::vector<rs::stream_event>& events) override {
-    return stream_->send(frames_after(events, last_), static_cast<int64_t>(events.size()));
+    return pacing_->stream().send(frames_after(events, last_), static_cast<int64_t>(events.size()));
   }
-  bool backlogged() const override {
-    // Set before looking, and cleared only by the notice: a write that makes room after this call
-    // always tells on_drained (at worst once more than needed).
-    full_ = true;
-    return stream_->queued_events() >= limit_ || stream_->backlogged();
-  }
-  void on_drained(std::function<void()> drained) override {
-    std::weak_ptr<sse_sink> self = weak_from_this();
-    stream_->on_events_written([self, drained = std::move(drained)] {
-      auto sink = self.lock();
-      if (sink && sink->full_ && sink->stream_->queued_events() < sink->limit_ && !sink->stream_->backlogged()
-          && sink->full_.exchange(false))
-        drained();
-    });
-  }
-  void finish() override { stream_->finish(); }
+  bool backlogged() const override { return pacing_->behind(); }
+  void on_drained(std::function<void()> drained) override { pacing_->on_drained(std::move(drained)); }
+  void finish() override { pacing_->stream().finish(); }
 
 private:
-  std::shared_ptr<event_stream> stream_;
-  const int64_t limit_;
-  mutable std::atomic<bool> full_{false}; // backlogged() was asked, and nobody was told of room since
+  std::shared_ptr<stream_pacing> pacing_;
   int64_t last_ = -1;
 };
 

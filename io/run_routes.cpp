@@ -3,25 +3,17 @@
 #include "actors/errors.hpp"
 #include "io/agent_http.hpp"
 #include "io/route_ask.hpp"
-#include "protocol/agent_event.hpp"
+#include "io/run_stream.hpp"
 #include "protocol/chat_request.hpp"
 #include "protocol/metrics.hpp"
 #include "protocol/runs.hpp"
-#include "protocol/sse.hpp"
 
 #include <caf/all.hpp>
 
-#include <chrono>
 
 namespace troupe::io {
 
 namespace {
-
-using disconnect_atom = caf::atom_constant<caf::atom("gone")>;
-using drained_atom = caf::atom_constant<caf::atom("drained")>;
-
-constexpr int64_t replay_page = 500;
-constexpr auto backlog_poll = std::chrono::milliseconds(50);
 
 struct context {
   caf::actor_system* sys;
@@ -33,150 +25,6 @@ struct context {
 
 http_response snapshot(const run_record& r) {
   return json_response(200, protocol::run_snapshot_json(r));
-}
-
-// A resumable run stream (AS-74): replays stored events after the cursor, then follows live ones.
-// It subscribes before it reads, and sends each sequence once, in order. While the client's buffer
-// is backlogged it skips live events and later catches up from the store, so a slow client costs
-// no memory here.
-struct run_stream_state {
-  static inline const char* name = "run_stream";
-  std::shared_ptr<http_exchange> exchange;
-  std::shared_ptr<event_stream> stream;
-  std::string run_id;
-  int64_t last_sent = -1;
-  bool reading = false; // a store page is on its way
-  bool stale = false;   // something arrived while reading: read again after this page
-  bool lagging = false; // skipping live events until the client drains
-  bool done = false;
-};
-
-using stream_pointer = caf::stateful_actor<run_stream_state>*;
-
-void finish_stream(stream_pointer self) {
-  auto& st = self->state;
-  st.done = true;
-  st.stream->send(protocol::sse_done_frame());
-  st.stream->finish();
-  self->quit();
-}
-
-void read_more(stream_pointer self, store_actor store) {
-  auto& st = self->state;
-  if (st.reading || st.done)
-    return;
-  st.reading = true;
-  self->request(store, ask_timeout, events_atom::value, st.run_id, st.last_sent, replay_page)
-    .then(
-      [=](run_events_page& page) {
-        auto& st = self->state;
-        st.reading = false;
-        if (!st.stream)
-          st.stream = st.exchange->open_event_stream({{"X-FastReAct-Run-ID", page.run.run_id},
-                                                      {"X-FastReAct-Session-ID", page.run.session_id},
-                                                      {"X-FastReAct-Event-Schema", protocol::agent_event_schema}});
-        for (auto& e : page.events) {
-          if (e.sequence <= st.last_sent)
-            continue;
-          if (st.stream->backlogged()) { // the rest of the page waits in the store until the client drains
-            st.lagging = true;
-            self->delayed_send(self, backlog_poll, drained_atom::value);
-            return;
-          }
-          if (!st.stream->send(protocol::sse_frame(e.sequence, e.type, e.json))) {
-            self->quit(); // the client is gone
-            return;
-          }
-          st.last_sent = e.sequence;
-        }
-        if (st.last_sent + 1 < page.run.event_count) {
-          if (st.stream->backlogged()) {
-            st.lagging = true;
-            self->delayed_send(self, backlog_poll, drained_atom::value);
-          } else {
-            read_more(self, store);
-          }
-          return;
-        }
-        if (protocol::is_terminal(page.run.status)) {
-          finish_stream(self);
-        } else if (st.stale) {
-          st.stale = false;
-          read_more(self, store);
-        }
-      },
-      [=](caf::error& err) {
-        auto& st = self->state;
-        if (!st.stream)
-          st.exchange->respond(error_response(err));
-        else
-          st.stream->finish();
-        self->quit();
-      });
-}
-
-caf::behavior run_stream(stream_pointer self, std::shared_ptr<http_exchange> exchange, run_registry_actor registry,
-                         store_actor store, std::string run_id, int64_t cursor) {
-  auto& st = self->state;
-  st.exchange = exchange;
-  st.run_id = run_id;
-  st.last_sent = cursor;
-  caf::actor me = caf::actor_cast<caf::actor>(self);
-  exchange->on_disconnect([me] { caf::anon_send(me, disconnect_atom::value); });
-  self->request(registry, ask_timeout, subscribe_atom::value, run_id, me)
-    .then([=](bool) { read_more(self, store); },
-          [=](caf::error& err) {
-            // The run ended between the registry's lookup and the subscription: its end is stored,
-            // where the stream reads it.
-            if (err == caf::sec::request_receiver_down)
-              return read_more(self, store);
-            self->state.exchange->respond(error_response(err));
-            self->quit();
-          });
-  return {
-    [=](event_atom, protocol::agent_event& e) {
-      auto& st = self->state;
-      if (st.reading)
-        st.stale = true;
-      if (st.done || st.reading || st.lagging || e.sequence <= st.last_sent || !st.stream)
-        return;
-      if (e.sequence != st.last_sent + 1 || st.stream->backlogged()) {
-        // A gap (events stored while this stream was catching up) or a full client: the store has it.
-        st.lagging = true;
-        self->send(self, drained_atom::value);
-        return;
-      }
-      if (!st.stream->send(protocol::to_sse_frame(e))) {
-        self->quit();
-        return;
-      }
-      st.last_sent = e.sequence;
-    },
-    [=](run_end_atom, run_result&) {
-      // The end is stored before it is announced: a page read after this shows the terminal status.
-      auto& st = self->state;
-      if (st.reading)
-        st.stale = true;
-      else if (!st.lagging)
-        read_more(self, store);
-    },
-    [=](drained_atom) {
-      auto& st = self->state;
-      if (st.done)
-        return;
-      if (st.stream && st.stream->backlogged()) {
-        self->delayed_send(self, backlog_poll, drained_atom::value);
-        return;
-      }
-      st.lagging = false;
-      read_more(self, store);
-    },
-    [=](disconnect_atom) { self->quit(); },
-  };
-}
-
-http_response rejection(const protocol::request_error& err) {
-  return json_response(protocol::http_status(err.code), err.body);
 }
 
 // AS-74: Last-Event-ID wins over ?after_sequence=; -1 without either.
@@ -191,7 +39,7 @@ std::variant<int64_t, http_response> stream_cursor(const http_request& req) {
   auto it = req.query.find("after_sequence");
   auto q = protocol::parse_page_query("", it == req.query.end() ? "" : it->second);
   if (auto err = std::get_if<protocol::request_error>(&q))
-    return rejection(*err);
+    return agent_error(err->what);
   return std::get<protocol::page_query>(q).after_sequence;
 }
 
@@ -204,7 +52,7 @@ void events_page(const std::shared_ptr<context>& ctx, http_request& req, std::sh
                  bool trace) {
   auto q = protocol::parse_page_query(query_value(req, "limit"), query_value(req, "after_sequence"));
   if (auto err = std::get_if<protocol::request_error>(&q))
-    return ex->respond(rejection(*err));
+    return ex->respond(agent_error(err->what));
   auto page = std::get<protocol::page_query>(q);
   auto on_page = [page, trace](run_events_page& p) {
     return json_response(200, protocol::events_page_json(p.run, page, p.events, !trace));
@@ -266,7 +114,7 @@ void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor r
   routes.add("GET", "/v1/runs", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     auto limit = protocol::parse_list_limit(query_value(req, "limit"));
     if (auto err = std::get_if<protocol::request_error>(&limit))
-      return ex->respond(rejection(*err));
+      return ex->respond(agent_error(err->what));
     auto status = query_value(req, "status");
     if (!valid_status(status))
       return ex->respond(
@@ -290,13 +138,13 @@ void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor r
     auto cursor = stream_cursor(req);
     if (auto err = std::get_if<http_response>(&cursor))
       return ex->respond(std::move(*err));
-    ctx->sys->spawn(run_stream, std::move(ex), ctx->registry, ctx->store, req.params["run_id"],
-                    std::get<int64_t>(cursor));
+    spawn_run_stream(*ctx->sys, std::move(ex), ctx->registry, ctx->store, req.params["run_id"],
+                     std::get<int64_t>(cursor));
   }));
   routes.add("GET", "/v1/traces", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     auto limit = protocol::parse_list_limit(query_value(req, "limit"));
     if (auto err = std::get_if<protocol::request_error>(&limit))
-      return ex->respond(rejection(*err));
+      return ex->respond(agent_error(err->what));
     auto n = std::get<int64_t>(limit);
     ask<trace_list>(
       *ctx->sys, std::move(ex), ctx->store,

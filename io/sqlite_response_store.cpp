@@ -29,15 +29,15 @@ template <class T>
 using outcome = std::variant<T, caf::error>;
 
 caf::error response_not_found(const std::string& id) {
-  return make_error(errc::not_found, "Response with id '" + id + "' not found.");
+  return make_error({errc::not_found, "Response with id '" + id + "' not found.", {}, missing_response});
 }
 
 caf::error conversation_not_found(const std::string& id) {
-  return make_error(errc::not_found, "Conversation with id '" + id + "' not found.");
+  return make_error({errc::not_found, "Conversation with id '" + id + "' not found.", {}, missing_conversation});
 }
 
 caf::error item_not_found(const std::string& id) {
-  return make_error(errc::not_found, "No item found with id '" + id + "'");
+  return make_error({errc::not_found, "No item found with id '" + id + "'", {}, missing_item});
 }
 
 int64_t now_seconds() {

@@ -19,8 +19,13 @@ namespace rx = protocol::reflexr;
 
 constexpr auto command_timeout = std::chrono::seconds(60);
 
+// Every refusal of the workspace surface, in reflexr's dialect.
+http_response reflexr_error(const problem& p) {
+  return error_response(protocol::dialect::reflexr, p);
+}
+
 http_response server_fault(const std::string& what) {
-  return json_response(500, "{\"detail\":" + protocol::json::quote(what) + "}");
+  return reflexr_error({errc::internal, what});
 }
 
 // Hands a parsed command to its log and answers with what the log answered (WS-62, WS-63).
@@ -53,7 +58,7 @@ void post(std::shared_ptr<const workspace_surface> s, http_request& req, std::sh
     return ex->respond(std::move(*refusal));
   auto parsed = parse(req.body, *s->types);
   if (auto bad = std::get_if<rx::problems>(&parsed))
-    return ex->respond(json_response(422, rx::problems_detail(*bad)));
+    return ex->respond(reflexr_error(rx::invalid_frame(std::move(*bad))));
   submit(s, address_command(*s, *caller, {caller->tenant, ws}, std::get<rx::command_request>(std::move(parsed)),
                             req.header("traceparent")),
          ex);
@@ -67,8 +72,8 @@ void get_events(std::shared_ptr<const workspace_surface> s, http_request& req, s
     return ex->respond(std::move(*refusal));
   auto parsed = rx::parse_event_query(raw_query(req), s->types->known_types());
   if (auto bad = std::get_if<rx::query_error>(&parsed))
-    return ex->respond(json_response(
-      422, bad->problems.empty() ? rx::rejection_detail(rx::validation_failed(bad->message)) : rx::problems_detail(bad->problems)));
+    return ex->respond(reflexr_error(bad->problems.empty() ? rx::validation_failed(bad->message).what
+                                                     : rx::invalid_frame(std::move(bad->problems))));
   auto& q = std::get<rx::event_query>(parsed);
   workspace_read r;
   r.after_seq = q.after_seq;
@@ -113,17 +118,17 @@ std::optional<rx::workspace_caller> admit(const workspace_surface& s, const http
                                           const std::string& workspace_id, std::optional<http_response>& refusal) {
   auto caller = rx::authenticate(req.header("authorization"), s.config, s.service_tokens, s.open);
   if (!caller) {
-    refusal = json_response(401, R"({"detail":"unauthorized"})");
+    refusal = reflexr_error({errc::unauthorized, "unauthorized"});
     refusal->headers.emplace_back("WWW-Authenticate", "Bearer");
     return std::nullopt;
   }
   if (!rx::is_workspace_id(workspace_id)) {
-    refusal = json_response(422, rx::rejection_detail(rx::validation_failed(
-                                   "workspace id '" + workspace_id + "' must match ^[a-z0-9][a-z0-9_-]{0,63}$")));
+    refusal = reflexr_error(
+      rx::validation_failed("workspace id '" + workspace_id + "' must match ^[a-z0-9][a-z0-9_-]{0,63}$").what);
     return std::nullopt;
   }
   if (!rx::may_use(*caller, workspace_id)) {
-    refusal = json_response(403, rx::rejection_detail(rx::forbidden(rx::not_yours_message)));
+    refusal = reflexr_error(rx::forbidden(rx::not_yours_message).what);
     return std::nullopt;
   }
   return caller;

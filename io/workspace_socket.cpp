@@ -328,7 +328,8 @@ void open_workspace_stream(std::shared_ptr<const workspace_surface> s, const htt
   auto outbox = static_cast<std::size_t>(s->config.outbox_frames) + control_frames;
   auto ws = ex->upgrade(offered ? protocol::stream_protocol : "", outbox);
   if (!ws)
-    return ex->respond(json_response(426, R"({"detail":"this endpoint is a WebSocket: connect with Upgrade: websocket"})"));
+    return ex->respond(error_response(protocol::dialect::reflexr,
+                                      {errc::upgrade_required, "this endpoint is a WebSocket: connect with Upgrade: websocket"}));
   if (req.cross_origin) // CO-10: a page of another origin gets the upgrade (WS-44), then this close
     return ws->close(4403, "Cross-origin request refused");
   // WS-45: authentication and authorization come before any frame is read.

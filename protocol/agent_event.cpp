@@ -1,8 +1,8 @@
 #include "protocol/agent_event.hpp"
 
 #include "protocol/json.hpp"
+#include "protocol/run_events.hpp"
 #include "protocol/sse.hpp"
-#include "protocol/timestamp.hpp"
 
 namespace troupe::protocol {
 
@@ -24,18 +24,8 @@ std::string event_id(const std::string& run_id, int64_t sequence) {
 
 agent_event error_event(std::string run_id, std::string session_id, int64_t sequence, std::string message,
                         std::string_view error_type) {
-  agent_event e;
-  e.type = "error";
-  e.sequence = sequence;
-  e.run_id = std::move(run_id);
-  e.session_id = std::move(session_id);
-  e.timestamp = iso_now();
-  e.content = std::move(message);
-  e.metadata = json::object([&](json::writer& w) {
-    w.Key("error_type");
-    w.String(error_type.data(), static_cast<rapidjson::SizeType>(error_type.size()));
-  });
-  return e;
+  return render_event(std::move(run_id), std::move(session_id), sequence,
+                      run_events::error{std::move(message), std::string(error_type), std::nullopt});
 }
 
 std::string to_json(const agent_event& e) {

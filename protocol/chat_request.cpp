@@ -94,12 +94,12 @@ request_error body_refusal(const json::parse_failure& failure) {
   using reason = json::parse_failure::reason;
   switch (failure.why) {
     case reason::syntax:
-      return {errc::validation_failed, validation_body({{{"body"}, "JSON decode error", "json_invalid"}})};
+      return invalid({{{"body"}, "JSON decode error", "json_invalid"}});
     case reason::repeated_member: {
       std::vector<std::string> loc{"body"};
       loc.insert(loc.end(), failure.path.begin(), failure.path.end());
       loc.push_back(failure.member);
-      return {errc::validation_failed, validation_body({{loc, failure.message(), "json_invalid"}})};
+      return invalid({{loc, failure.message(), "json_invalid"}});
     }
     case reason::too_deep:
     case reason::invalid_utf8:
@@ -114,8 +114,7 @@ std::variant<chat_request, request_error> parse_chat_request(std::string_view bo
     return body_refusal(*failure);
   auto doc = &std::get<json::document>(parsed);
   if (!doc->IsObject())
-    return request_error{errc::validation_failed,
-                         validation_body({{{"body"}, "Input should be a valid dictionary", "dict_type"}})};
+    return request_error{invalid({{{"body"}, "Input should be a valid dictionary", "dict_type"}})};
   issues bad;
   chat_request req;
   std::vector<chat_message> messages;
@@ -231,7 +230,7 @@ std::variant<chat_request, request_error> parse_chat_request(std::string_view bo
     check_name({"body", "metadata", "tenant_key"}, json::member(*metadata, "tenant_key"));
   }
   if (!bad.empty())
-    return request_error{errc::validation_failed, validation_body(bad)};
+    return request_error{invalid(std::move(bad))};
 
   // AS-10: 400s come after the 422s, and after AS-8's 403 and 429, which need the caller.
   auto refuse = [&](std::string_view detail) {
@@ -281,14 +280,12 @@ std::variant<int64_t, request_error> parse_query_integer(const char* key, const 
   auto v = std::strtoll(text.c_str(), &end, 10);
   if (!text.empty() && errno == 0 && end == text.c_str() + text.size())
     return static_cast<int64_t>(v);
-  return request_error{errc::validation_failed,
-                       validation_body({{{"query", key},
-                                         "Input should be a valid integer, unable to parse string as an integer",
-                                         "int_parsing"}})};
+  return request_error{invalid(
+    {{{"query", key}, "Input should be a valid integer, unable to parse string as an integer", "int_parsing"}})};
 }
 
 request_error bad_request(std::string_view detail) {
-  return {errc::bad_request, error_body(dialect::agent, errc::bad_request, detail)};
+  return request_error{problem(errc::bad_request, std::string(detail))};
 }
 
 } // namespace troupe::protocol

@@ -33,12 +33,10 @@ struct chat_request {
   std::string metadata = "{}";       // JSON object text, verbatim
 };
 
-// A rejected request: its status and the body to send.
+// A rejected request: the problem the edge renders (in the agent dialect).
 struct request_error {
-  request_error() = default;
-  request_error(errc c, std::string b) : code(c), body(std::move(b)) {}
-  errc code = errc::bad_request;
-  std::string body;
+  request_error(problem p = problem(errc::bad_request)) : what(std::move(p)) {}
+  problem what;
   // The caller the body names, known for a 400: AS-8's 403 and 429 come before it and need them.
   std::string user_key;
   std::string tenant_key;

@@ -1,6 +1,7 @@
 #include "protocol/errors.hpp"
 
 #include "protocol/json.hpp"
+#include "protocol/json_schema.hpp"
 
 #include <cctype>
 
@@ -34,6 +35,7 @@ constexpr errc_entry errc_table[] = {
   {errc::cancelled, 499, "cancelled", "server_error"},
   {errc::unsupported_media_type, 415, "unsupported_media_type", "invalid_request_error"},
   {errc::misdirected, 421, "misdirected_request", "invalid_request_error"},
+  {errc::upgrade_required, 426, "upgrade_required", "invalid_request_error"},
 };
 
 const errc_entry& entry(errc code) {
@@ -59,37 +61,10 @@ const char* openai_error_type(errc code) {
   return entry(code).openai_type;
 }
 
-rendered_error render_error(dialect d, const problem& p) {
-  rendered_error out;
-  out.status = entry(p.code).status;
-  out.body = json::object([&](json::writer& w) {
-    if (d == dialect::agent) {
-      w.Key("detail");
-      w.String(p.message);
-      return;
-    }
-    w.Key("error");
-    w.StartObject();
-    w.Key("message");
-    w.String(p.message);
-    w.Key("type");
-    w.String(entry(p.code).openai_type);
-    json::write_nullable(w, "param", p.param);
-    json::write_nullable(w, "code", p.kind);
-    w.EndObject();
-  });
-  return out;
-}
+namespace {
 
-std::string error_body(dialect d, errc code, std::string_view message) {
-  return render_error(d, {code, std::string(message), {}, entry(code).name}).body;
-}
-
-std::string validation_body(const std::vector<validation_issue>& issues) {
-  rapidjson::StringBuffer buf;
-  json::writer w(buf);
-  w.StartObject();
-  w.Key("detail");
+// AS-2's 422 list: loc, msg, type.
+void write_agent_issues(json::writer& w, const std::vector<validation_issue>& issues) {
   w.StartArray();
   for (auto& issue : issues) {
     w.StartObject();
@@ -112,8 +87,69 @@ std::string validation_body(const std::vector<validation_issue>& issues) {
     w.EndObject();
   }
   w.EndArray();
+}
+
+void write_openai_error(json::writer& w, const problem& p) {
+  w.Key("error");
+  w.StartObject();
+  w.Key("message");
+  w.String(p.message);
+  w.Key("type");
+  w.String(entry(p.code).openai_type);
+  json::write_nullable(w, "param", p.param);
+  json::write_nullable(w, "code", p.kind);
   w.EndObject();
-  return buf.GetString();
+}
+
+} // namespace
+
+rendered_error render_error(dialect d, const problem& p) {
+  rendered_error out;
+  out.status = entry(p.code).status;
+  if (d == dialect::reflexr) {
+    out.body = json::object([&](json::writer& w) {
+      w.Key("detail");
+      if (p.message.empty())
+        json_schema::write_problems(w, p.issues);
+      else if (p.kind.empty())
+        w.String(p.message);
+      else
+        json::write_raw(w, rejection_object(p));
+    });
+    return out;
+  }
+  out.body = json::object([&](json::writer& w) {
+    if (d == dialect::openai)
+      return write_openai_error(w, p);
+    w.Key("detail");
+    if (p.issues.empty())
+      w.String(p.message);
+    else
+      write_agent_issues(w, p.issues);
+  });
+  return out;
+}
+
+std::string rejection_object(const problem& p) {
+  return json::object([&](json::writer& w) {
+    w.Key("type");
+    w.String(p.kind);
+    w.Key("message");
+    w.String(p.message);
+    if (p.kind == "validation_failed") {
+      w.Key("errors");
+      json_schema::write_problems(w, p.issues);
+    }
+  });
+}
+
+std::string error_body(dialect d, errc code, std::string_view message) {
+  return render_error(d, {code, std::string(message), {}, entry(code).name}).body;
+}
+
+problem invalid(std::vector<validation_issue> issues) {
+  auto message = issues.empty() ? std::string() : issues.front().msg;
+  return {errc::validation_failed, std::move(message), {}, {}, std::move(issues)};
 }
 
 dialect dialect_for_path(std::string_view path) {

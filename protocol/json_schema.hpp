@@ -2,6 +2,7 @@
 // pydantic's wording of each problem (workspace-stream.md WS-13, WS-37).
 #pragma once
 
+#include "protocol/errors.hpp"
 #include "protocol/json.hpp"
 
 #include <memory>
@@ -17,12 +18,9 @@ namespace troupe::protocol::json_schema {
 // hostile instance cannot exhaust the stack.
 inline constexpr int max_depth = 64;
 
-// One validation problem, worded as WS-13 / WS-37 ask (pydantic's words).
-struct problem {
-  std::vector<std::string> loc; // path from the instance root; array indices as decimal strings
-  std::string msg;
-  std::string type;
-};
+// One validation problem, worded as WS-13 / WS-37 ask (pydantic's words); loc is the path from the
+// instance root, array indices as decimal strings.
+using problem = validation_issue;
 
 struct compiled;
 

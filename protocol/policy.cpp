@@ -371,7 +371,7 @@ std::string policy_document_json(const policy_config& p) {
 std::variant<std::string, request_error> policy_check(const policy_config& p, const safety_config& safety,
                                                       std::string_view body) {
   auto invalid = [](std::vector<std::string> loc, const char* msg, const char* type) {
-    return request_error{errc::validation_failed, validation_body({{std::move(loc), msg, type}})};
+    return request_error{protocol::invalid({{std::move(loc), msg, type}})};
   };
   auto parsed = json::parse_body(body);
   if (auto failure = std::get_if<json::parse_failure>(&parsed))

@@ -47,13 +47,6 @@ std::shared_ptr<json::document> parse_object(std::string_view text, problems& ou
   return std::make_shared<json::document>(std::move(std::get<json::document>(parsed)));
 }
 
-std::string problems_json(const problems& p) {
-  rapidjson::StringBuffer buf;
-  json::writer w(buf);
-  json_schema::write_problems(w, p);
-  return std::string(buf.GetString(), buf.GetSize());
-}
-
 std::string published(int64_t seq, const std::string& id, bool duplicate) {
   return json::object([&](json::writer& w) {
     w.Key("type");
@@ -200,7 +193,7 @@ effect give_feedback(const json::value& cmd, const command_context& ctx, log_rea
   auto& value = *json::member(cmd, "value");
   auto bad = json_schema::validate(*type->value, value);
   if (!bad.empty()) {
-    out.rejected = validation_failed("invalid " + name + " feedback", problems_json(bad));
+    out.rejected = validation_failed("invalid " + name + " feedback", std::move(bad));
     return out;
   }
   // No runs or firings exist until rules do: such targets are unknown.
@@ -239,55 +232,39 @@ effect give_feedback(const json::value& cmd, const command_context& ctx, log_rea
 
 rejection not_found(std::string entity, std::string id) {
   rejection r;
-  r.type = "not_found";
-  r.message = entity + " " + id + " does not exist";
+  r.what = {errc::not_found, entity + " " + id + " does not exist", {}, "not_found"};
   r.entity = std::move(entity);
   r.id = std::move(id);
   return r;
 }
 
-rejection validation_failed(std::string message, std::string errors) {
-  rejection r;
-  r.type = "validation_failed";
-  r.message = std::move(message);
-  r.errors = std::move(errors);
-  return r;
+rejection validation_failed(std::string message, problems errors) {
+  return {{errc::validation_failed, std::move(message), {}, "validation_failed", std::move(errors)}};
 }
 
 rejection forbidden(std::string message) {
-  rejection r;
-  r.type = "forbidden";
-  r.message = std::move(message);
-  return r;
+  return {{errc::forbidden, std::move(message), {}, "forbidden"}};
 }
 
 int http_status(const rejection& r) {
-  if (r.type == "not_found")
-    return 404;
-  if (r.type == "invalid_state")
-    return 409;
-  if (r.type == "validation_failed" || r.type == "depth_exceeded")
-    return 422;
-  if (r.type == "forbidden")
-    return 403;
-  return 400;
+  return protocol::http_status(r.what.code);
 }
 
 std::string rejection_json(const rejection& r) {
+  auto& kind = r.what.kind;
+  if (kind != "not_found" && kind != "depth_exceeded")
+    return rejection_object(r.what);
   return json::object([&](json::writer& w) {
     w.Key("type");
-    w.String(r.type);
+    w.String(kind);
     w.Key("message");
-    w.String(r.message);
-    if (r.type == "not_found") {
+    w.String(r.what.message);
+    if (kind == "not_found") {
       w.Key("entity");
       w.String(r.entity);
       w.Key("id");
       w.String(r.id);
-    } else if (r.type == "validation_failed") {
-      w.Key("errors");
-      json::write_raw(w, r.errors);
-    } else if (r.type == "depth_exceeded") {
+    } else {
       w.Key("depth");
       w.Int64(r.depth);
       w.Key("limit");
@@ -300,8 +277,8 @@ std::string rejection_detail(const rejection& r) {
   return "{\"detail\":" + rejection_json(r) + "}";
 }
 
-std::string problems_detail(const problems& p) {
-  return "{\"detail\":" + problems_json(p) + "}";
+troupe::problem invalid_frame(problems p) {
+  return {errc::validation_failed, {}, {}, "validation_failed", std::move(p)};
 }
 
 std::string first_problem(const problems& p) {

@@ -20,27 +20,27 @@ namespace troupe::protocol::reflexr {
 
 using problems = std::vector<json_schema::problem>;
 
-// WS-26.
+// WS-26: a refused command. Its problem's kind is the rejection's type (not_found | invalid_state |
+// validation_failed | forbidden | depth_exceeded | unsupported_protocol), its code the status
+// (WS-27) from the one table, and a validation failure's issues are its `errors`.
 struct rejection {
-  std::string type; // not_found | invalid_state | validation_failed | forbidden | depth_exceeded | unsupported_protocol
-  std::string message;
+  troupe::problem what;
   std::string entity; // not_found
   std::string id;     // not_found
-  std::string errors = "[]"; // validation_failed: a JSON array
-  int64_t depth = 0;         // depth_exceeded
-  int64_t limit = 0;         // depth_exceeded
+  int64_t depth = 0;  // depth_exceeded
+  int64_t limit = 0;  // depth_exceeded
 };
 
 rejection not_found(std::string entity, std::string id); // `<entity> <id> does not exist`
-rejection validation_failed(std::string message, std::string errors = "[]");
+rejection validation_failed(std::string message, problems errors = {});
 rejection forbidden(std::string message);
 
 int http_status(const rejection& r); // WS-27
 std::string rejection_json(const rejection& r);
 // `{"detail": <rejection>}` (WS-61).
 std::string rejection_detail(const rejection& r);
-// WS-37's 422 body: `{"detail":[{"type","loc","msg"},…]}`.
-std::string problems_detail(const problems& p);
+// WS-37's 422: `{"detail":[{"type","loc","msg"},…]}` as protocol::render_error writes it for reflexr.
+troupe::problem invalid_frame(problems p);
 // `<loc joined by '.'>: <msg>` of the first problem, for the WebSocket's error frame (WS-55).
 std::string first_problem(const problems& p);
 

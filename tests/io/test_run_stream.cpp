@@ -5,6 +5,7 @@
 #include "actors/fake_ports.hpp"
 #include "actors/run_registry.hpp"
 #include "io/run_routes.hpp"
+#include "io/run_stream.hpp"
 #include "io/sqlite_store.hpp"
 #include "protocol/chat_request.hpp"
 
@@ -108,7 +109,21 @@ public:
     return true;
   }
   int64_t queued_events() const override { return 0; }
-  void on_events_written(std::function<void()>) override {}
+  void on_events_written(std::function<void()> written) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    written_ = std::move(written);
+  }
+  // The client reads what was queued: a write made room, as the edge tells after each write.
+  void drain() {
+    backlog = false;
+    std::function<void()> written;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      written = written_;
+    }
+    if (written)
+      written();
+  }
   void finish() override {
     std::lock_guard<std::mutex> lock(mu_);
     finished_ = true;
@@ -155,6 +170,7 @@ private:
   int status_ = 0;
   bool finished_ = false;
   std::function<void()> gone_;
+  std::function<void()> written_;
 };
 
 struct fixture {
@@ -270,7 +286,7 @@ TEST_CASE_METHOD(fixture, "a backlogged client gets no live events and later cat
   wait_stored("slow", total);
   REQUIRE(stored_events("slow") == total);
   CHECK(client->frame_count() == before); // nothing was queued for the backlogged client
-  client->backlog = false;
+  client->drain();
   REQUIRE(client->wait_finished());
   CHECK(client->ids() == sequence(total));
   CHECK(client->ends_with_done());
@@ -290,8 +306,80 @@ TEST_CASE_METHOD(fixture, "a client backlogged when its stream opens is sent not
   while (client->backlog_checks.load() == 0 && client->frame_count() == 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::yield();
   CHECK(client->frame_count() == 0);
-  client->backlog = false;
+  client->drain();
   REQUIRE(client->wait_finished());
   CHECK(client->ids() == sequence(total));
+  CHECK(client->ends_with_done());
+}
+
+TEST_CASE("the run stream's phases move as the table says", "[stream]") {
+  using p = io::stream_phase;
+  using i = io::stream_input;
+  using a = io::stream_action;
+  struct row {
+    p at;
+    i in;
+    p next;
+    a action;
+  };
+  const row table[] = {
+    {p::subscribing, i::subscribed, p::reading, a::read},
+    {p::subscribing, i::run_ended, p::reading, a::read},
+    {p::subscribing, i::live_seen, p::subscribing, a::none}, // no stream yet: the first page has it
+    {p::subscribing, i::room, p::subscribing, a::none},
+    {p::following, i::live_next, p::following, a::send},
+    {p::following, i::live_seen, p::following, a::none},
+    {p::following, i::live_behind, p::lagging, a::wait},
+    {p::following, i::run_ended, p::reading, a::read},
+    {p::following, i::room, p::following, a::none}, // a notice more than needed
+    {p::following, i::subscribed, p::following, a::none},
+    {p::reading, i::live_next, p::rereading, a::none},
+    {p::reading, i::live_behind, p::rereading, a::none},
+    {p::reading, i::live_seen, p::rereading, a::none},
+    {p::reading, i::run_ended, p::rereading, a::none},
+    {p::reading, i::subscribed, p::reading, a::none},
+    {p::reading, i::room, p::reading, a::none},
+    {p::reading, i::page_partial, p::reading, a::read},
+    {p::reading, i::page_full, p::lagging, a::wait},
+    {p::reading, i::page_caught_up, p::following, a::none},
+    {p::reading, i::page_final, p::done, a::finish},
+    {p::rereading, i::live_next, p::rereading, a::none},
+    {p::rereading, i::run_ended, p::rereading, a::none},
+    {p::rereading, i::page_partial, p::rereading, a::read},
+    {p::rereading, i::page_full, p::lagging, a::wait},
+    {p::rereading, i::page_caught_up, p::reading, a::read},
+    {p::rereading, i::page_final, p::done, a::finish},
+    {p::lagging, i::live_next, p::lagging, a::none},
+    {p::lagging, i::live_behind, p::lagging, a::none},
+    {p::lagging, i::run_ended, p::lagging, a::none}, // the page read on room shows the end
+    {p::lagging, i::room, p::reading, a::read},
+    {p::done, i::live_next, p::done, a::none},
+    {p::done, i::run_ended, p::done, a::none},
+    {p::done, i::room, p::done, a::none},
+  };
+  for (auto& r : table) {
+    INFO("phase " << static_cast<int>(r.at) << ", input " << static_cast<int>(r.in));
+    auto step = io::next_step(r.at, r.in);
+    CHECK(step.next == r.next);
+    CHECK(step.action == r.action);
+  }
+}
+
+TEST_CASE_METHOD(fixture, "a client that falls behind mid-run is told nothing until a write makes room", "[stream]") {
+  submit("paused");
+  model->wait_for_inference();
+  auto client = open_stream("paused");
+  REQUIRE(client->wait_until([&] { return client->frames_locked() >= 1; }));
+  client->backlog = true;
+  tools->push({"echoed", false});
+  model->release(testing::fake_model::call("echo", "{}"));
+  model->wait_for_inference(); // the first step's events are stored and announced
+  auto before = client->frame_count();
+  CHECK(before < static_cast<std::size_t>(stored_events("paused")));
+  client->drain(); // room, with the run still going: the stream catches up and follows again
+  REQUIRE(client->wait_until([&] { return client->frames_locked() >= static_cast<std::size_t>(1 + 4); }));
+  model->release(testing::fake_model::text("done"));
+  REQUIRE(client->wait_finished());
+  CHECK(client->ids() == sequence(stored_events("paused")));
   CHECK(client->ends_with_done());
 }

@@ -9,6 +9,11 @@ using namespace troupe::protocol;
 
 namespace {
 
+// The body the edge sends for `err`.
+std::string body_of(const request_error& err) {
+  return render_error(dialect::agent, err.what).body;
+}
+
 request_error rejected(std::string_view body) {
   auto r = parse_chat_request(body);
   REQUIRE(std::holds_alternative<request_error>(r));
@@ -18,7 +23,7 @@ request_error rejected(std::string_view body) {
 chat_request accepted(std::string_view body) {
   auto r = parse_chat_request(body);
   if (auto err = std::get_if<request_error>(&r))
-    FAIL(err->body);
+    FAIL(body_of(*err));
   return std::get<chat_request>(r);
 }
 
@@ -41,14 +46,14 @@ TEST_CASE("text parts are joined with newlines", "[request]") { // AS-9
 
 TEST_CASE("an empty message list is 400 No messages provided", "[request]") { // AS-10
   auto err = rejected(R"({"messages":[]})");
-  CHECK(err.code == errc::bad_request);
-  CHECK(err.body == R"({"detail":"No messages provided"})");
+  CHECK(err.what.code == errc::bad_request);
+  CHECK(body_of(err) == R"({"detail":"No messages provided"})");
 }
 
 TEST_CASE("a request without a user message with content is 400", "[request]") { // AS-10
   auto err = rejected(R"({"messages":[{"role":"system","content":"x"},{"role":"user","content":""}]})");
-  CHECK(err.code == errc::bad_request);
-  CHECK(err.body == R"({"detail":"At least one user message with non-empty content is required"})");
+  CHECK(err.what.code == errc::bad_request);
+  CHECK(body_of(err) == R"({"detail":"At least one user message with non-empty content is required"})");
 }
 
 TEST_CASE("out-of-range sampling values and wrong types are 422 with their location", "[request]") { // AS-2
@@ -68,8 +73,8 @@ TEST_CASE("out-of-range sampling values and wrong types are 422 with their locat
   for (auto& c : cases) {
     INFO(c.body);
     auto err = rejected(c.body);
-    CHECK(err.code == errc::validation_failed);
-    auto doc = json::parse(err.body);
+    CHECK(err.what.code == errc::validation_failed);
+    auto doc = json::parse(body_of(err));
     REQUIRE(doc);
     auto& loc = (*doc)["detail"][0]["loc"];
     CHECK(std::string(loc[1].GetString()) == c.field);
@@ -77,8 +82,8 @@ TEST_CASE("out-of-range sampling values and wrong types are 422 with their locat
 }
 
 TEST_CASE("malformed JSON is 422 before any 400", "[request]") { // AS-2, AS-8 order
-  CHECK(rejected("{not json").code == errc::validation_failed);
-  CHECK(rejected(R"({"messages":[],"temperature":9})").code == errc::validation_failed);
+  CHECK(rejected("{not json").what.code == errc::validation_failed);
+  CHECK(rejected(R"({"messages":[],"temperature":9})").what.code == errc::validation_failed);
 }
 
 TEST_CASE("unknown fields are ignored and metadata is kept verbatim", "[request]") { // AS-2, AS-9
@@ -123,32 +128,32 @@ TEST_CASE("a body nested 100,000 deep is a 400 naming the limit, not a crash", "
   std::string body = R"({"messages":[{"role":"user","content":"hi"}],"metadata":{"x":)" + std::string(100'000, '[')
                      + std::string(100'000, ']') + "}}";
   auto err = rejected(body);
-  CHECK(err.code == errc::bad_request);
-  CHECK(err.body.find("deeper than 64 levels") != std::string::npos);
+  CHECK(err.what.code == errc::bad_request);
+  CHECK(body_of(err).find("deeper than 64 levels") != std::string::npos);
 }
 
 TEST_CASE("a repeated member name is a 422 naming the member", "[request][hostile]") { // issue 15 #14
   auto err = rejected(R"({"messages":[{"role":"user","content":"hi"}],"metadata":{"severity":"x","severity":1}})");
-  CHECK(err.code == errc::validation_failed);
-  CHECK(err.body.find(R"("loc":["body","metadata","severity"])") != std::string::npos);
+  CHECK(err.what.code == errc::validation_failed);
+  CHECK(body_of(err).find(R"("loc":["body","metadata","severity"])") != std::string::npos);
 }
 
 TEST_CASE("invalid UTF-8 in a body is a 400", "[request][hostile]") { // issue 15 #14
   auto err = rejected("{\"messages\":[{\"role\":\"user\",\"content\":\"\xed\xa0\x80\"}]}");
-  CHECK(err.code == errc::bad_request);
-  CHECK(err.body.find("UTF-8") != std::string::npos);
+  CHECK(err.what.code == errc::bad_request);
+  CHECK(body_of(err).find("UTF-8") != std::string::npos);
 }
 
 TEST_CASE("session_id and metadata.run_id with a line break or NUL are 422s naming the field", "[request][hostile]") { // issue 15 #5
   auto session = rejected(R"({"messages":[{"role":"user","content":"hi"}],"session_id":"a\r\nX-Injected: 1"})");
-  CHECK(session.code == errc::validation_failed);
-  CHECK(session.body.find(R"("loc":["body","session_id"])") != std::string::npos);
-  CHECK(session.body.find("printable ASCII") != std::string::npos);
+  CHECK(session.what.code == errc::validation_failed);
+  CHECK(body_of(session).find(R"("loc":["body","session_id"])") != std::string::npos);
+  CHECK(body_of(session).find("printable ASCII") != std::string::npos);
   auto run = rejected(R"({"messages":[{"role":"user","content":"hi"}],"metadata":{"run_id":"r\u0000"}})");
-  CHECK(run.body.find(R"("loc":["body","metadata","run_id"])") != std::string::npos);
+  CHECK(body_of(run).find(R"("loc":["body","metadata","run_id"])") != std::string::npos);
   auto user = rejected(R"({"messages":[{"role":"user","content":"hi"}],"user_key":"alice\nbob"})");
-  CHECK(user.body.find(R"("loc":["body","user_key"])") != std::string::npos);
-  CHECK(rejected(R"({"messages":[{"role":"user","content":"hi"}],"metadata":{"run_id":"../runs/x"}})").code
+  CHECK(body_of(user).find(R"("loc":["body","user_key"])") != std::string::npos);
+  CHECK(rejected(R"({"messages":[{"role":"user","content":"hi"}],"metadata":{"run_id":"../runs/x"}})").what.code
         == errc::validation_failed);
   auto fine = accepted(R"({"messages":[{"role":"user","content":"hi"}],"session_id":"pska:s-1.2@x y","metadata":{"run_id":"run_01J"}})");
   CHECK(fine.session_id == "pska:s-1.2@x y");
@@ -157,7 +162,7 @@ TEST_CASE("session_id and metadata.run_id with a line break or NUL are 422s nami
 
 TEST_CASE("a 400 still names the body's user, for the 403 and 429 that precede it", "[request][hostile]") { // AS-2, AS-8, issue 15 #10
   auto err = rejected(R"({"messages":[],"user_key":"blocked:user","metadata":{"tenant_key":"acme"}})");
-  CHECK(err.code == errc::bad_request);
+  CHECK(err.what.code == errc::bad_request);
   CHECK(err.user_key == "blocked:user");
   CHECK(err.tenant_key == "acme");
 }
@@ -169,6 +174,6 @@ TEST_CASE("more than max_messages messages are a 422 before any is read", "[requ
   body.back() = ']';
   body += '}';
   auto err = rejected(body);
-  CHECK(err.code == errc::validation_failed);
-  CHECK(err.body.find("at most 4096 items") != std::string::npos);
+  CHECK(err.what.code == errc::validation_failed);
+  CHECK(body_of(err).find("at most 4096 items") != std::string::npos);
 }

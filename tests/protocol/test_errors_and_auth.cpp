@@ -22,8 +22,24 @@ TEST_CASE("the Responses paths speak OpenAI's dialect and the rest the agent ser
 }
 
 TEST_CASE("422 bodies list locations with numeric indexes", "[errors]") {
-  CHECK(validation_body({{{"body", "messages", "0", "content"}, "bad", "string_type"}})
-        == R"({"detail":[{"loc":["body","messages",0,"content"],"msg":"bad","type":"string_type"}]})");
+  auto r = render_error(dialect::agent, invalid({{{"body", "messages", "0", "content"}, "bad", "string_type"}}));
+  CHECK(r.status == 422);
+  CHECK(r.body == R"({"detail":[{"loc":["body","messages",0,"content"],"msg":"bad","type":"string_type"}]})");
+}
+
+TEST_CASE("reflexr's dialect: a rejection, a plain detail, or WS-37's list", "[errors]") { // WS-26, WS-37, WS-61
+  auto forbidden = render_error(dialect::reflexr, {errc::forbidden, "not yours", {}, "forbidden"});
+  CHECK(forbidden.status == 403);
+  CHECK(forbidden.body == R"({"detail":{"type":"forbidden","message":"not yours"}})");
+  auto invalid = render_error(dialect::reflexr, {errc::validation_failed, "bad id", {}, "validation_failed"});
+  CHECK(invalid.body == R"({"detail":{"type":"validation_failed","message":"bad id","errors":[]}})");
+  auto listed = render_error(dialect::reflexr, {errc::validation_failed, {}, {}, "validation_failed", {{{"type"}, "x", "missing"}}});
+  CHECK(listed.status == 422);
+  CHECK(listed.body == R"({"detail":[{"type":"missing","loc":["type"],"msg":"x"}]})");
+  auto plain = render_error(dialect::reflexr, {errc::unauthorized, "unauthorized"});
+  CHECK(plain.status == 401);
+  CHECK(plain.body == R"({"detail":"unauthorized"})");
+  CHECK(render_error(dialect::reflexr, {errc::upgrade_required, "use a WebSocket"}).status == 426);
 }
 
 TEST_CASE("the token comes from a Bearer header, else X-FastReAct-Service-Token", "[auth]") { // AS-3

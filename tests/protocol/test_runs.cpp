@@ -1,5 +1,6 @@
 // Durable runs as the agent service shows them: paging rules (AS-51), snapshots (AS-50), traces
 // (AS-55), retry backoff (AS-53) and the metrics document (AS-59).
+#include "protocol/chat_request.hpp"
 #include "protocol/json.hpp"
 #include "protocol/metrics.hpp"
 #include "protocol/runs.hpp"
@@ -11,6 +12,11 @@ using namespace troupe;
 using namespace troupe::protocol;
 
 namespace {
+
+// The body the edge sends for `err`.
+std::string body_of(const request_error& err) {
+  return render_error(dialect::agent, err.what).body;
+}
 
 std::vector<stored_event> events(int64_t from, int64_t to) {
   std::vector<stored_event> out;
@@ -42,11 +48,11 @@ TEST_CASE("an events query defaults to 200 after -1, clamps to 1000 and keeps 0 
 
 TEST_CASE("a negative limit is 400 and a non-integer query value is 422 naming the parameter", "[runs]") { // AS-2
   auto negative = std::get<request_error>(parse_page_query("-1", ""));
-  CHECK(negative.code == errc::bad_request);
-  CHECK(negative.body == R"({"detail":"limit must be >= 0"})");
+  CHECK(negative.what.code == errc::bad_request);
+  CHECK(body_of(negative) == R"({"detail":"limit must be >= 0"})");
   auto word = std::get<request_error>(parse_page_query("", "abc"));
-  CHECK(word.code == errc::validation_failed);
-  auto doc = json::parse(word.body);
+  CHECK(word.what.code == errc::validation_failed);
+  auto doc = json::parse(body_of(word));
   REQUIRE(doc);
   CHECK(json::serialize((*doc)["detail"][0]["loc"]) == R"(["query","after_sequence"])");
   CHECK(std::holds_alternative<request_error>(parse_page_query("2.5", "")));

@@ -131,7 +131,7 @@ TEST_CASE("a correlation id joins the chain its first event started and refuses 
         == R"({"type":"not_found","message":"chain nope does not exist","entity":"chain","id":"nope"})");
   auto later = run(log, publish(service_error, R"(,"correlation_id":"second")"));
   REQUIRE(later.rejected);
-  CHECK(later.rejected->message == "event second did not start a causal chain: it belongs to chain first");
+  CHECK(later.rejected->what.message == "event second did not start a causal chain: it belongs to chain first");
   CHECK(http_status(*later.rejected) == 422);
   CHECK(log.envelopes.size() == 2);
 }
@@ -145,17 +145,17 @@ TEST_CASE("publish checks the name, the declaration, the reserved namespace and 
     return *e.rejected;
   };
   auto bare = reject(R"({"type":"deploy.finished"})");
-  CHECK(bare.type == "validation_failed");
-  CHECK(bare.message == "event type 'deploy.finished' has no namespace; did you mean one of 'chat:deploy.finished', 'ops:deploy.finished'?");
+  CHECK(bare.what.kind == "validation_failed");
+  CHECK(bare.what.message == "event type 'deploy.finished' has no namespace; did you mean one of 'chat:deploy.finished', 'ops:deploy.finished'?");
   CHECK(rejection_json(bare).find(R"("errors":[])") != std::string::npos);
   auto undeclared = reject(R"({"type":"ops:unknown"})");
   CHECK(rejection_json(undeclared)
         == R"({"type":"not_found","message":"event type ops:unknown does not exist","entity":"event type","id":"ops:unknown"})");
   auto fact = reject(R"({"type":"reflexr:tick","schedule":"s","at":"2025-03-01T09:00:00.000000Z"})");
-  CHECK(fact.type == "forbidden");
-  CHECK(fact.message == "reflexr:tick events are recorded by reflexr, not published");
+  CHECK(fact.what.kind == "forbidden");
+  CHECK(fact.what.message == "reflexr:tick events are recorded by reflexr, not published");
   auto runs_only = reject(R"({"type":"ops:verdict"})");
-  CHECK(runs_only.message == "ops:verdict events are published by runs, not clients");
+  CHECK(runs_only.what.message == "ops:verdict events are published by runs, not clients");
   CHECK(http_status(runs_only) == 403);
   CHECK(log.envelopes.empty());
 }
@@ -167,7 +167,7 @@ TEST_CASE("a batch with one refused event appends none of them", "[workspace]") 
                                  *registry());
   auto e = run(log, std::get<command_request>(body));
   REQUIRE(e.rejected);
-  CHECK(e.rejected->type == "not_found");
+  CHECK(e.rejected->what.kind == "not_found");
   CHECK(log.envelopes.empty());
 }
 
@@ -179,7 +179,7 @@ TEST_CASE("an event of a declared type is checked against its schema while the f
   auto& p = std::get<problems>(bad);
   REQUIRE(p.size() == 1);
   CHECK(p[0].msg == "Value error, invalid ops:service.error event: service: Field required");
-  CHECK(problems_detail(p)
+  CHECK(render_error(dialect::reflexr, invalid_frame(p)).body
         == R"({"detail":[{"type":"value_error","loc":["command","event"],"msg":"Value error, invalid ops:service.error event: service: Field required"}]})");
   auto extra = parse_command_frame(
     R"({"type":"command","command_id":"c","command":{"type":"publish","event":{"type":"ops:deploy.finished","service":"a","x":1}}})",
@@ -223,12 +223,12 @@ TEST_CASE("feedback on a chain is recorded as a fact in that chain", "[workspace
   CHECK(ok.appended[0].correlation_id == "root");
   CHECK(ok.outcomes[0] == R"({"type":"recorded","seq":2,"id":")" + ok.appended[0].id + R"("})");
   auto wrong_kind = give(R"({"kind":"firing","firing_id":"fir_0b6a3c9e1f2d4a58"})", R"({"useful":true})");
-  CHECK(wrong_kind.rejected->message == "triage feedback is given on chain, run, not on a firing");
+  CHECK(wrong_kind.rejected->what.message == "triage feedback is given on chain, run, not on a firing");
   auto bad_value = give(R"({"kind":"chain","correlation_id":"root"})", R"({"useful":"yes"})");
   CHECK(rejection_json(*bad_value.rejected)
         == R"({"type":"validation_failed","message":"invalid triage feedback","errors":[{"type":"bool_type","loc":["useful"],"msg":"Input should be a valid boolean"}]})");
   auto unknown = run(log, frame(R"({"type":"command","command_id":"g","command":{"type":"give_feedback","feedback_type":"nope","target":{"kind":"chain","correlation_id":"root"},"value":{}}})"));
-  CHECK(unknown.rejected->message == "feedback type nope does not exist");
+  CHECK(unknown.rejected->what.message == "feedback type nope does not exist");
 }
 
 TEST_CASE("the events query refuses its bad parameters in the spec's order", "[workspace]") { // WS-64

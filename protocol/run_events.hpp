@@ -1,0 +1,92 @@
+// The agent service's run events (AS-12, AS-13) as typed values: a run says what happened, and
+// render_event turns it into its fastreact.agent_event.v1 event, metadata included, so that no
+// event is written by hand anywhere else. Text is masked (AS-85) by whoever fills the values.
+#pragma once
+
+#include "protocol/agent_event.hpp"
+#include "protocol/approvals.hpp"
+#include "protocol/chat_types.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace troupe::protocol {
+
+namespace run_events {
+
+struct session_start {
+  std::string query;
+  std::string tool_policy = "null"; // the normalized policy, JSON text
+  std::vector<std::string> visible_tools;
+  int attempt = 1;
+  std::string model;
+  double time_to_first_event_ms = 0;
+};
+
+struct think {
+  std::string content;
+};
+
+struct tool_call {
+  std::string name;
+  std::string arguments = "{}"; // JSON object text
+  std::string call_id;
+  std::optional<std::string> denial; // the tool policy refused it (AS-32)
+  bool scoped = false;               // the tool policy's scope was applied (AS-33)
+  std::string tool_policy = "null";  // named when the policy refused or scoped the call
+};
+
+struct step_end {
+  std::string content;
+  int step = 0;
+  bool has_tool_calls = false;
+  token_usage usage;
+  std::string model;
+};
+
+// A `danger` call waits for this approval (AS-46); its tool_args as the event shows them.
+struct ask_user {
+  approval_record approval;
+};
+
+struct tool_result {
+  std::string output;
+  std::string name;
+  std::string arguments = "{}";
+  std::string call_id;
+  double duration_ms = 0;
+  std::vector<std::string> cited_source_ids;
+  std::string decision_level;
+  std::optional<bool> approved;
+  std::string request_id; // "" = null
+  std::optional<std::string> denial; // the tool policy refused the call
+};
+
+struct session_end {
+  std::string answer;
+  std::vector<std::string> cited_source_ids;
+  std::string stop_reason;
+  double time_to_final_ms = 0;
+  token_usage usage_total;
+};
+
+// Ends an attempt (AS-14, AS-90): `error_type` says what ended it.
+struct error {
+  std::string message;
+  std::string error_type;
+  std::optional<double> duration_ms;
+};
+
+} // namespace run_events
+
+using run_event = std::variant<run_events::session_start, run_events::think, run_events::tool_call,
+                               run_events::step_end, run_events::ask_user, run_events::tool_result,
+                               run_events::session_end, run_events::error>;
+
+// `e` as event `sequence` of the run, stamped now.
+agent_event render_event(std::string run_id, std::string session_id, int64_t sequence, const run_event& e);
+
+} // namespace troupe::protocol
