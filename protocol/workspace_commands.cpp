@@ -239,11 +239,15 @@ rejection not_found(std::string entity, std::string id) {
 }
 
 rejection validation_failed(std::string message, problems errors) {
-  return {{errc::validation_failed, std::move(message), {}, "validation_failed", std::move(errors)}};
+  rejection r;
+  r.what = {errc::validation_failed, std::move(message), {}, "validation_failed", std::move(errors)};
+  return r;
 }
 
 rejection forbidden(std::string message) {
-  return {{errc::forbidden, std::move(message), {}, "forbidden"}};
+  rejection r;
+  r.what = {errc::forbidden, std::move(message), {}, "forbidden"};
+  return r;
 }
 
 int http_status(const rejection& r) {
