@@ -38,7 +38,7 @@ struct workspace_command {
 // frame, or for a publish body the outcomes array or the `{"detail": …}` of its rejection.
 struct workspace_outcome {
   std::string body;
-  int status = 200;
+  errc code = errc::none; // the rejection's, or none: the edge renders the status (WS-27)
   bool ok = true;
   int64_t max_seq = 0;               // WS-132
   std::vector<std::string> appended; // envelope JSON, in seq order

@@ -17,12 +17,12 @@ inline constexpr char append_envelope[] = R"sql(
   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8))sql";
 
 inline constexpr char remembered_result[] = R"sql(
-  SELECT status, ok, max_seq, result FROM workspace_command_results
+  SELECT code, ok, max_seq, result FROM workspace_command_results
   WHERE tenant = ?1 AND workspace = ?2 AND participant = ?3 AND command_id = ?4)sql";
 
 inline constexpr char remember_result[] = R"sql(
   INSERT INTO workspace_command_results
-    (tenant, workspace, participant, command_id, status, ok, max_seq, result, created_at)
+    (tenant, workspace, participant, command_id, code, ok, max_seq, result, created_at)
   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9))sql";
 
 inline constexpr char prune_results[] = "DELETE FROM workspace_command_results WHERE created_at < ?1";

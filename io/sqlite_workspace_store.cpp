@@ -74,7 +74,7 @@ public:
     if (!q.row())
       return std::nullopt;
     workspace_outcome out;
-    out.status = static_cast<int>(q.integer(0));
+    out.code = errc_named(q.text(0)).value_or(errc::internal);
     out.ok = q.integer(1) != 0;
     out.max_seq = q.integer(2);
     out.body = q.text(3);
@@ -90,7 +90,7 @@ public:
     reader log(*this, c.key);
     auto record = rx::record_of(c.request, rx::carry_out(c.request, c.context, log));
     workspace_outcome out;
-    out.status = record.status;
+    out.code = record.code;
     out.ok = record.ok;
     out.max_seq = record.max_seq;
     out.body = std::move(record.body);
@@ -109,7 +109,7 @@ public:
     if (keyed) {
       auto q = sql(workspace_sql::remember_result);
       q.bind(1, c.key.tenant).bind(2, c.key.workspace).bind(3, c.participant).bind(4, c.request.command_id);
-      q.bind(5, int64_t{out.status}).bind(6, int64_t{out.ok}).bind(7, out.max_seq).bind(8, out.body);
+      q.bind(5, std::string(to_string(out.code))).bind(6, int64_t{out.ok}).bind(7, out.max_seq).bind(8, out.body);
       q.bind(9, std::optional<double>(now_seconds()));
       if (!q.done())
         return failed("remembering a command's result");

@@ -33,7 +33,7 @@ void submit(std::shared_ptr<const workspace_surface> s, workspace_command comman
   spawn_task(*s->sys, [s, command = std::move(command), ex](caf::event_based_actor* self) mutable {
     auto id = command.request.command_id;
     self->request(s->logs, command_timeout, command_atom::value, std::move(command))
-      .then([ex](workspace_outcome& o) { ex->respond(json_response(o.status, std::move(o.body))); },
+      .then([ex](workspace_outcome& o) { ex->respond(json_response(protocol::http_status(o.code), std::move(o.body))); },
             [ex, id](caf::error&) {
               // WS-42: a fault is not remembered, so the same key may be retried.
               ex->respond(server_fault(id.empty() ? "the events could not be published"

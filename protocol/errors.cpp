@@ -51,6 +51,13 @@ const char* to_string(errc code) {
   return entry(code).name;
 }
 
+std::optional<errc> errc_named(std::string_view name) {
+  for (auto& e : errc_table)
+    if (name == e.name)
+      return e.code;
+  return std::nullopt;
+}
+
 namespace protocol {
 
 int http_status(errc code) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,6 +31,8 @@ enum class errc : uint8_t {
 };
 
 const char* to_string(errc code);
+// The code `to_string` names, as a store keeps it; nullopt for a name no code has.
+std::optional<errc> errc_named(std::string_view name);
 
 // One entry of a validation failure: where, what, and a machine-readable kind (AS-2's 422 `detail`
 // list, WS-37's pydantic-style list).

@@ -9,7 +9,7 @@ command_record record_of(const command_request& request, effect e) {
   out.ok = !e.rejected;
   out.max_seq = e.max_seq;
   if (e.rejected)
-    out.status = http_status(*e.rejected);
+    out.code = e.rejected->what.code;
   if (!request.command_id.empty())
     out.body = command_result_json(request.command_id, e);
   else if (e.rejected)

@@ -11,10 +11,10 @@
 namespace troupe::protocol::reflexr {
 
 // The answer remembered for the command's key — the `command_result` frame, or for a publish body
-// the outcomes array or the `{"detail": …}` of its rejection, with its status (WS-27) — and the
-// appended envelopes, each with its JSON text.
+// the outcomes array or the `{"detail": …}` of its rejection, with the rejection's code (the edge
+// renders its status, WS-27) — and the appended envelopes, each with its JSON text.
 struct command_record {
-  int status = 200;
+  errc code = errc::none;
   bool ok = true;
   int64_t max_seq = 0; // WS-132
   std::string body;

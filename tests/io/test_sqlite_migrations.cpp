@@ -1,5 +1,6 @@
 // The SQLite schema is migrations/sqlite/ applied in order and recorded with digests; a database a
 // changed or newer schema wrote is refused with a message naming why (CJ-2).
+#include "io/migration_files.hpp"
 #include "io/sqlite_support.hpp"
 
 #include <catch2/catch.hpp>
@@ -55,18 +56,29 @@ TEST_CASE("a new database gets every shipped migration, each recorded with its d
 TEST_CASE("a database from before digests were recorded adopts them and gains the migrations it lacks", "[migrations]") {
   auto path = fresh_path("old.db");
   {
-    REQUIRE(open_error(path).empty());
-    auto db = std::get<sqlite::db_ptr>(sqlite::open(path));
-    // As an older troupe left it: versions 1..9 recorded by number only, no cluster table.
-    REQUIRE(sqlite::exec(db.get(), "DROP TABLE cluster; DROP TABLE schema_migrations; "
-                                   "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY); "
-                                   "INSERT INTO schema_migrations VALUES (1),(2),(3),(4),(5),(6),(7),(8),(9);")
+    // As an older troupe left it: the first nine files applied, recorded by number only.
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
+    sqlite::db_ptr db(raw, sqlite::db_closer{});
+    REQUIRE(sqlite::exec(db.get(), "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY)").empty());
+    for (int v = 1; v <= 9; ++v) {
+      REQUIRE(sqlite::exec(db.get(), embedded::sqlite_migrations[v - 1].text).empty());
+      auto row = "INSERT INTO schema_migrations VALUES (" + std::to_string(v) + ")";
+      REQUIRE(sqlite::exec(db.get(), row.c_str()).empty());
+    }
+    REQUIRE(sqlite::exec(db.get(), "INSERT INTO workspace_command_results VALUES "
+                                   "('t', 'w', 'p', 'c1', 422, 0, 0, '{}', 0), ('t', 'w', 'p', 'c2', 200, 1, 3, '{}', 0)")
               .empty());
   }
   REQUIRE(open_error(path).empty());
   auto db = std::get<sqlite::db_ptr>(sqlite::open(path));
   CHECK(scalar(db.get(), "SELECT COUNT(*) FROM schema_migrations WHERE length(sha256) <> 64") == 0);
   CHECK(scalar(db.get(), "SELECT COUNT(*) FROM cluster") == 1);
+  // A remembered result's HTTP status became its problem code (migration 11).
+  CHECK(scalar(db.get(), "SELECT COUNT(*) FROM workspace_command_results WHERE command_id = 'c1' AND "
+                         "code = 'validation_failed'") == 1);
+  CHECK(scalar(db.get(), "SELECT COUNT(*) FROM workspace_command_results WHERE command_id = 'c2' AND code = 'none'")
+        == 1);
 }
 
 TEST_CASE("a database whose applied migration differs from the shipped file is refused (CJ-2)", "[migrations]") {
