@@ -306,10 +306,10 @@ void publish_next(publisher_pointer self) {
       [=](workspace_outcome& o) {
         auto& st = self->state;
         st.latency_ms.push_back(std::chrono::duration<double, std::milli>(steady::now() - st.sent).count());
-        if (!o.ok || o.status != 200 || o.appended.size() != 1) {
+        if (!o.ok || o.code != errc::none || o.appended.size() != 1) {
           ++st.errors;
           if (st.error_sample.empty())
-            st.error_sample = std::to_string(o.status) + " " + o.body;
+            st.error_sample = std::string(to_string(o.code)) + " " + o.body;
         } else {
           st.seqs.push_back(o.max_seq);
         }
