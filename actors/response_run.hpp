@@ -38,7 +38,7 @@ struct response_environment {
 struct mcp_binding {
   std::string label;
   std::vector<protocol::mcp_tool> tools; // after allowed_tools
-  std::string require_approval;          // JSON: "always" | "never" | {...}
+  protocol::responses::approval_policy require_approval;
   bool listed = false;                   // the history already lists it (RS-32)
   std::string error;                     // why it cannot be listed
   bool declared = false;                 // the request's own server (server_url): response_job::declared

@@ -55,49 +55,28 @@ std::variant<mcp_server_config, problem> declared_server(const mcp_config& mcp, 
   return config;
 }
 
-bool tool_allowed(const std::string& filter, const mcp_tool& tool) {
-  if (filter.empty())
+bool tool_allowed(const std::optional<tool_filter>& filter, const mcp_tool& tool) {
+  if (!filter)
     return true;
-  auto doc = json::parse(filter);
-  if (!doc)
-    return true;
-  auto named = [&](const json::value& names) {
-    for (auto& n : names.GetArray())
-      if (n.IsString() && tool.name == n.GetString())
-        return true;
+  auto& names = filter->tool_names;
+  if (names && std::find(names->begin(), names->end(), tool.name) == names->end())
     return false;
-  };
-  if (doc->IsArray())
-    return named(*doc);
-  if (auto names = json::member(*doc, "tool_names"); names && names->IsArray() && !named(*names))
-    return false;
-  if (auto ro = json::get_bool(*doc, "read_only"); ro && *ro != tool.read_only)
-    return false;
-  return true;
+  return !filter->read_only || *filter->read_only == tool.read_only;
 }
 
-bool needs_approval(const std::string& policy, const mcp_tool& tool) {
-  if (policy.empty() || policy == "\"always\"")
-    return true;
-  if (policy == "\"never\"")
-    return false;
-  auto doc = json::parse(policy);
-  if (!doc)
-    return true;
-  auto matches = [&](const char* key) {
-    auto filter = json::member(*doc, key);
-    if (!filter || !filter->IsObject())
+bool needs_approval(const approval_policy& policy, const mcp_tool& tool) {
+  if (policy.what != approval_policy::kind::filters)
+    return policy.what == approval_policy::kind::always;
+  auto names = [&](const std::optional<tool_filter>& f) {
+    if (!f)
       return false;
-    if (auto names = json::member(*filter, "tool_names"); names && names->IsArray())
-      for (auto& n : names->GetArray())
-        if (n.IsString() && tool.name == n.GetString())
-          return true;
-    auto read_only = json::get_bool(*filter, "read_only");
-    return read_only && *read_only == tool.read_only;
+    if (f->tool_names && std::find(f->tool_names->begin(), f->tool_names->end(), tool.name) != f->tool_names->end())
+      return true;
+    return f->read_only && *f->read_only == tool.read_only;
   };
-  if (matches("always"))
+  if (names(policy.always))
     return true;
-  return !matches("never");
+  return !names(policy.never);
 }
 
 namespace {

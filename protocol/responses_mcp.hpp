@@ -18,14 +18,13 @@ namespace troupe::protocol::responses {
 std::variant<mcp_server_config, problem> declared_server(const mcp_config& mcp, const mcp_declaration& d,
                                                          const std::string& at);
 
-// Whether `allowed_tools` (RS-30: a list of names, or {tool_names?, read_only?}; "" = all) lets
-// the model see `tool`.
-bool tool_allowed(const std::string& allowed_tools, const mcp_tool& tool);
+// Whether `allowed_tools` (RS-30; absent: every tool) lets the model see `tool`: every part the
+// filter gives holds for it.
+bool tool_allowed(const std::optional<tool_filter>& allowed_tools, const mcp_tool& tool);
 
-// RS-33: whether `require_approval` ("always" | "never" | {always?, never?} as JSON text, "" = always)
-// asks for approval before `tool` runs: a tool matching `always` does, else one matching `never`
-// does not, else it does.
-bool needs_approval(const std::string& require_approval, const mcp_tool& tool);
+// RS-33: whether `require_approval` asks for approval before `tool` runs: a tool that `always`
+// names (by name or read-only hint) does, else one that `never` names does not, else it does.
+bool needs_approval(const approval_policy& require_approval, const mcp_tool& tool);
 
 // A server's mcp_list_tools item (RS-32): its tools, or, when `error` says why it could not list
 // them, none and an mcp_protocol_error.

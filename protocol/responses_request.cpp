@@ -253,6 +253,41 @@ const std::set<std::string>& includable() {
   return values;
 }
 
+// A filter as RS-30 and RS-33 write it: a list of names, or {tool_names?, read_only?}. Parts of
+// another type say nothing, and names that are not strings are skipped.
+tool_filter tool_filter_of(const value& v) {
+  tool_filter f;
+  auto names_of = [](const value& list) {
+    std::vector<std::string> names;
+    for (auto& n : list.GetArray())
+      if (n.IsString())
+        names.push_back(str(n));
+    return names;
+  };
+  if (v.IsArray()) {
+    f.tool_names = names_of(v);
+    return f;
+  }
+  if (auto names = json::member(v, "tool_names"); names && names->IsArray())
+    f.tool_names = names_of(*names);
+  f.read_only = json::get_bool(v, "read_only");
+  return f;
+}
+
+// A `require_approval` that passed validation: "always", "never" or {always?, never?}.
+approval_policy approval_policy_of(const value& v) {
+  approval_policy p;
+  if (v.IsString()) {
+    p.what = str(v) == "never" ? approval_policy::kind::never : approval_policy::kind::always;
+    return p;
+  }
+  p.what = approval_policy::kind::filters;
+  for (auto [key, into] : {std::pair{"always", &p.always}, std::pair{"never", &p.never}})
+    if (auto filter = json::member(v, key); filter && filter->IsObject())
+      *into = tool_filter_of(*filter);
+  return p;
+}
+
 std::optional<problem> parse_tools(const value& tools, request& r) {
   if (!tools.IsArray())
     return wrong_type("tools", "an array", tools);
@@ -315,12 +350,12 @@ std::optional<problem> parse_tools(const value& tools, request& r) {
         bool ok = (a->IsString() && (str(*a) == "always" || str(*a) == "never")) || a->IsObject();
         if (!ok)
           return invalid_value(at + ".require_approval", a->IsString() ? str(*a) : json::serialize(*a));
-        d.require_approval = json::serialize(*a);
+        d.require_approval = approval_policy_of(*a);
       }
       if (auto a = json::member(t, "allowed_tools"); a && !a->IsNull()) {
         if (!a->IsArray() && !a->IsObject())
           return wrong_type(at + ".allowed_tools", "an array", *a);
-        d.allowed_tools = json::serialize(*a);
+        d.allowed_tools = tool_filter_of(*a);
       }
       if (auto h = json::member(t, "headers"); h && !h->IsNull()) {
         if (!h->IsObject())

@@ -21,13 +21,27 @@ struct function_tool {
   std::string strict; // JSON boolean text, or "" when not given
 };
 
+// A filter over an MCP server's tools (RS-30, RS-33): by name, by read-only hint, or both; a part
+// not given says nothing.
+struct tool_filter {
+  std::optional<std::vector<std::string>> tool_names;
+  std::optional<bool> read_only;
+};
+
+// RS-33's `require_approval`, read once: "always" (also when absent), "never", or {always?, never?}.
+struct approval_policy {
+  enum class kind { always, never, filters } what = kind::always;
+  std::optional<tool_filter> always;
+  std::optional<tool_filter> never;
+};
+
 // A `type:"mcp"` tool of a request (RS-30). JSON-valued fields are "" when absent.
 struct mcp_declaration {
   std::size_t index = 0; // in the request's tools, for error params
   std::string server_label;
   std::string server_url;
-  std::string require_approval;
-  std::string allowed_tools;
+  approval_policy require_approval;
+  std::optional<tool_filter> allowed_tools; // absent: every tool
   std::string headers;
   std::string authorization;
 };
