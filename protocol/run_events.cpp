@@ -5,11 +5,7 @@
 
 namespace troupe::protocol {
 
-namespace {
-
-using json::writer;
-
-void write_usage(writer& w, const char* key, const token_usage& u) {
+void write_usage(json::writer& w, const char* key, const token_usage& u) {
   w.Key(key);
   w.StartObject();
   w.Key("prompt_tokens");
@@ -20,6 +16,10 @@ void write_usage(writer& w, const char* key, const token_usage& u) {
   w.Int64(u.total_tokens);
   w.EndObject();
 }
+
+namespace {
+
+using json::writer;
 
 void write_timing(writer& w, const char* key, double ms) {
   w.Key("timing");

@@ -6,6 +6,7 @@
 #include "protocol/agent_event.hpp"
 #include "protocol/approvals.hpp"
 #include "protocol/chat_types.hpp"
+#include "protocol/json.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -14,6 +15,9 @@
 #include <vector>
 
 namespace troupe::protocol {
+
+// `key`: {prompt_tokens, completion_tokens, total_tokens}, as events and traces write token usage.
+void write_usage(json::writer& w, const char* key, const token_usage& u);
 
 namespace run_events {
 

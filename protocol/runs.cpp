@@ -2,6 +2,7 @@
 
 #include "protocol/agent_event.hpp"
 #include "protocol/json.hpp"
+#include "protocol/run_events.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -227,15 +228,7 @@ std::string trace_json(const run_record& run, const trace_facts& facts) {
     w.Int(0);
     w.Key("compression_count");
     w.Int(0);
-    w.Key("llm_usage_total");
-    w.StartObject();
-    w.Key("prompt_tokens");
-    w.Int64(facts.llm_usage_total.prompt_tokens);
-    w.Key("completion_tokens");
-    w.Int64(facts.llm_usage_total.completion_tokens);
-    w.Key("total_tokens");
-    w.Int64(facts.llm_usage_total.total_tokens);
-    w.EndObject();
+    write_usage(w, "llm_usage_total", facts.llm_usage_total);
     w.Key("final_content");
     w.String(facts.final_content);
     auto truncated = facts.final_content.size() > preview_chars;
