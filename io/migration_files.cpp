@@ -1,5 +1,7 @@
 #include "io/migration_files.hpp"
 
+#include <unistd.h>
+
 namespace troupe::io {
 
 std::variant<std::vector<protocol::migration_file>, std::string> shipped_migrations(const embedded::sql_file* files) {
@@ -13,6 +15,13 @@ std::variant<std::vector<protocol::migration_file>, std::string> shipped_migrati
   if (auto err = protocol::check_migration_set(out); !err.empty())
     return err;
   return out;
+}
+
+std::string migration_node() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0)
+    return "embedded";
+  return name;
 }
 
 } // namespace troupe::io

@@ -10,18 +10,10 @@
 #include <set>
 #include <string>
 
-#include <unistd.h>
 
 namespace troupe::io {
 
 namespace {
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0)
-    return "embedded";
-  return name;
-}
 
 // schema_migrations as CJ-2 describes it; a table from before digests were recorded gains the columns.
 std::string prepare_ledger(sqlite3* db) {
@@ -61,7 +53,7 @@ std::string record(sqlite3* db, const protocol::migration_file& f, const char* s
   if (!statement)
     return sqlite3_errmsg(db);
   sqlite::query q(statement.get());
-  q.bind(1, f.version).bind(2, f.sha256).bind(3, protocol::iso_now()).bind(4, host_name()).bind(5, f.min_reader);
+  q.bind(1, f.version).bind(2, f.sha256).bind(3, protocol::iso_now()).bind(4, migration_node()).bind(5, f.min_reader);
   if (!q.done())
     return sqlite3_errmsg(db);
   return {};

@@ -4,6 +4,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/errors.hpp"
+#include "io/group_commit.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -69,12 +70,17 @@ inline std::variant<db_ptr, std::string> open(const std::string& path) {
   return db;
 }
 
-// A prepared statement in use: bind by position, step, read columns; reset when it goes out of scope.
+// A prepared statement in use: bind by position, step, read columns; reset when it goes out of scope
+// (or finalized, when it was prepared for this one use).
 class query {
 public:
   explicit query(sqlite3_stmt* s) : s_(s) {}
+  explicit query(stmt_ptr owned) : s_(owned.get()), owned_(std::move(owned)) {}
   query(const query&) = delete;
+  query(query&& other) noexcept : s_(other.s_), owned_(std::move(other.owned_)) { other.s_ = nullptr; }
   ~query() {
+    if (!s_ || owned_)
+      return;
     sqlite3_reset(s_);
     sqlite3_clear_bindings(s_);
   }
@@ -112,6 +118,7 @@ public:
 
 private:
   sqlite3_stmt* s_;
+  stmt_ptr owned_;
 };
 
 // One connection and its statements, prepared once and kept for the life of the store.
@@ -128,7 +135,13 @@ public:
     return query(s.get());
   }
 
+  // A statement whose text varies per call (a filtered list), prepared for one use.
+  query statement(const std::string& text) { return query(prepare(db_.get(), text.c_str())); }
+
   std::string error() const { return sqlite3_errmsg(db_.get()); }
+
+  // The rows the last INSERT, UPDATE or DELETE changed.
+  int64_t changes() const { return sqlite3_changes(db_.get()); }
 
   // The first column of every row `text` selects with `arg` bound to ?1.
   std::vector<std::string> ids(const char* text, const std::string& arg) {
@@ -145,12 +158,8 @@ private:
   std::unordered_map<const char*, stmt_ptr> statements_; // by the address of their SQL text
 };
 
-// The message a store sends itself to commit its batch. It is no part of any store port: each
-// adapter's actor is its port `batching` this one message more.
-using flush_atom = caf::atom_constant<caf::atom("flush")>;
-
-template <class Port>
-using batching = typename Port::template extend<caf::reacts_to<flush_atom>>;
+using io::batching;
+using io::flush_atom;
 
 // Writes are grouped: each one joins a batch and the first one of a batch queues a flush behind
 // whatever else is already in the mailbox, so one transaction (one fsync) covers all of them. A

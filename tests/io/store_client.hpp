@@ -1,9 +1,12 @@
 // The run store as a test drives it: one process's store actor and a blocking caller, fresh databases,
 // and the small readers the store tests share (tests/io/test_sqlite_store.cpp,
-// tests/io/test_store_contract.cpp).
+// tests/io/test_store_contract.cpp). With TROUPE_TEST_STORE=postgres every store is a fresh database
+// on the server TROUPE_POSTGRES_URL names (scripts/pg-throwaway), so the `[contract]` cases run
+// unchanged on both engines (CJ-1).
 #pragma once
 
 #include "actors/errors.hpp"
+#include "io/pg_store.hpp"
 #include "io/sqlite_store.hpp"
 #include "protocol/json.hpp"
 #include "protocol/timestamp.hpp"
@@ -11,8 +14,12 @@
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
 
+#include <pqxx/pqxx>
+
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -23,8 +30,30 @@ namespace troupe::test {
 
 using sys_clock = std::chrono::system_clock;
 
-// A fresh database file for one test case (its WAL and shared-memory files removed too).
+inline bool on_postgres() {
+  auto store = std::getenv("TROUPE_TEST_STORE");
+  return store && std::string(store) == "postgres";
+}
+
+// A fresh PostgreSQL database named after `name`: the server's URL with that database.
+inline std::string fresh_pg_database(const std::string& name) {
+  auto server = std::getenv("TROUPE_POSTGRES_URL");
+  if (!server)
+    FAIL("TROUPE_TEST_STORE=postgres needs TROUPE_POSTGRES_URL (run through scripts/pg-throwaway)");
+  std::string url = server;
+  auto db = "t_" + std::to_string(std::hash<std::string>{}(name) % 1000000000000ULL);
+  pqxx::connection admin(url);
+  pqxx::nontransaction tx(admin);
+  tx.exec("DROP DATABASE IF EXISTS " + db + " WITH (FORCE)");
+  tx.exec("CREATE DATABASE " + db);
+  return url.substr(0, url.rfind('/') + 1) + db;
+}
+
+// A fresh store for one test case: a database file (its WAL and shared-memory files removed too), or
+// a PostgreSQL database.
 inline std::string fresh_db(const std::string& name) {
+  if (on_postgres())
+    return fresh_pg_database(name);
   auto dir = std::filesystem::temp_directory_path() / ("troupe-store-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   auto path = dir / (name + ".db");
@@ -45,7 +74,7 @@ struct store_client {
   caf::scoped_actor self{sys};
 
   explicit store_client(const std::string& path) {
-    auto s = io::spawn_sqlite_store(sys, path);
+    auto s = on_postgres() ? io::spawn_pg_store(sys, {path, {}, {8, 5}, {}}) : io::spawn_sqlite_store(sys, path);
     if (auto err = std::get_if<std::string>(&s))
       FAIL("cannot open the store: " << *err);
     store = std::get<store_actor>(s);

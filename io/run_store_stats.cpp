@@ -1,7 +1,9 @@
 // The run store's durable counts (GET /v1/metrics, AS-59); bytes are the pages each table and its
 // indexes use.
-#include "io/sqlite_store_db.hpp"
-#include "io/sqlite_store_statements.hpp"
+#include "io/pg_connection.hpp"
+#include "io/run_store_db.hpp"
+#include "io/run_store_statements.hpp"
+#include "io/sqlite_support.hpp"
 #include "protocol/timestamp.hpp"
 
 #include <map>
@@ -9,7 +11,8 @@
 namespace troupe::io::run_store {
 
 // The parts of the counts that read whole tables.
-void store_db::add_details(protocol::store_stats& s) {
+template <class Conn>
+void store_db<Conn>::add_details(protocol::store_stats& s) {
   if (auto q = sql(store_sql::avg_run_duration); q.row())
     s.avg_duration_ms = q.real(0);
   if (auto q = sql(store_sql::event_counts); q.row()) {
@@ -25,7 +28,8 @@ void store_db::add_details(protocol::store_stats& s) {
     s.recent_errors.push_back(q.text(0));
 }
 
-protocol::store_stats store_db::stats(bool detailed) {
+template <class Conn>
+protocol::store_stats store_db<Conn>::stats(bool detailed) {
   protocol::store_stats s;
   auto now = protocol::iso_now();
   auto scalar = [&](const char* text, const std::string& arg = {}) {
@@ -66,5 +70,8 @@ protocol::store_stats store_db::stats(bool detailed) {
   }
   return s;
 }
+
+template class store_db<sqlite::connection>;
+template class store_db<pg::connection>;
 
 } // namespace troupe::io::run_store

@@ -1,28 +1,34 @@
-// The SQLite run store's connection and what it does with it, one method an operation of the store
-// port (actors/store.hpp). Each method runs on the store actor's thread; the write operations run
-// inside the group commit's transaction, each in its own savepoint. The SQL is in
-// io/sqlite_store_statements.hpp. Included by io/sqlite_store*.cpp only.
+// What the run store does with its database, one method an operation of the store port
+// (actors/store.hpp), written once for both engines: `Conn` is a SQLite connection
+// (io/sqlite_support.hpp) or a PostgreSQL one (io/pg_connection.hpp), each giving the same small
+// query interface. Each method runs on its adapter's thread inside a transaction the adapter opened
+// (SQLite: the group commit's, in a savepoint; PostgreSQL: one per operation). The SQL is in
+// io/run_store_statements.hpp. Included by the run store adapters only.
 #pragma once
 
 #include "actors/store.hpp"
-#include "io/sqlite_support.hpp"
 
 #include <caf/error.hpp>
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <variant>
 
 namespace troupe::io::run_store {
 
+// A LIMIT both engines read as "every row".
+inline constexpr int64_t no_limit = std::numeric_limits<int64_t>::max();
+
 template <class T>
 using outcome = std::variant<T, caf::error>;
 
-class store_db : public sqlite::connection {
+template <class Conn>
+class store_db : public Conn {
 public:
-  using connection::connection;
+  using Conn::Conn;
 
-  // ---- Runs and their attempts (io/sqlite_store_runs.cpp) ----
+  // ---- Runs and their attempts (io/run_store_runs.cpp) ----
 
   std::optional<run_record> get_run(const std::string& run_id);
   outcome<run_record> create(run_record r);
@@ -36,7 +42,7 @@ public:
   run_list list_runs(const std::string& status, int64_t limit);
   outcome<run_events_page> events(const std::string& run_id, int64_t after, int64_t limit);
 
-  // ---- Sessions, traces, approvals, rate limits, audit (io/sqlite_store_records.cpp) ----
+  // ---- Sessions, traces, approvals, rate limits, audit (io/run_store_records.cpp) ----
 
   void save_session(const session_record& r);
   std::optional<session_record> get_session(const std::string& tenant, const std::string& user,
@@ -49,13 +55,15 @@ public:
   protocol::rate_limit_decision count_request(const std::string& user_key, int64_t limit, int64_t now);
   void insert_audit(const protocol::audit_record& r, const std::string& line);
 
-  // ---- Counts (io/sqlite_store_stats.cpp) ----
+  // ---- Counts (io/run_store_stats.cpp) ----
 
   // The durable counts; `detailed` adds what reads every event, trace and page (averages, token
   // totals, recent errors, bytes per stream), which only GET /v1/metrics shows.
   protocol::store_stats stats(bool detailed);
 
 private:
+  std::optional<run_record> lock(const std::string& run_id);
+  std::optional<run_record> read_one(const char* statement, const std::string& run_id);
   void start_attempt(const std::string& run_id, const std::string& worker_id, double lease_seconds);
   std::optional<run_record> held(const std::string& run_id, int64_t lease_epoch);
   bool insert_event(const std::string& run_id, const stored_event& e);
@@ -64,6 +72,12 @@ private:
                     const protocol::trace_facts& facts);
   void requeue(const std::string& run_id, int64_t lease_epoch, const std::string& last_error, double retry_seconds);
   void add_details(protocol::store_stats& s);
+
+  using Conn::changes;
+  using Conn::error;
+  using Conn::ids;
+  using Conn::sql;
+  using Conn::statement;
 };
 
 caf::error run_not_found();

@@ -1,7 +1,10 @@
-// Every SQL statement of the SQLite run store, in one place: a second adapter (PostgreSQL) reads
-// here what the store asks of its database. Each is a named array, so its address keys the
-// connection's prepared statement. Included by io/sqlite_store*.cpp only.
+// Every SQL statement of the run store, in one place. Each is written once in the SQL both engines
+// read, with SQLite's ?N parameters (PostgreSQL's connection reads them as $N); where PostgreSQL needs
+// its own spelling, `postgres_spelling` at the end gives it. Each is a named array, so its address
+// keys the connection's prepared statement. Included by the run store adapters only.
 #pragma once
+
+#include "io/statement_spelling.hpp"
 
 namespace troupe::io::store_sql {
 
@@ -21,7 +24,7 @@ inline constexpr char save_session[] = R"sql(
                         last_run_id, last_status, last_query, last_answer)
   VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9)
   ON CONFLICT (tenant_key, user_key, session_id) DO UPDATE SET
-    updated_at = excluded.updated_at, run_count = run_count + 1, last_run_id = excluded.last_run_id,
+    updated_at = excluded.updated_at, run_count = sessions.run_count + 1, last_run_id = excluded.last_run_id,
     last_status = excluded.last_status, last_query = excluded.last_query,
     last_answer = excluded.last_answer)sql";
 
@@ -32,6 +35,8 @@ inline constexpr char get_session[] = R"sql(
 // ---- Runs: records, attempts and leases (columns as TROUPE_RUN_COLUMNS lists them) ----
 
 inline constexpr char get_run[] = "SELECT " TROUPE_RUN_COLUMNS " FROM runs WHERE run_id = ?1";
+// The same read by a write that goes on to change the run: PostgreSQL locks the row until commit.
+inline constexpr char lock_run[] = "SELECT " TROUPE_RUN_COLUMNS " FROM runs WHERE run_id = ?1";
 
 inline constexpr char insert_run[] = R"sql(
   INSERT INTO runs (run_id, run_kind, session_id, tenant_key, user_key, status, created_at, updated_at,
@@ -73,7 +78,7 @@ inline constexpr char requeue_run[] = R"sql(
 
 // Two statements rather than `?1 = '' OR status = ?1`, which would keep SQLite off the index.
 inline constexpr char list_runs[] =
-  "SELECT " TROUPE_RUN_COLUMNS " FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?2";
+  "SELECT " TROUPE_RUN_COLUMNS " FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?1";
 inline constexpr char list_runs_by_status[] =
   "SELECT " TROUPE_RUN_COLUMNS " FROM runs WHERE status = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2";
 inline constexpr char count_runs[] = "SELECT COUNT(*) FROM runs";
@@ -113,9 +118,18 @@ inline constexpr char get_trace[] = "SELECT payload FROM traces WHERE run_id = ?
 
 inline constexpr char get_approval[] = "SELECT " TROUPE_APPROVAL_COLUMNS " FROM approvals WHERE request_id = ?1";
 
-inline constexpr char save_approval[] = "INSERT OR REPLACE INTO approvals (" TROUPE_APPROVAL_COLUMNS ") VALUES "
-                                        "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, "
-                                        "?17, ?18, ?19, ?20, ?21, ?22)";
+inline constexpr char save_approval[] =
+  "INSERT INTO approvals (" TROUPE_APPROVAL_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+  "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22) ON CONFLICT (request_id) DO UPDATE SET "
+  "run_id = excluded.run_id, session_id = excluded.session_id, tenant_key = excluded.tenant_key, "
+  "user_key = excluded.user_key, task_id = excluded.task_id, tool_call_id = excluded.tool_call_id, "
+  "tool_name = excluded.tool_name, tool_args = excluded.tool_args, reason = excluded.reason, "
+  "decision_level = excluded.decision_level, pattern_matched = excluded.pattern_matched, "
+  "policy_scope = excluded.policy_scope, policy_action = excluded.policy_action, "
+  "policy_matched = excluded.policy_matched, status = excluded.status, approved = excluded.approved, "
+  "timeout_seconds = excluded.timeout_seconds, created_at = excluded.created_at, "
+  "expires_at = excluded.expires_at, resolved_at = excluded.resolved_at, "
+  "resolution_reason = excluded.resolution_reason";
 
 // A filtered list is these heads, then " WHERE 1 = 1" and one " AND <key> = ?n" per filter (keys
 // from a fixed list), then the tail; it varies by filter, so it is prepared per call.
@@ -130,8 +144,9 @@ inline constexpr char approval_resolutions_tail[] = " AND resolved_at != ''";
 // ---- Rate limits and audit ----
 
 inline constexpr char get_rate_window[] = "SELECT window_start, count FROM rate_limits WHERE user_key = ?1";
-inline constexpr char put_rate_window[] =
-  "INSERT OR REPLACE INTO rate_limits (user_key, window_start, count) VALUES (?1, ?2, ?3)";
+inline constexpr char put_rate_window[] = R"sql(
+  INSERT INTO rate_limits (user_key, window_start, count) VALUES (?1, ?2, ?3)
+  ON CONFLICT (user_key) DO UPDATE SET window_start = excluded.window_start, count = excluded.count)sql";
 
 inline constexpr char insert_audit[] =
   "INSERT INTO audit (run_id, tenant_key, created_at, payload) VALUES (?1, ?2, ?3, ?4)";
@@ -153,7 +168,7 @@ inline constexpr char table_bytes[] = R"sql(
 
 // The detailed counts, which read whole tables.
 inline constexpr char avg_run_duration[] = "SELECT AVG(duration_ms) FROM runs WHERE duration_ms IS NOT NULL";
-inline constexpr char event_counts[] = "SELECT COUNT(*), COALESCE(SUM(type = 'error'), 0) FROM run_events";
+inline constexpr char event_counts[] = "SELECT COUNT(*), COALESCE(SUM(CASE WHEN type = 'error' THEN 1 ELSE 0 END), 0) FROM run_events";
 inline constexpr char avg_tool_duration[] =
   "SELECT AVG(json_extract(payload, '$.duration_ms')) FROM run_events WHERE type = 'tool_result'";
 inline constexpr char usage_totals[] = R"sql(
@@ -178,6 +193,38 @@ inline constexpr stream_statements streams[] = {
   {"approvals", "SELECT COUNT(*) FROM approvals", "SELECT MAX(created_at) FROM approvals"},
   {"audit", "SELECT COUNT(*) FROM audit", "SELECT MAX(created_at) FROM audit"},
   {"rate_limits", "SELECT COUNT(*) FROM rate_limits", nullptr},
+};
+
+// ---- PostgreSQL's own spelling ----
+// Where SQLite's differs: rowid is row_order, a claim or recovery locks what it takes and skips what
+// another transaction holds (CJ-6), a rate window is read under its row lock, JSON is read with ->>,
+// and a table's bytes come from the catalog.
+
+inline constexpr statement_spelling postgres_spelling[] = {
+  {lock_run, "SELECT " TROUPE_RUN_COLUMNS " FROM runs WHERE run_id = $1 FOR UPDATE"},
+  {ready_runs, R"sql(
+    SELECT run_id FROM runs WHERE status = 'queued' AND retry_after <= $1
+    ORDER BY created_at, row_order LIMIT $2 FOR UPDATE SKIP LOCKED)sql"},
+  {lapsed_runs,
+   "SELECT run_id FROM runs WHERE status = 'running' AND ($1 = '' OR lease_expires_at < $1) FOR UPDATE SKIP LOCKED"},
+  {list_runs, "SELECT " TROUPE_RUN_COLUMNS " FROM runs ORDER BY created_at DESC, row_order DESC LIMIT $1"},
+  {list_runs_by_status,
+   "SELECT " TROUPE_RUN_COLUMNS " FROM runs WHERE status = $1 ORDER BY created_at DESC, row_order DESC LIMIT $2"},
+  {list_traces, R"sql(
+    SELECT payload FROM traces WHERE ($1 = '' OR session_id = $1)
+    ORDER BY completed_at DESC, row_order DESC LIMIT $2)sql"},
+  {get_rate_window, "SELECT window_start, count FROM rate_limits WHERE user_key = $1 FOR UPDATE"},
+  {table_bytes, "SELECT relname, pg_total_relation_size(relid) FROM pg_stat_user_tables"},
+  {avg_tool_duration,
+   "SELECT AVG((payload::json ->> 'duration_ms')::float8) FROM run_events WHERE type = 'tool_result'"},
+  {usage_totals, R"sql(
+    SELECT COALESCE(SUM((payload::json -> 'llm_usage_total' ->> 'prompt_tokens')::bigint), 0),
+           COALESCE(SUM((payload::json -> 'llm_usage_total' ->> 'completion_tokens')::bigint), 0),
+           COALESCE(SUM((payload::json -> 'llm_usage_total' ->> 'total_tokens')::bigint), 0) FROM traces)sql"},
+  {recent_errors, R"sql(
+    SELECT payload FROM run_events WHERE type = 'error'
+    ORDER BY payload::json ->> 'timestamp' DESC LIMIT 5)sql"},
+  {nullptr, nullptr},
 };
 
 #undef TROUPE_RUN_COLUMNS

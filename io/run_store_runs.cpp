@@ -1,8 +1,10 @@
 // The run store's runs: records, attempts under leases, their fenced events, their ends (AS-49..AS-55,
 // AS-82, AS-83).
 #include "actors/errors.hpp"
-#include "io/sqlite_store_db.hpp"
-#include "io/sqlite_store_statements.hpp"
+#include "io/pg_connection.hpp"
+#include "io/run_store_db.hpp"
+#include "io/run_store_statements.hpp"
+#include "io/sqlite_support.hpp"
 #include "protocol/timestamp.hpp"
 
 #include <algorithm>
@@ -12,9 +14,8 @@ namespace troupe::io::run_store {
 
 namespace {
 
-using sqlite::query;
-
-run_record read_run(const query& q) {
+template <class Query>
+run_record read_run(const Query& q) {
   run_record r;
   int i = 0;
   for (auto field : {&r.run_id, &r.run_kind, &r.session_id, &r.tenant_key, &r.user_key, &r.status, &r.created_at,
@@ -76,28 +77,42 @@ caf::error run_not_found() {
   return make_error(errc::not_found, "Run not found");
 }
 
-std::optional<run_record> store_db::get_run(const std::string& run_id) {
-  auto q = sql(store_sql::get_run);
+template <class Conn>
+std::optional<run_record> store_db<Conn>::get_run(const std::string& run_id) {
+  return read_one(store_sql::get_run, run_id);
+}
+
+// The run a write is about to change, locked until its transaction ends where the engine locks rows.
+template <class Conn>
+std::optional<run_record> store_db<Conn>::lock(const std::string& run_id) {
+  return read_one(store_sql::lock_run, run_id);
+}
+
+template <class Conn>
+std::optional<run_record> store_db<Conn>::read_one(const char* statement, const std::string& run_id) {
+  auto q = sql(statement);
   q.bind(1, run_id);
   if (!q.row())
     return std::nullopt;
   return read_run(q);
 }
 
-outcome<run_record> store_db::create(run_record r) {
+template <class Conn>
+outcome<run_record> store_db<Conn>::create(run_record r) {
   r = accepted(std::move(r));
   auto q = sql(store_sql::insert_run);
   q.bind(1, r.run_id).bind(2, r.run_kind).bind(3, r.session_id).bind(4, r.tenant_key).bind(5, r.user_key);
   q.bind(6, r.status).bind(7, r.created_at).bind(8, r.started_at).bind(9, r.metadata);
   q.bind(10, r.generation_options).bind(11, int64_t{r.attempts}).bind(12, int64_t{r.max_attempts});
   q.bind(13, r.lease_expires_at).bind(14, r.worker_id).bind(15, r.lease_epoch).bind(16, r.request);
-  if (!q.done() || sqlite3_changes(raw()) != 1)
+  if (!q.done() || changes() != 1)
     return run_exists();
   return r;
 }
 
-outcome<run_record> store_db::begin_chat(run_record r, const std::string& worker_id, double lease_seconds) {
-  if (auto stored = get_run(r.run_id)) {
+template <class Conn>
+outcome<run_record> store_db<Conn>::begin_chat(run_record r, const std::string& worker_id, double lease_seconds) {
+  if (auto stored = lock(r.run_id)) {
     // AS-10: only the caller's own terminal chat run reopens; another caller's run is never touched.
     if (stored->run_kind != "chat" || !protocol::is_terminal(stored->status) || stored->tenant_key != r.tenant_key
         || stored->user_key != r.user_key)
@@ -112,13 +127,15 @@ outcome<run_record> store_db::begin_chat(run_record r, const std::string& worker
 }
 
 // Starts an attempt of `run_id`: attempts+1, a new epoch, the lease (AS-54).
-void store_db::start_attempt(const std::string& run_id, const std::string& worker_id, double lease_seconds) {
+template <class Conn>
+void store_db<Conn>::start_attempt(const std::string& run_id, const std::string& worker_id, double lease_seconds) {
   auto q = sql(store_sql::start_attempt);
   q.bind(1, run_id).bind(2, worker_id).bind(3, seconds_from_now(lease_seconds)).bind(4, protocol::iso_now());
   q.done();
 }
 
-outcome<run_claim> store_db::claim(const std::string& worker_id, double lease_seconds, uint32_t n) {
+template <class Conn>
+outcome<run_claim> store_db<Conn>::claim(const std::string& worker_id, double lease_seconds, uint32_t n) {
   auto now = protocol::iso_now();
   run_claim claim;
   std::vector<std::string> ready;
@@ -142,22 +159,25 @@ outcome<run_claim> store_db::claim(const std::string& worker_id, double lease_se
 }
 
 // The run's record when `lease_epoch` still holds it, else nullopt (AS-82).
-std::optional<run_record> store_db::held(const std::string& run_id, int64_t lease_epoch) {
-  auto r = get_run(run_id);
+template <class Conn>
+std::optional<run_record> store_db<Conn>::held(const std::string& run_id, int64_t lease_epoch) {
+  auto r = lock(run_id);
   if (!r || r->status != "running" || r->lease_epoch != lease_epoch)
     return std::nullopt;
   return r;
 }
 
-outcome<bool> store_db::append(const std::string& run_id, int64_t lease_epoch, const stored_event& e) {
+template <class Conn>
+outcome<bool> store_db<Conn>::append(const std::string& run_id, int64_t lease_epoch, const stored_event& e) {
   auto update = sql(store_sql::count_appended_event);
   update.bind(1, run_id).bind(2, lease_epoch).bind(3, e.sequence).bind(4, protocol::iso_now());
-  if (!update.done() || sqlite3_changes(raw()) != 1 || !insert_event(run_id, e))
+  if (!update.done() || changes() != 1 || !insert_event(run_id, e))
     return fenced();
   return true;
 }
 
-bool store_db::insert_event(const std::string& run_id, const stored_event& e) {
+template <class Conn>
+bool store_db<Conn>::insert_event(const std::string& run_id, const stored_event& e) {
   auto q = sql(store_sql::insert_event);
   q.bind(1, run_id).bind(2, e.sequence).bind(3, e.type).bind(4, e.json);
   return q.done();
@@ -165,7 +185,8 @@ bool store_db::insert_event(const std::string& run_id, const stored_event& e) {
 
 // Ends the attempt the store ends on its caller's word (cancel, recovery) with the caller's `error`
 // event at the run's next sequence, so a stream of the run replays a terminal event (AS-14, AS-90).
-void store_db::append_closing(run_record& r, const protocol::attempt_end& end) {
+template <class Conn>
+void store_db<Conn>::append_closing(run_record& r, const protocol::attempt_end& end) {
   insert_event(r.run_id, protocol::closing_event(r, end));
   r.event_count += 1;
   auto q = sql(store_sql::set_event_count);
@@ -173,7 +194,8 @@ void store_db::append_closing(run_record& r, const protocol::attempt_end& end) {
   q.done();
 }
 
-outcome<run_record> store_db::transition(const run_transition& t) {
+template <class Conn>
+outcome<run_record> store_db<Conn>::transition(const run_transition& t) {
   auto r = held(t.run_id, t.lease_epoch);
   if (!r)
     return fenced();
@@ -185,7 +207,8 @@ outcome<run_record> store_db::transition(const run_transition& t) {
 }
 
 // Sets a run terminal (completed | failed | cancelled) and writes its trace (AS-55).
-run_record store_db::finish(run_record r, const std::string& status, const std::string& error,
+template <class Conn>
+run_record store_db<Conn>::finish(run_record r, const std::string& status, const std::string& error,
                             const protocol::trace_facts& facts) {
   auto now = protocol::iso_now();
   r.status = status;
@@ -206,7 +229,8 @@ run_record store_db::finish(run_record r, const std::string& status, const std::
   return r;
 }
 
-void store_db::requeue(const std::string& run_id, int64_t lease_epoch, const std::string& last_error,
+template <class Conn>
+void store_db<Conn>::requeue(const std::string& run_id, int64_t lease_epoch, const std::string& last_error,
                        double retry_seconds) {
   auto q = sql(store_sql::requeue_run);
   q.bind(1, run_id).bind(2, lease_epoch).bind(3, last_error);
@@ -215,20 +239,22 @@ void store_db::requeue(const std::string& run_id, int64_t lease_epoch, const std
   q.done();
 }
 
-outcome<bool> store_db::renew(const std::string& run_id, int64_t lease_epoch, double lease_seconds) {
+template <class Conn>
+outcome<bool> store_db<Conn>::renew(const std::string& run_id, int64_t lease_epoch, double lease_seconds) {
   auto q = sql(store_sql::renew_lease);
   q.bind(1, run_id).bind(2, lease_epoch).bind(3, seconds_from_now(lease_seconds));
-  if (!q.done() || sqlite3_changes(raw()) != 1)
+  if (!q.done() || changes() != 1)
     return fenced();
   return true;
 }
 
-outcome<recovery_report> store_db::recover(bool all_running, const protocol::lapse_ends& ends) {
+template <class Conn>
+outcome<recovery_report> store_db<Conn>::recover(bool all_running, const protocol::lapse_ends& ends) {
   // With `all_running` the cutoff is "" and every running run is taken.
   auto lapsed = ids(store_sql::lapsed_runs, all_running ? std::string() : protocol::iso_now());
   recovery_report report;
   for (auto& id : lapsed) {
-    auto r = *get_run(id);
+    auto r = *lock(id);
     r.lease_epoch += 1;
     if (r.attempts < r.max_attempts) {
       append_closing(r, ends.requeued);
@@ -244,8 +270,9 @@ outcome<recovery_report> store_db::recover(bool all_running, const protocol::lap
   return report;
 }
 
-outcome<run_record> store_db::cancel(const std::string& run_id, const protocol::attempt_end& end) {
-  auto r = get_run(run_id);
+template <class Conn>
+outcome<run_record> store_db<Conn>::cancel(const std::string& run_id, const protocol::attempt_end& end) {
+  auto r = lock(run_id);
   if (!r)
     return run_not_found();
   if (protocol::is_terminal(r->status))
@@ -257,13 +284,15 @@ outcome<run_record> store_db::cancel(const std::string& run_id, const protocol::
   return finish(std::move(*r), "cancelled", end.message, facts);
 }
 
-run_list store_db::list_runs(const std::string& status, int64_t limit) {
+template <class Conn>
+run_list store_db<Conn>::list_runs(const std::string& status, int64_t limit) {
   run_list out;
   {
     auto q = sql(status.empty() ? store_sql::list_runs : store_sql::list_runs_by_status);
+    int i = 1;
     if (!status.empty())
-      q.bind(1, status);
-    q.bind(2, limit);
+      q.bind(i++, status);
+    q.bind(i, limit);
     while (q.row())
       out.runs.push_back(read_run(q));
   }
@@ -275,16 +304,20 @@ run_list store_db::list_runs(const std::string& status, int64_t limit) {
   return out;
 }
 
-outcome<run_events_page> store_db::events(const std::string& run_id, int64_t after, int64_t limit) {
+template <class Conn>
+outcome<run_events_page> store_db<Conn>::events(const std::string& run_id, int64_t after, int64_t limit) {
   auto r = get_run(run_id);
   if (!r)
     return run_not_found();
   run_events_page page{std::move(*r), {}};
   auto q = sql(store_sql::events_after);
-  q.bind(1, run_id).bind(2, after).bind(3, limit == 0 ? int64_t{-1} : limit);
+  q.bind(1, run_id).bind(2, after).bind(3, limit == 0 ? no_limit : limit);
   while (q.row())
     page.events.push_back({q.integer(0), q.text(1), q.text(2)});
   return page;
 }
+
+template class store_db<sqlite::connection>;
+template class store_db<pg::connection>;
 
 } // namespace troupe::io::run_store

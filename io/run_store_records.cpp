@@ -1,6 +1,8 @@
 // The run store's records beside the runs: sessions, traces, approvals, rate-limit windows, audit.
-#include "io/sqlite_store_db.hpp"
-#include "io/sqlite_store_statements.hpp"
+#include "io/pg_connection.hpp"
+#include "io/run_store_db.hpp"
+#include "io/run_store_statements.hpp"
+#include "io/sqlite_support.hpp"
 #include "protocol/timestamp.hpp"
 
 #include <spdlog/spdlog.h>
@@ -11,9 +13,8 @@ namespace troupe::io::run_store {
 
 namespace {
 
-using sqlite::query;
-
-protocol::approval_record read_approval(const query& q) {
+template <class Query>
+protocol::approval_record read_approval(const Query& q) {
   protocol::approval_record r;
   int i = 0;
   for (auto field : {&r.request_id, &r.run_id, &r.session_id, &r.tenant_key, &r.user_key, &r.task_id, &r.tool_call_id,
@@ -32,7 +33,8 @@ protocol::approval_record read_approval(const query& q) {
 
 } // namespace
 
-void store_db::save_session(const session_record& r) {
+template <class Conn>
+void store_db<Conn>::save_session(const session_record& r) {
   auto q = sql(store_sql::save_session);
   q.bind(1, r.tenant_key).bind(2, r.user_key).bind(3, r.session_id).bind(4, r.created_at).bind(5, r.updated_at);
   q.bind(6, r.last_run_id).bind(7, r.last_status).bind(8, r.last_query).bind(9, r.last_answer);
@@ -40,7 +42,8 @@ void store_db::save_session(const session_record& r) {
     spdlog::error("store: saving session {} failed: {}", r.session_id, error());
 }
 
-std::optional<session_record> store_db::get_session(const std::string& tenant, const std::string& user,
+template <class Conn>
+std::optional<session_record> store_db<Conn>::get_session(const std::string& tenant, const std::string& user,
                                                     const std::string& session) {
   auto q = sql(store_sql::get_session);
   q.bind(1, tenant).bind(2, user).bind(3, session);
@@ -50,7 +53,8 @@ std::optional<session_record> store_db::get_session(const std::string& tenant, c
                         q.text(6)};
 }
 
-trace_list store_db::list_traces(const std::string& session_id, int64_t limit) {
+template <class Conn>
+trace_list store_db<Conn>::list_traces(const std::string& session_id, int64_t limit) {
   trace_list out;
   {
     auto q = sql(store_sql::list_traces);
@@ -65,7 +69,8 @@ trace_list store_db::list_traces(const std::string& session_id, int64_t limit) {
   return out;
 }
 
-std::optional<std::string> store_db::get_trace(const std::string& run_id) {
+template <class Conn>
+std::optional<std::string> store_db<Conn>::get_trace(const std::string& run_id) {
   auto q = sql(store_sql::get_trace);
   q.bind(1, run_id);
   if (!q.row())
@@ -73,7 +78,8 @@ std::optional<std::string> store_db::get_trace(const std::string& run_id) {
   return q.text(0);
 }
 
-void store_db::save_approval(const protocol::approval_record& r) {
+template <class Conn>
+void store_db<Conn>::save_approval(const protocol::approval_record& r) {
   auto q = sql(store_sql::save_approval);
   int i = 1;
   for (auto field : {&r.request_id, &r.run_id, &r.session_id, &r.tenant_key, &r.user_key, &r.task_id, &r.tool_call_id,
@@ -90,7 +96,8 @@ void store_db::save_approval(const protocol::approval_record& r) {
     spdlog::error("store: saving approval {} failed: {}", r.request_id, error());
 }
 
-std::optional<protocol::approval_record> store_db::get_approval(const std::string& request_id) {
+template <class Conn>
+std::optional<protocol::approval_record> store_db<Conn>::get_approval(const std::string& request_id) {
   auto q = sql(store_sql::get_approval);
   q.bind(1, request_id);
   if (!q.row())
@@ -99,7 +106,8 @@ std::optional<protocol::approval_record> store_db::get_approval(const std::strin
 }
 
 // The approvals matching the query's filters: one page in its order, and the summary of all of them.
-approval_list store_db::list_approvals(const protocol::approval_query& filter) {
+template <class Conn>
+approval_list store_db<Conn>::list_approvals(const protocol::approval_query& filter) {
   std::string where = " WHERE 1 = 1";
   std::vector<std::string> args;
   for (auto& [key, value] : filter.filters) {
@@ -108,15 +116,14 @@ approval_list store_db::list_approvals(const protocol::approval_query& filter) {
   }
   // Filtered queries vary by which filters are set: prepared per call rather than cached.
   auto run = [&](const std::string& text, auto on_row) {
-    auto s = sqlite::prepare(raw(), text.c_str());
-    query q(s.get());
+    auto q = statement(text);
     for (std::size_t i = 0; i < args.size(); ++i)
       q.bind(static_cast<int>(i + 1), args[i]);
     while (q.row())
       on_row(q);
   };
   approval_list out;
-  auto limit = filter.limit == 0 ? std::string("-1") : std::to_string(filter.limit);
+  auto limit = std::to_string(filter.limit == 0 ? no_limit : filter.limit);
   run(store_sql::approvals_page + where + " ORDER BY created_at " + (filter.ascending ? "ASC" : "DESC")
         + ", request_id LIMIT " + limit + " OFFSET " + std::to_string(filter.offset),
       [&](const auto& q) { out.page.push_back(read_approval(q)); });
@@ -144,7 +151,8 @@ approval_list store_db::list_approvals(const protocol::approval_query& filter) {
   return out;
 }
 
-protocol::rate_limit_decision store_db::count_request(const std::string& user_key, int64_t limit, int64_t now) {
+template <class Conn>
+protocol::rate_limit_decision store_db<Conn>::count_request(const std::string& user_key, int64_t limit, int64_t now) {
   std::optional<int64_t> start;
   int64_t count = 0;
   {
@@ -164,10 +172,14 @@ protocol::rate_limit_decision store_db::count_request(const std::string& user_ke
   return d;
 }
 
-void store_db::insert_audit(const protocol::audit_record& r, const std::string& line) {
+template <class Conn>
+void store_db<Conn>::insert_audit(const protocol::audit_record& r, const std::string& line) {
   auto q = sql(store_sql::insert_audit);
   q.bind(1, r.run_id).bind(2, r.tenant_key).bind(3, r.created_at).bind(4, line);
   q.done();
 }
+
+template class store_db<sqlite::connection>;
+template class store_db<pg::connection>;
 
 } // namespace troupe::io::run_store

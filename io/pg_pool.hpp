@@ -1,0 +1,39 @@
+// A store's pool of PostgreSQL connections (CJ-4): one detached worker actor per connection (libpqxx
+// blocks), and in front of them one actor that hands the messages of the store's port to idle
+// workers, up to `batch` at a time, which a worker carries out in one transaction (a group commit)
+// and answers to their callers directly. Messages about one thing (the same run, the same response)
+// go to one worker at a time, in the order they came, so a run's pipelined appends commit and are
+// answered in order; others run side by side. A message that finds no worker free within
+// `acquire_timeout_seconds` is answered errc::unavailable ("store_unavailable", 503 with
+// Retry-After: 1 at the edge).
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/atom.hpp>
+#include <caf/message.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+namespace troupe::io::pg {
+
+// What a worker sends its pool, with its address and how many messages it answered, once they are.
+using worker_idle_atom = caf::atom_constant<caf::atom("pgidle")>;
+
+struct pool_settings {
+  std::size_t size = 8;                 // cluster.pg.pool_size
+  double acquire_timeout_seconds = 5;   // cluster.pg.acquire_timeout_seconds
+  std::size_t batch = 64;               // messages handed to a worker at once
+};
+
+// The thing a message is about ("" = nothing in particular: it may run beside anything).
+using key_function = std::function<std::string(const caf::message&)>;
+// Spawns one worker that reports to `pool`.
+using worker_factory = std::function<caf::actor(const caf::actor& pool)>;
+
+// The pool's front actor; cast it to the store's port. Stopping it stops its workers.
+caf::actor spawn_pool(caf::actor_system& sys, pool_settings settings, key_function key_of, worker_factory make);
+
+} // namespace troupe::io::pg
