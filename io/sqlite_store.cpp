@@ -31,29 +31,8 @@ struct store_state {
 
 using store_pointer = sqlite_store_actor::stateful_pointer<store_state>;
 
-// How the port's operations reach SQLite: writes join the group commit, reads flush it first.
-struct sqlite_engine {
-  store_pointer self;
-
-  template <class T, class F>
-  caf::result<T> write(F fn) const {
-    return sqlite::write<T>(self, std::move(fn));
-  }
-
-  template <class F>
-  void tell(F fn, std::function<void(bool)> after = {}) const {
-    sqlite::enqueue(self, std::move(fn), std::move(after));
-  }
-
-  template <class T, class F>
-  caf::result<T> read(F fn) const {
-    self->state.flush();
-    auto v = fn(*self->state.db);
-    if (auto value = std::get_if<T>(&v))
-      return std::move(*value);
-    return std::get<caf::error>(std::move(v));
-  }
-
+// The run store's engine: the shared one, plus where the store is and the audit file.
+struct run_store_engine : sqlite::engine<store_pointer> {
   const std::string& root() const { return self->state.path; }
 
   void append_audit_line(const std::string& line) const {
@@ -76,7 +55,7 @@ sqlite_store_actor::behavior_type sqlite_store_behavior(store_pointer self, sqli
       spdlog::error("store: cannot append to {}; audit records are kept in the store only", audit_path);
   }
   sqlite::flush_on_exit(self);
-  return run_store::port_behavior<sqlite_store_actor>(sqlite_engine{self},
+  return run_store::port_behavior<sqlite_store_actor>(run_store_engine{{self}},
                                                      [=](sqlite::flush_atom) { self->state.flush(); });
 }
 

@@ -231,6 +231,34 @@ caf::result<T> write(Pointer self, F fn) {
   return rp;
 }
 
+// How a store's port (its *_port.hpp) reaches SQLite: writes join the group commit, reads flush it
+// first. The actor's state holds `db` (a pointer to the store's Db) and `flush()`.
+//   write<T>(fn) / read<T>(fn): fn(db) returns std::variant<T, caf::error>
+//   tell(fn, after): fn(db) returns nothing; after(committed) runs once its batch ended
+template <class Pointer>
+struct engine {
+  Pointer self;
+
+  template <class T, class F>
+  caf::result<T> write(F fn) const {
+    return sqlite::write<T>(self, std::move(fn));
+  }
+
+  template <class F>
+  void tell(F fn, std::function<void(bool)> after = {}) const {
+    enqueue(self, std::move(fn), std::move(after));
+  }
+
+  template <class T, class F>
+  caf::result<T> read(F fn) const {
+    self->state.flush();
+    auto v = fn(*self->state.db);
+    if (auto value = std::get_if<T>(&v))
+      return std::move(*value);
+    return std::get<caf::error>(std::move(v));
+  }
+};
+
 // Nothing sent to the store may be lost when it is told to stop.
 template <class Pointer>
 void flush_on_exit(Pointer self) {
