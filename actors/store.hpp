@@ -58,11 +58,15 @@ using store_actor = caf::typed_actor<
   // One audit record (AS-45).
   caf::reacts_to<audit_atom, protocol::audit_record>,
   // The durable counts of the metrics endpoints (AS-59); `detailed` adds what reads whole tables.
-  caf::replies_to<stats_atom, bool>::with<protocol::store_stats>>;
+  caf::replies_to<stats_atom, bool>::with<protocol::store_stats>,
+  // The store answers: its engine and schema version (GET /ready); an error when it cannot reach its
+  // database.
+  caf::replies_to<ping_atom>::with<protocol::store_health>>;
 
 } // namespace troupe
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::attempt_end)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::lapse_ends)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::store_stats)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::store_health)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::rate_limit_decision)

@@ -18,9 +18,7 @@
 #include "io/routing_model_port.hpp"
 #include "io/run_routes.hpp"
 #include "io/scripted_model_port.hpp"
-#include "io/sqlite_response_store.hpp"
-#include "io/sqlite_store.hpp"
-#include "io/sqlite_workspace_store.hpp"
+#include "io/stores.hpp"
 #include "io/workspace_routes.hpp"
 #include "protocol/config.hpp"
 #include "protocol/reflexr_schema.hpp"
@@ -61,6 +59,7 @@ struct cli_options {
   std::string data_dir;
   std::vector<std::string> set;
   std::string schema_output = "schemas/reflexr.v1.json";
+  bool dry_run = false;
 };
 
 using event_types = std::shared_ptr<const protocol::reflexr::event_registry>;
@@ -236,6 +235,29 @@ std::shared_ptr<const io::exec_sandbox> make_exec_sandbox(const protocol::config
   return sandbox;
 }
 
+// `troupe migrate [--dry-run]` (CJ-2): applies, or lists, the configured store's pending migrations.
+int migrate(const cli_options& cli) {
+  auto r = load_config(cli);
+  if (!r.ok())
+    return report_errors(r, cli);
+  auto& cfg = r.value;
+  if (cfg.postgres_url.empty()) {
+    std::error_code ignored;
+    std::filesystem::create_directories(std::filesystem::path(cfg.store_path).parent_path(), ignored);
+  }
+  auto done = io::migrate_store(cfg, cli.dry_run);
+  if (auto err = std::get_if<std::string>(&done)) {
+    std::cerr << "troupe: " << *err << "\n";
+    return 2;
+  }
+  auto& names = std::get<std::vector<std::string>>(done);
+  std::cout << io::describe_store(cfg) << ": " << names.size() << (cli.dry_run ? " pending" : " applied")
+            << (names.empty() ? ", the schema is current" : "") << "\n";
+  for (auto& name : names)
+    std::cout << "  " << name << "\n";
+  return 0;
+}
+
 int check_config(const cli_options& cli) {
   auto r = load_config(cli);
   if (!r.ok())
@@ -381,16 +403,6 @@ void drain(io::http_server& server, const run_registry_actor& registry, double g
   server.stop();
 }
 
-// A store adapter's spawn result; prints why it failed.
-template <class Actor>
-bool opened(const std::variant<Actor, std::string>& store) {
-  if (auto err = std::get_if<std::string>(&store)) {
-    std::cerr << "troupe: " << *err << "\n";
-    return false;
-  }
-  return true;
-}
-
 int serve(const cli_options& cli) {
   auto r = load_config(cli);
   if (!r.ok())
@@ -415,22 +427,24 @@ int serve(const cli_options& cli) {
   caf::actor_system_config caf_cfg;
   tune_scheduler(caf_cfg);
   caf::actor_system sys{caf_cfg};
-  auto store = io::spawn_sqlite_store(sys, cfg.store_path, (std::filesystem::path(cfg.data_dir) / "audit.jsonl").string());
-  auto response_store = io::spawn_sqlite_response_store(sys, cfg.store_path);
-  auto workspace_store = io::spawn_sqlite_workspace_store(sys, cfg.store_path);
-  if (!opened(store) || !opened(response_store) || !opened(workspace_store))
+  auto opened = io::open_stores(sys, cfg);
+  if (auto err = std::get_if<std::string>(&opened)) {
+    std::cerr << "troupe: " << *err << "\n";
     return 2;
+  }
+  auto stores = std::get<io::store_ports>(opened);
+  spdlog::info("serve: store {}", io::describe_store(cfg));
 
   auto sandbox = make_exec_sandbox(cfg);
   auto tools = make_tools(sys, cfg, sandbox);
   auto ports = make_model_ports(cfg);
-  auto env = make_run_environment(cfg, ports, tools, std::get<store_actor>(store));
+  auto env = make_run_environment(cfg, ports, tools, stores.runs);
   auto registry = start_runs(sys, cfg, env);
-  auto responses = make_response_environment(cfg, ports, tools, std::get<response_store_actor>(response_store));
+  auto responses = make_response_environment(cfg, ports, tools, stores.responses);
   fail_unfinished_responses(sys, responses->store); // RS-55
   auto response_registry = spawn_response_registry(sys, responses, io::registry_options(cfg));
   caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs
-  auto surface = make_workspace_surface(sys, cfg, std::get<workspace_store_actor>(workspace_store));
+  auto surface = make_workspace_surface(sys, cfg, stores.workspaces);
 
   auto routes = std::make_shared<io::router>();
   io::add_agent_routes(*routes, sys, registry, {cfg, tools, env->store, TROUPE_VERSION, sandbox});
@@ -451,8 +465,8 @@ int serve(const cli_options& cli) {
   }
   std::printf("troupe listening on http://%s:%u\n", cfg.service.host.c_str(), port);
   std::fflush(stdout);
-  spdlog::info("serve: ready data_dir={} store={} model={}/{}", cfg.data_dir, cfg.store_path, cfg.model.provider,
-               cfg.model.name);
+  spdlog::info("serve: ready data_dir={} store={} model={}/{}", cfg.data_dir, io::describe_store(cfg),
+               cfg.model.provider, cfg.model.name);
 
   int sig = 0;
   sigwait(&signals, &sig);
@@ -461,7 +475,7 @@ int serve(const cli_options& cli) {
   for (auto& actor : {caf::actor_cast<caf::actor>(registry), caf::actor_cast<caf::actor>(response_registry),
                       caf::actor_cast<caf::actor>(env->approvals), caf::actor_cast<caf::actor>(env->store),
                       caf::actor_cast<caf::actor>(responses->store), caf::actor_cast<caf::actor>(surface->logs),
-                      caf::actor_cast<caf::actor>(std::get<workspace_store_actor>(workspace_store))})
+                      caf::actor_cast<caf::actor>(stores.workspaces)})
     anon_send_exit(actor, caf::exit_reason::user_shutdown);
   tools->stop(); // every MCP instance closes its child: no orphans
   spdlog::info("serve: stopped");
@@ -496,6 +510,10 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--data-dir", cli.data_dir, "data directory (data_dir, TROUPE_DATA_DIR)");
   auto check_cmd = app.add_subcommand("check-config", "validate the configuration and explain every error");
   add_config(check_cmd);
+  auto migrate_cmd = app.add_subcommand("migrate", "apply the store's pending schema migrations");
+  add_config(migrate_cmd);
+  migrate_cmd->add_option("--data-dir", cli.data_dir, "data directory (data_dir, TROUPE_DATA_DIR)");
+  migrate_cmd->add_flag("--dry-run", cli.dry_run, "list the pending migrations without applying them");
   auto schema_cmd = app.add_subcommand("schema", "write a protocol's JSON Schema");
   schema_cmd->require_subcommand(1);
   auto schema_protocol = schema_cmd->add_subcommand("protocol", "write the reflexr.v1 JSON Schema (WS-125)");
@@ -504,6 +522,8 @@ int main(int argc, char** argv) {
 
   if (check_cmd->parsed())
     return check_config(cli);
+  if (migrate_cmd->parsed())
+    return migrate(cli);
   if (schema_cmd->parsed())
     return write_schema(cli);
   return serve(cli);

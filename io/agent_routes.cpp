@@ -2,6 +2,7 @@
 
 #include "actors/errors.hpp"
 #include "io/agent_http.hpp"
+#include "io/route_ask.hpp"
 #include "protocol/agent_event.hpp"
 #include "protocol/chat_request.hpp"
 #include "protocol/errors.hpp"
@@ -239,18 +240,42 @@ std::string health_json() {
   });
 }
 
-std::string ready_json(const shared_context& ctx) {
+// The store as /ready reports it (CJ-11): the engine, whether it answered, its schema version.
+struct store_report {
+  protocol::store_health health;
+  std::string error; // "" = it answered
+};
+
+void write_store(writer& w, const store_report& store) {
+  w.Key("store");
+  w.StartObject();
+  w.Key("kind");
+  w.String(store.health.kind);
+  w.Key("reachable");
+  w.Bool(store.error.empty());
+  w.Key("schema_version");
+  w.Int64(store.health.schema_version);
+  if (!store.error.empty()) {
+    w.Key("error");
+    w.String(store.error);
+  }
+  w.EndObject();
+}
+
+std::string ready_json(const shared_context& ctx, const store_report& store) {
   auto& c = ctx.info.config;
   bool mcp_ready = ctx.info.tools->mcp_ready();
   auto& sandbox = ctx.info.sandbox;
   bool exec_ready = !sandbox || sandbox->unavailable().empty();
   return protocol::json::object([&](writer& w) {
     w.Key("status");
-    w.String(mcp_ready ? "ready" : "degraded"); // AS-58: exec's state is reported on its own below
+    // AS-58: exec's state is reported on its own below; without its store the service cannot work.
+    w.String(!store.error.empty() ? "unavailable" : mcp_ready ? "ready" : "degraded");
     w.Key("agent_ready");
-    w.Bool(true);
+    w.Bool(store.error.empty());
     w.Key("service_contract");
     w.String(protocol::agent_event_schema);
+    write_store(w, store);
     w.Key("auth");
     w.StartObject();
     w.Key("required");
@@ -367,7 +392,20 @@ void add_agent_routes(router& routes, caf::actor_system& sys, run_registry_actor
     ex->respond(json_response(200, health_json()));
   });
   routes.add("GET", "/ready", [ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
-    ex->respond(ctx->authorized(req) ? json_response(200, ready_json(*ctx)) : unauthorized());
+    if (!ctx->authorized(req))
+      return ex->respond(unauthorized());
+    spawn_task(*ctx->sys, [ctx, ex](caf::event_based_actor* self) {
+      auto answer = [ctx, ex](store_report store) {
+        if (store.health.kind.empty())
+          store.health.kind = ctx->info.config.postgres_url.empty() ? "sqlite" : "postgres";
+        ex->respond(json_response(store.error.empty() ? 200 : 503, ready_json(*ctx, store)));
+      };
+      if (!ctx->info.store)
+        return answer({{}, "no store"});
+      self->request(ctx->info.store, std::chrono::seconds(2), ping_atom::value)
+        .then([answer](protocol::store_health& h) { answer({std::move(h), {}}); },
+              [answer](caf::error& err) { answer({{}, message_of(err)}); });
+    });
   });
   routes.add("GET", "/v1/tools", [ctx](http_request&, std::shared_ptr<http_exchange> ex) {
     ex->respond(json_response(200, tools_json(*ctx)));

@@ -61,6 +61,8 @@ private:
 
 class connection {
 public:
+  static constexpr const char* engine = "postgres";
+
   // `spelling`: the statements PostgreSQL spells its own way (null-terminated; may be null).
   explicit connection(const statement_spelling* spelling = nullptr);
 

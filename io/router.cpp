@@ -52,7 +52,11 @@ http_response json_response(int status, std::string body) {
 
 http_response error_response(protocol::dialect d, const problem& p) {
   auto rendered = protocol::render_error(d, p);
-  return json_response(rendered.status, std::move(rendered.body));
+  auto r = json_response(rendered.status, std::move(rendered.body));
+  // A store or service that cannot take the request now (CJ-4's store_unavailable): try again soon.
+  if (p.code == errc::unavailable)
+    r.headers.emplace_back("Retry-After", "1");
+  return r;
 }
 
 void router::add(std::string method, std::string pattern, http_handler handler) {

@@ -60,6 +60,7 @@ public:
   // The durable counts; `detailed` adds what reads every event, trace and page (averages, token
   // totals, recent errors, bytes per stream), which only GET /v1/metrics shows.
   protocol::store_stats stats(bool detailed);
+  protocol::store_health health();
 
 private:
   std::optional<run_record> lock(const std::string& run_id);

@@ -121,6 +121,10 @@ typename Actor::behavior_type port_behavior(Engine engine, Extra... extra) {
         return outcome<protocol::store_stats>(std::move(s));
       });
     },
+    [=](ping_atom) {
+      return engine.template read<protocol::store_health>(
+        [](auto& db) { return outcome<protocol::store_health>(db.health()); });
+    },
   };
 }
 

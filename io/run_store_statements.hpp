@@ -151,7 +151,9 @@ inline constexpr char put_rate_window[] = R"sql(
 inline constexpr char insert_audit[] =
   "INSERT INTO audit (run_id, tenant_key, created_at, payload) VALUES (?1, ?2, ?3, ?4)";
 
-// ---- Counts (AS-59) ----
+// ---- Health and counts (AS-59) ----
+
+inline constexpr char schema_version[] = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations";
 
 inline constexpr char run_status_counts[] = "SELECT status, COUNT(*) FROM runs GROUP BY status";
 inline constexpr char ready_queued_count[] =

@@ -71,6 +71,12 @@ protocol::store_stats store_db<Conn>::stats(bool detailed) {
   return s;
 }
 
+template <class Conn>
+protocol::store_health store_db<Conn>::health() {
+  auto q = sql(store_sql::schema_version);
+  return {Conn::engine, q.row() ? q.integer(0) : 0};
+}
+
 template class store_db<sqlite::connection>;
 template class store_db<pg::connection>;
 

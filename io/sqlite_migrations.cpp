@@ -74,7 +74,7 @@ std::string in_transaction(sqlite3* db, F work) {
 
 } // namespace
 
-std::string sqlite::migrate(sqlite3* db) {
+std::string sqlite::migrate(sqlite3* db, bool dry_run, std::vector<std::string>* pending) {
   auto shipped = shipped_migrations(embedded::sqlite_migrations);
   if (auto err = std::get_if<std::string>(&shipped))
     return *err;
@@ -99,6 +99,10 @@ std::string sqlite::migrate(sqlite3* db) {
     return err;
   // Each file in its own transaction, recorded with it (CJ-2).
   for (auto f : std::get<protocol::migration_plan>(plan).pending) {
+    if (pending)
+      pending->push_back(f->name);
+    if (dry_run)
+      continue;
     err = in_transaction(db, [&]() -> std::string {
       if (auto e = sqlite::exec(db, f->sql.c_str()); !e.empty())
         return e;

@@ -47,14 +47,14 @@ inline stmt_ptr prepare(sqlite3* db, const char* sql) {
   return stmt_ptr(s);
 }
 
-// Applies the schema migrations not applied yet; an error names the failing version. Defined in
-// io/sqlite_migrations.cpp, next to the list of migrations.
-std::string migrate(sqlite3* db);
+// Applies the schema migrations not applied yet (with `dry_run` only lists them), adding their file
+// names to `pending`; an error names the failing version. Defined in io/sqlite_migrations.cpp.
+std::string migrate(sqlite3* db, bool dry_run = false, std::vector<std::string>* pending = nullptr);
 
-// Opens (creating and migrating) the database at `path` for one store actor's connection: WAL,
-// synchronous=FULL, and a busy timeout since the stores keep one connection each to the same file.
-// An error names the file and the cause.
-inline std::variant<db_ptr, std::string> open(const std::string& path) {
+// Opens (creating) the database at `path` for one connection: WAL, synchronous=FULL, and a busy
+// timeout since the stores keep one connection each to the same file. An error names the file and the
+// cause.
+inline std::variant<db_ptr, std::string> open_unmigrated(const std::string& path) {
   sqlite3* raw = nullptr;
   auto rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                             nullptr);
@@ -65,8 +65,15 @@ inline std::variant<db_ptr, std::string> open(const std::string& path) {
   for (auto pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"})
     if (auto err = exec(raw, pragma); !err.empty())
       return "store.path " + path + ": " + err;
-  if (auto err = migrate(raw); !err.empty())
-    return "store.path " + path + ": " + err;
+  return db;
+}
+
+// The same, migrated: for one store actor's connection.
+inline std::variant<db_ptr, std::string> open(const std::string& path) {
+  auto db = open_unmigrated(path);
+  if (auto opened = std::get_if<db_ptr>(&db))
+    if (auto err = migrate(opened->get()); !err.empty())
+      return "store.path " + path + ": " + err;
   return db;
 }
 
@@ -124,6 +131,8 @@ private:
 // One connection and its statements, prepared once and kept for the life of the store.
 class connection {
 public:
+  static constexpr const char* engine = "sqlite";
+
   explicit connection(db_ptr db) : db_(std::move(db)) {}
 
   sqlite3* raw() const { return db_.get(); }

@@ -161,7 +161,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   // The environment beats the file and --set beats the environment (DESIGN.md, Shared configuration).
   for (auto [var, path] : {std::pair{"TROUPE_DATA_DIR", "data_dir"}, {"TROUPE_MODEL_PROVIDER", "model.provider"},
                            {"TROUPE_MODEL_BASE_URL", "model.base_url"}, {"TROUPE_MODEL", "model.name"},
-                           {"TROUPE_MODEL_API_KEY", "model.api_key"}}) {
+                           {"TROUPE_MODEL_API_KEY", "model.api_key"}, {"TROUPE_POSTGRES_URL", "store.postgres_url"}}) {
     if (auto v = env(var); v && !v->empty())
       apply_override(doc, std::string(path) + "=" + json::quote(*v), errors);
   }
@@ -219,6 +219,13 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
 
   auto store = root.child("store");
   store.string("path", c.store_path);
+  store.string("postgres_url", c.postgres_url);
+  auto pg = root.child("cluster").child("pg");
+  pg.integer("pool_size", c.postgres.pool_size, 1, 1024);
+  pg.seconds("acquire_timeout_seconds", c.postgres.acquire_timeout_seconds, 0.001);
+  pg.seconds("statement_timeout_seconds", c.postgres.statement_timeout_seconds, 0.001);
+  pg.seconds("idle_in_transaction_seconds", c.postgres.idle_in_transaction_seconds, 0.001);
+  pg.seconds("lock_timeout_seconds", c.postgres.lock_timeout_seconds, 0.001);
   auto paths = root.child("paths");
   paths.string("workspaces_root", c.workspaces_root);
 

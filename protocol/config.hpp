@@ -119,6 +119,15 @@ struct responses_config {
   int64_t outbound_queue_events = 64;             // stream.outbound_queue_events (RS-39)
 };
 
+// cluster.pg.*: the PostgreSQL pool and the bounds each connection sets (CJ-4).
+struct postgres_config {
+  int64_t pool_size = 8;
+  double acquire_timeout_seconds = 5;
+  double statement_timeout_seconds = 5;
+  double idle_in_transaction_seconds = 10;
+  double lock_timeout_seconds = 2;
+};
+
 struct config {
   service_config service;
   responses_config responses;
@@ -133,6 +142,8 @@ struct config {
   std::string data_dir = "./var";
   std::string store_path;       // default <data_dir>/troupe.db
   std::string workspaces_root;  // default <data_dir>/workspaces
+  std::string postgres_url;     // store.postgres_url: set, every store is on PostgreSQL (CJ-1)
+  postgres_config postgres;     // cluster.pg.*
 };
 
 // Every problem found, each `<json path>: <what is expected>, got <what was there>`.
@@ -146,7 +157,8 @@ using env_lookup = std::function<std::optional<std::string>(const std::string&)>
 
 // Reads the file's JSON text (an empty text means all defaults), then applies `--set path=value`
 // overrides, then the environment (TROUPE_MODEL_PROVIDER, TROUPE_MODEL_BASE_URL, TROUPE_MODEL,
-// TROUPE_MODEL_API_KEY, TROUPE_DATA_DIR, FASTREACT_SERVICE_TOKEN, and the variables api_key_env names).
+// TROUPE_MODEL_API_KEY, TROUPE_DATA_DIR, TROUPE_POSTGRES_URL, FASTREACT_SERVICE_TOKEN, and the
+// variables api_key_env names).
 // Flags that name a setting (--host, --port, --data-dir) are applied by the caller afterwards, then
 // `finalize` derives the paths that default from data_dir.
 config_result parse_config(std::string_view json_text, const std::vector<std::string>& set_overrides,

@@ -41,6 +41,12 @@ struct store_stats {
   std::string root; // where the store lives
 };
 
+// What /ready says of the store: its engine ("sqlite" | "postgres") and the schema version it is at.
+struct store_health {
+  std::string kind;
+  int64_t schema_version = 0;
+};
+
 // The whole document; `with_paths` false leaves out the store section (AS-59, AS-84).
 std::string metrics_json(const store_stats& s, uint64_t live_count, bool with_paths);
 

@@ -12,7 +12,7 @@
 // assertion carries the stderr of every process the scenario started.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -90,6 +90,25 @@ function clean_env(extra = {}) {
     env[k] = v;
   }
   return { ...env, ...extra };
+}
+
+// With TROUPE_TEST_STORE=postgres (scripts/pg-throwaway sets TROUPE_POSTGRES_URL), every troupe a test
+// starts keeps its stores in a PostgreSQL database of its own, named after its data dir, so a restart
+// on the same data dir finds its runs again and no two instances share one (CJ-1).
+export const on_postgres = process.env.TROUPE_TEST_STORE === 'postgres';
+
+function postgres_database_for(data_dir) {
+  const server = process.env.TROUPE_POSTGRES_URL;
+  if (!server) throw new Error('TROUPE_TEST_STORE=postgres needs TROUPE_POSTGRES_URL (run through scripts/pg-throwaway)');
+  const name = 'it_' + crypto.createHash('sha256').update(path.resolve(data_dir)).digest('hex').slice(0, 20);
+  const exists = spawnSync('psql', [server, '-tAc', `SELECT 1 FROM pg_database WHERE datname = '${name}'`],
+    { encoding: 'utf8' });
+  if (exists.status !== 0) throw new Error(`psql failed: ${exists.stderr}`);
+  if (exists.stdout.trim() !== '1') {
+    const made = spawnSync('psql', [server, '-c', `CREATE DATABASE ${name}`], { encoding: 'utf8' });
+    if (made.status !== 0) throw new Error(`creating ${name} failed: ${made.stderr}`);
+  }
+  return server.slice(0, server.lastIndexOf('/') + 1) + name;
 }
 
 export function sleep(ms) {
@@ -515,6 +534,7 @@ export class scenario_context {
       service: { host: '127.0.0.1', port: 0, shutdown_grace_seconds: 5 },
       data_dir,
     });
+    if (on_postgres) base.store = { postgres_url: postgres_database_for(data_dir) };
     const cfg = raw_config ?? deep_merge(base, config);
     const config_file = path.join(dir, 'troupe.json');
     fs.writeFileSync(config_file, JSON.stringify(cfg, null, 2));

@@ -1,0 +1,35 @@
+// The three stores troupe keeps (agent runs, Responses, workspace logs), on the engine the
+// configuration names: SQLite in the data dir by default, PostgreSQL when store.postgres_url is set
+// (CJ-1). Used by `troupe serve` and `troupe migrate`.
+#pragma once
+
+#include "actors/response_store.hpp"
+#include "actors/store.hpp"
+#include "actors/workspace_store.hpp"
+#include "protocol/config.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace troupe::io {
+
+struct store_ports {
+  store_actor runs;
+  response_store_actor responses;
+  workspace_store_actor workspaces;
+};
+
+// Opens (creating and migrating) the configured stores; an error is the message troupe exits 2 with.
+std::variant<store_ports, std::string> open_stores(caf::actor_system& sys, const protocol::config& cfg);
+
+// Which store troupe uses, for its start line: "sqlite <path>" or "postgres <url without password>".
+std::string describe_store(const protocol::config& cfg);
+
+// `troupe migrate`: applies the configured store's pending migrations (with `dry_run` only lists them)
+// and answers their file names; an error is the message troupe exits 2 with (CJ-2).
+std::variant<std::vector<std::string>, std::string> migrate_store(const protocol::config& cfg, bool dry_run);
+
+} // namespace troupe::io
