@@ -1,6 +1,6 @@
 // The Responses gateway's store port (responses.md §10): responses, items shared by reference,
 // conversations with ordered membership, and the durable event log of background responses. Every
-// write is durable before it is answered. Adapters live in io/ (SQLite).
+// write is durable before it is answered. Adapters live in io/ (SQLite, PostgreSQL).
 #pragma once
 
 #include "actors/atoms.hpp"

@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <optional>
@@ -75,6 +76,30 @@ void dispatch(pool_pointer self) {
   }
 }
 
+// On stop: every job still queued is handed out all the same, to the worker that holds its key (so one
+// key's jobs keep their order) or else to the least loaded one, so nothing sent before the stop is
+// lost; each worker carries out what it was handed before it stops (pg::flush_on_exit).
+void drain(pool_pointer self) {
+  auto& st = self->state;
+  dispatch(self);
+  for (auto& j : st.jobs) {
+    std::size_t target = 0;
+    for (std::size_t w = 1; w < st.workers.size(); ++w)
+      if (st.given[w] < st.given[target])
+        target = w;
+    if (!j.key.empty()) {
+      for (std::size_t w = 0; w < st.workers.size(); ++w)
+        if (std::find(st.holding[w].begin(), st.holding[w].end(), j.key) != st.holding[w].end())
+          target = w;
+      if (st.busy_keys.insert(j.key).second)
+        st.holding[target].push_back(j.key);
+    }
+    ++st.given[target];
+    j.answer.delegate(st.workers[target], std::move(j.msg));
+  }
+  st.jobs.clear();
+}
+
 void spawn_worker(pool_pointer self, std::size_t i) {
   auto& st = self->state;
   st.workers[i] = st.make(self);
@@ -120,6 +145,7 @@ caf::behavior pool_behavior(caf::stateful_actor<pool_state>* self, pool_settings
       dispatch(self);
       return;
     }
+    drain(self);
     self->quit(msg.reason);
   });
   self->set_default_handler([](caf::scheduled_actor* base, caf::message_view& x) -> caf::result<caf::message> {

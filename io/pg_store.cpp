@@ -57,6 +57,7 @@ worker_actor::behavior_type worker_behavior(worker_pointer self, caf::actor pool
   pg::start_core(self->state.core, settings.url, settings.limits, std::move(pool), store_sql::postgres_spelling);
   self->state.root = redacted_url(settings.url);
   self->state.audit = std::move(audit);
+  pg::flush_on_exit(self);
   return run_store::port_behavior<worker_actor>(run_store_engine{{self}}, [self](flush_atom) { pg::flush(self); });
 }
 

@@ -145,6 +145,16 @@ struct engine {
   }
 };
 
+// What a worker was handed is carried out before it stops (its pool stopping stops it), so a message
+// sent without waiting for its answer is not lost on shutdown.
+template <class Pointer>
+void flush_on_exit(Pointer self) {
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    flush(self);
+    self->quit(msg.reason);
+  });
+}
+
 // Starts a worker's core: its own session (connected at its first transaction) and its Db.
 template <class Db, class... Args>
 void start_core(worker_core<Db>& core, const std::string& url, const session_limits& limits, caf::actor pool,

@@ -1,42 +1,31 @@
 // The Responses store port's contract (responses.md §10: RS-53..RS-56 with RS-7, RS-8, RS-11, RS-12),
-// driven through response_store_actor messages only, against the SQLite adapter.
+// driven through response_store_actor messages only. The `[contract]` cases run unchanged on SQLite
+// and, with TROUPE_TEST_STORE=postgres, on PostgreSQL (tests/io/store_client.hpp).
 #include "actors/errors.hpp"
+#include "io/pg_response_store.hpp"
 #include "io/sqlite_response_store.hpp"
-#include "io/sqlite_store.hpp"
+#include "io/store_client.hpp"
 
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
+#include <pqxx/pqxx>
+#include <sqlite3.h>
 
 #include <algorithm>
-#include <filesystem>
+#include <atomic>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
-#include <unistd.h>
-
 using namespace troupe;
+using test::fresh_db;
+using test::on_postgres;
 
 namespace {
-
-// A database file of its own for one test case, in a directory removed afterwards.
-struct scratch_file {
-  std::filesystem::path dir;
-  std::string path;
-
-  explicit scratch_file(const std::string& name)
-    : dir(std::filesystem::temp_directory_path()
-          / ("troupe-rstore-" + std::to_string(::getpid()) + "-" + name)) {
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    path = (dir / "troupe.db").string();
-  }
-  ~scratch_file() {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir, ignored);
-  }
-};
 
 // The owner of an open service, which every test row has unless it says otherwise.
 const response_owner nobody{};
@@ -49,8 +38,10 @@ struct responses_client {
   response_store_actor store;
   caf::scoped_actor self{sys};
 
+  // `path`: a database file, or on PostgreSQL a database's URL (test::fresh_db).
   explicit responses_client(const std::string& path) {
-    auto spawned = io::spawn_sqlite_response_store(sys, path);
+    auto spawned = on_postgres() ? io::spawn_pg_response_store(sys, {path, {}, {8, 5}, {}})
+                                 : io::spawn_sqlite_response_store(sys, path);
     if (auto err = std::get_if<std::string>(&spawned))
       FAIL("cannot open the response store: " << *err);
     store = std::get<response_store_actor>(spawned);
@@ -92,7 +83,7 @@ struct responses_client {
     return ok<conversation_row>(get_conversation_atom::value, id, nobody);
   }
   conversation_row create_conversation(const std::string& id, std::vector<stored_item> members) {
-    return ok<conversation_row>(create_conversation_atom::value, conversation_row{id, 1700000000, "{}", 7},
+    return ok<conversation_row>(create_conversation_atom::value, conversation_row{id, 1700000000, "{}", 7, ""},
                                 std::move(members));
   }
   std::vector<stored_item> add(const std::string& conversation, std::vector<stored_item> members) {
@@ -161,11 +152,42 @@ response_commit commit(const std::string& id, std::vector<std::string> history, 
   return c;
 }
 
+// The positions of a conversation's members as stored, in order, read straight from the database:
+// the port does not show them.
+std::vector<int64_t> member_positions(const std::string& db, const std::string& conversation) {
+  std::vector<int64_t> out;
+  if (on_postgres()) {
+    pqxx::connection c(db);
+    pqxx::nontransaction tx(c);
+    for (auto row : tx.exec_params("SELECT position FROM conversation_items WHERE conversation_id = $1 ORDER BY position",
+                                   conversation))
+      out.push_back(row[0].as<int64_t>());
+    return out;
+  }
+  sqlite3* raw = nullptr;
+  REQUIRE(sqlite3_open_v2(db.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  sqlite3_prepare_v2(raw, "SELECT position FROM conversation_items WHERE conversation_id = ?1 ORDER BY position", -1,
+                     &q, nullptr);
+  sqlite3_bind_text(q, 1, conversation.c_str(), -1, SQLITE_TRANSIENT);
+  while (sqlite3_step(q) == SQLITE_ROW)
+    out.push_back(sqlite3_column_int64(q, 0));
+  sqlite3_finalize(q);
+  sqlite3_close(raw);
+  return out;
+}
+
+std::vector<int64_t> zero_to(std::size_t n) {
+  std::vector<int64_t> out;
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back(static_cast<int64_t>(i));
+  return out;
+}
+
 } // namespace
 
-TEST_CASE("a saved response reads back with its fields and its history in order", "[response_store]") {
-  scratch_file db("roundtrip");
-  responses_client client(db.path);
+TEST_CASE("a saved response reads back with its fields and its history in order", "[response_store][contract]") {
+  responses_client client(fresh_db("responses-roundtrip"));
   // RS-53: the row and history_item_ids as written.
   auto c = commit("resp_1", {"msg_c", "msg_a", "msg_b"}, {item("msg_a"), item("msg_b"), item("msg_c")}, "in_progress");
   c.response.background = true;
@@ -208,9 +230,8 @@ TEST_CASE("a saved response reads back with its fields and its history in order"
 }
 
 TEST_CASE("another owner's response or conversation is answered exactly like a missing one, and stays as it was",
-          "[response_store]") { // issue 15 finding 9
-  scratch_file db("owners");
-  responses_client client(db.path);
+          "[response_store][contract]") { // issue 15 finding 9
+  responses_client client(fresh_db("responses-owners"));
   const response_owner alice{"sha256:alice"};
   const response_owner bob{"sha256:bob"};
   auto c = commit("resp_a", {"msg_a"}, {item("msg_a")});
@@ -290,9 +311,8 @@ TEST_CASE("another owner's response or conversation is answered exactly like a m
 }
 
 TEST_CASE("an item shared by reference is stored once and keeps the body it was first stored with",
-          "[response_store]") {
-  scratch_file db("by-reference");
-  responses_client client(db.path);
+          "[response_store][contract]") {
+  responses_client client(fresh_db("responses-by-reference"));
   // RS-12, RS-53: items are immutable; a second write of an id does not change it.
   client.save(commit("resp_1", {"msg_a"}, {item("msg_a", "first")}));
   client.save(commit("resp_2", {"msg_a", "msg_b"}, {item("msg_a", "second"), item("msg_b")}));
@@ -304,9 +324,8 @@ TEST_CASE("an item shared by reference is stored once and keeps the body it was 
 }
 
 TEST_CASE("deleting a response removes it and collects only the items nothing else references",
-          "[response_store]") {
-  scratch_file db("delete");
-  responses_client client(db.path);
+          "[response_store][contract]") {
+  responses_client client(fresh_db("responses-delete"));
   auto first = commit("resp_1", {"msg_a", "msg_b", "msg_c", "msg_d"},
                       {item("msg_a"), item("msg_b"), item("msg_c"), item("msg_d")});
   first.events = {{0, R"({"type":"response.created"})"}};
@@ -336,9 +355,8 @@ TEST_CASE("deleting a response removes it and collects only the items nothing el
 }
 
 TEST_CASE("input_items pages visit each input item once in either order and end without more",
-          "[response_store]") {
-  scratch_file db("input-items");
-  responses_client client(db.path);
+          "[response_store][contract]") {
+  responses_client client(fresh_db("responses-input-items"));
   std::vector<std::string> history{"msg_1", "msg_2", "msg_3", "msg_4", "msg_5", "msg_6", "msg_7"};
   std::vector<stored_item> items;
   for (auto& id : history)
@@ -370,9 +388,8 @@ TEST_CASE("input_items pages visit each input item once in either order and end 
   CHECK(message_of(missing) == "Response with id 'resp_nope' not found.");
 }
 
-TEST_CASE("a commit whose expected revision is stale writes nothing and answers conflict", "[response_store]") {
-  scratch_file db("cas");
-  responses_client client(db.path);
+TEST_CASE("a commit whose expected revision is stale writes nothing and answers conflict", "[response_store][contract]") {
+  responses_client client(fresh_db("responses-cas"));
   auto created = client.create_conversation("conv_1", {item("msg_a")});
   CHECK(created.revision == 0);
   client.add("conv_1", {item("msg_b")}); // revision 1: another writer moved it
@@ -406,9 +423,8 @@ TEST_CASE("a commit whose expected revision is stale writes nothing and answers 
   CHECK(message_of(missing) == "Conversation with id 'conv_nope' not found.");
 }
 
-TEST_CASE("adding an item that is already a member answers conflict and adds nothing", "[response_store]") {
-  scratch_file db("add-conflict");
-  responses_client client(db.path);
+TEST_CASE("adding an item that is already a member answers conflict and adds nothing", "[response_store][contract]") {
+  responses_client client(fresh_db("responses-add-conflict"));
   client.create_conversation("conv_1", {item("msg_a")});
   // RS-12: one id already a member refuses the whole add.
   auto err = client.refused<std::vector<stored_item>>(add_conversation_items_atom::value, std::string("conv_1"), nobody,
@@ -423,9 +439,8 @@ TEST_CASE("adding an item that is already a member answers conflict and adds not
   CHECK(message_of(missing) == "Conversation with id 'conv_nope' not found.");
 }
 
-TEST_CASE("an item added to a conversation by reference comes back with its stored body", "[response_store]") {
-  scratch_file db("add-by-reference");
-  responses_client client(db.path);
+TEST_CASE("an item added to a conversation by reference comes back with its stored body", "[response_store][contract]") {
+  responses_client client(fresh_db("responses-add-by-reference"));
   client.save(commit("resp_1", {"msg_a"}, {item("msg_a", "stored")}));
   client.create_conversation("conv_1", {});
   // RS-12: a supplied id already in storage is added by reference; the submitted body is ignored.
@@ -436,9 +451,8 @@ TEST_CASE("an item added to a conversation by reference comes back with its stor
   CHECK(client.conversation("conv_1").revision == 1);
 }
 
-TEST_CASE("removing a conversation item detaches it and bumps the revision", "[response_store]") {
-  scratch_file db("remove-item");
-  responses_client client(db.path);
+TEST_CASE("removing a conversation item detaches it and bumps the revision", "[response_store][contract]") {
+  responses_client client(fresh_db("responses-remove-item"));
   client.create_conversation("conv_1", {item("msg_a"), item("msg_b"), item("msg_c")});
   auto after = client.ok<conversation_row>(remove_conversation_item_atom::value, std::string("conv_1"), nobody,
                                            std::string("msg_b"));
@@ -470,9 +484,8 @@ TEST_CASE("removing a conversation item detaches it and bumps the revision", "[r
   CHECK(client.conversation("conv_1").created_at == 1700000000);
 }
 
-TEST_CASE("unfinished lists only the responses still queued or in progress", "[response_store]") {
-  scratch_file db("unfinished");
-  responses_client client(db.path);
+TEST_CASE("unfinished lists only the responses still queued or in progress", "[response_store][contract]") {
+  responses_client client(fresh_db("responses-unfinished"));
   for (auto status : {"queued", "in_progress", "completed", "failed", "cancelled", "incomplete"})
     client.save(commit(std::string("resp_") + status, {"msg_" + std::string(status)}, {item("msg_" + std::string(status))},
                        status));
@@ -486,9 +499,8 @@ TEST_CASE("unfinished lists only the responses still queued or in progress", "[r
   CHECK(ids == std::vector<std::string>{"resp_in_progress", "resp_queued"});
 }
 
-TEST_CASE("a response's events after a sequence come back in order and are never rewritten", "[response_store]") {
-  scratch_file db("events");
-  responses_client client(db.path);
+TEST_CASE("a response's events after a sequence come back in order and are never rewritten", "[response_store][contract]") {
+  responses_client client(fresh_db("responses-events"));
   auto c = commit("resp_1", {}, {}, "queued");
   c.events = {{0, R"({"n":0})"}, {1, R"({"n":1})"}, {2, R"({"n":2})"}};
   client.save(c);
@@ -505,18 +517,14 @@ TEST_CASE("a response's events after a sequence come back in order and are never
 }
 
 TEST_CASE("responses and conversations survive closing and reopening the store beside the run store",
-          "[response_store]") {
-  scratch_file db("reopen");
+          "[response_store][contract]") {
+  auto db = fresh_db("responses-reopen");
   {
-    // The run store opens the file first, as the service does; both keep a connection to it.
-    caf::actor_system_config cfg;
-    caf::actor_system sys{cfg};
-    auto runs = io::spawn_sqlite_store(sys, db.path);
-    REQUIRE(std::holds_alternative<store_actor>(runs));
-    caf::anon_send_exit(std::get<store_actor>(runs), caf::exit_reason::user_shutdown);
+    // The run store opens the database first, as the service does; both keep connections to it.
+    test::store_client runs(db);
   }
   {
-    responses_client client(db.path);
+    responses_client client(db);
     auto c = commit("resp_1", {"msg_a", "msg_b"}, {item("msg_a"), item("msg_b")});
     c.events = {{0, R"({"n":0})"}};
     client.save(c);
@@ -525,7 +533,7 @@ TEST_CASE("responses and conversations survive closing and reopening the store b
     client.self->send(client.store, add_conversation_items_atom::value, std::string("conv_1"), nobody,
                       std::vector<stored_item>{item("msg_c")});
   }
-  responses_client client(db.path);
+  responses_client client(db);
   CHECK(client.get("resp_1").history_item_ids == std::vector<std::string>{"msg_a", "msg_b"});
   CHECK(client.ok<std::vector<response_event>>(response_events_atom::value, std::string("resp_1"), int64_t{-1}).size()
         == 1);
@@ -538,4 +546,111 @@ TEST_CASE("an unopenable response store path is an error that names the file", "
   auto store = io::spawn_sqlite_response_store(sys, "/proc/nonexistent/dir/troupe.db");
   REQUIRE(std::holds_alternative<std::string>(store));
   CHECK(std::get<std::string>(store).find("/proc/nonexistent/dir/troupe.db") != std::string::npos);
+}
+
+TEST_CASE("8 writers adding to one conversation at once, through two store instances, store every item once at "
+          "positions without gap (RS-12, RS-54)",
+          "[response_store][contract][concurrency]") {
+  auto db = fresh_db("responses-concurrent-adds");
+  // Two instances on one database, as two troupe processes: only the database orders their writes.
+  responses_client first(db);
+  responses_client second(db);
+  first.create_conversation("conv_1", {});
+  constexpr int writers = 8;
+  constexpr int per_writer = 25;
+  std::atomic<int> refused{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < writers; ++w) {
+    threads.emplace_back([&, w] {
+      auto& client = w % 2 == 0 ? first : second;
+      caf::scoped_actor self{client.sys};
+      while (!go)
+        std::this_thread::yield();
+      for (int i = 0; i < per_writer; ++i) {
+        auto id = "msg_" + std::to_string(w) + "_" + std::to_string(i);
+        self->request(client.store, std::chrono::seconds(30), add_conversation_items_atom::value,
+                      std::string("conv_1"), nobody, std::vector<stored_item>{item(id)})
+          .receive([](std::vector<stored_item>&) {}, [&](caf::error&) { ++refused; });
+      }
+    });
+  }
+  go = true;
+  for (auto& t : threads)
+    t.join();
+  CHECK(refused == 0);
+
+  constexpr std::size_t total = writers * per_writer;
+  auto [ids, revision] = first.members("conv_1");
+  CHECK(revision == static_cast<int64_t>(total)); // one bump per add
+  REQUIRE(ids.size() == total);
+  CHECK(std::set<std::string>(ids.begin(), ids.end()).size() == total);
+  // Each writer's items in the order it added them.
+  std::map<std::string, int> next;
+  for (auto& id : ids) {
+    auto writer = id.substr(0, id.rfind('_'));
+    CHECK(id == writer + "_" + std::to_string(next[writer]++));
+  }
+  CHECK(member_positions(db, "conv_1") == zero_to(total));
+  CHECK(first.walk(list_conversation_items_atom::value, "conv_1", true, 64) == ids);
+}
+
+TEST_CASE("of 8 responses committed at once against one conversation revision, exactly one appends (RS-54)",
+          "[response_store][contract][concurrency]") {
+  auto db = fresh_db("responses-concurrent-commits");
+  responses_client first(db);
+  responses_client second(db);
+  first.create_conversation("conv_1", {item("msg_seed")});
+  constexpr int rounds = 10;
+  constexpr int writers = 8;
+  std::vector<std::string> expected{"msg_seed"};
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<std::optional<int64_t>> revisions(writers);
+    std::atomic<int> conflicts{0};
+    std::atomic<int> other{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> threads;
+    for (int w = 0; w < writers; ++w) {
+      threads.emplace_back([&, w] {
+        auto& client = w % 2 == 0 ? first : second;
+        caf::scoped_actor self{client.sys};
+        auto suffix = std::to_string(round) + "_" + std::to_string(w);
+        auto c = commit("resp_" + suffix, {"msg_seed", "msg_" + suffix}, {item("msg_" + suffix)});
+        c.events = {{0, R"({"type":"response.created"})"}};
+        c.conversation_id = "conv_1";
+        c.conversation_append = {"msg_" + suffix};
+        c.expected_revision = round; // every writer read the same revision
+        while (!go)
+          std::this_thread::yield();
+        self->request(client.store, std::chrono::seconds(30), save_response_atom::value, std::move(c))
+          .receive([&](int64_t revision) { revisions[static_cast<std::size_t>(w)] = revision; },
+                   [&](caf::error& e) { ++(code_of(e) == errc::conflict ? conflicts : other); });
+      });
+    }
+    go = true;
+    for (auto& t : threads)
+      t.join();
+    CHECK(other == 0);
+    CHECK(conflicts == writers - 1);
+    int winners = 0;
+    for (int w = 0; w < writers; ++w) {
+      auto suffix = std::to_string(round) + "_" + std::to_string(w);
+      auto stored = first.call<response_row>(get_response_atom::value, "resp_" + suffix, nobody);
+      if (auto revision = revisions[static_cast<std::size_t>(w)]) {
+        ++winners;
+        CHECK(*revision == round + 1);
+        CHECK(std::holds_alternative<response_row>(stored));
+        expected.push_back("msg_" + suffix);
+      } else {
+        // A refused commit wrote nothing: no row, no item, no event.
+        CHECK(std::holds_alternative<caf::error>(stored));
+        CHECK(first.items({"msg_" + suffix}).empty());
+        CHECK(first.ok<std::vector<response_event>>(response_events_atom::value, "resp_" + suffix, int64_t{-1})
+                .empty());
+      }
+    }
+    CHECK(winners == 1);
+  }
+  CHECK(first.members("conv_1") == std::make_pair(expected, int64_t{rounds}));
+  CHECK(member_positions(db, "conv_1") == zero_to(expected.size()));
 }
