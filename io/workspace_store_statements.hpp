@@ -1,10 +1,20 @@
-// Every SQL statement of the SQLite workspace store, in one place. Each is a named array, so its
-// address keys the connection's prepared statement. Included by io/sqlite_workspace_store.cpp only.
+// Every SQL statement of the workspace store, in one place. Each is written once in the SQL both
+// engines read, with SQLite's ?N parameters (PostgreSQL's connection reads them as $N); where
+// PostgreSQL needs its own spelling, `postgres_spelling` at the end gives it. Each is a named array,
+// so its address keys the connection's prepared statement. Included by the workspace store adapters
+// only.
 #pragma once
+
+#include "io/statement_spelling.hpp"
 
 namespace troupe::io::workspace_sql {
 
 inline constexpr char head[] = "SELECT COALESCE(MAX(seq), 0) FROM workspace_events WHERE tenant = ?1 AND workspace = ?2";
+
+// A command holds its log's head until it commits, so concurrent writers take seqs one after the
+// other. SQLite has one writer at a time and reads the head.
+inline constexpr char lock_head[] =
+  "SELECT COALESCE(MAX(seq), 0) FROM workspace_events WHERE tenant = ?1 AND workspace = ?2";
 
 inline constexpr char last_ts[] =
   "SELECT ts FROM workspace_events WHERE tenant = ?1 AND workspace = ?2 ORDER BY seq DESC LIMIT 1";
@@ -38,5 +48,9 @@ inline constexpr char read_descending[] = R"sql(
   WHERE tenant = ?1 AND workspace = ?2 AND seq > ?3 AND seq < ?4
     AND (?5 = '[]' OR type IN (SELECT value FROM json_each(?5)))
   ORDER BY seq DESC LIMIT ?6)sql";
+
+inline constexpr statement_spelling postgres_spelling[] = {
+  {nullptr, nullptr},
+};
 
 } // namespace troupe::io::workspace_sql
