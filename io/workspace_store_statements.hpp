@@ -11,8 +11,8 @@ namespace troupe::io::workspace_sql {
 
 inline constexpr char head[] = "SELECT COALESCE(MAX(seq), 0) FROM workspace_events WHERE tenant = ?1 AND workspace = ?2";
 
-// A command holds its log's head until it commits, so concurrent writers take seqs one after the
-// other. SQLite has one writer at a time and reads the head.
+// CJ-9: a command holds its log's head until it commits, so concurrent writers take seqs one after
+// the other. SQLite has one writer at a time and reads the head; PostgreSQL locks the head row.
 inline constexpr char lock_head[] =
   "SELECT COALESCE(MAX(seq), 0) FROM workspace_events WHERE tenant = ?1 AND workspace = ?2";
 
@@ -49,8 +49,32 @@ inline constexpr char read_descending[] = R"sql(
     AND (?5 = '[]' OR type IN (SELECT value FROM json_each(?5)))
   ORDER BY seq DESC LIMIT ?6)sql";
 
+// ---- PostgreSQL's own spelling ----
+// Where SQLite's differs: the head row of `workspaces` is taken (made on a log's first command) and
+// locked until commit, each append advances it, and the type filter's JSON list is read with
+// json_array_elements_text.
+
+#define TROUPE_WORKSPACE_READ(order)                                                          \
+  "SELECT seq, envelope, type FROM workspace_events "                                        \
+  "WHERE tenant = $1 AND workspace = $2 AND seq > $3 AND seq < $4 "                          \
+  "AND ($5::text = '[]' OR type IN (SELECT json_array_elements_text($5::text::json))) " \
+  "ORDER BY seq " order " LIMIT $6"
+
 inline constexpr statement_spelling postgres_spelling[] = {
+  {lock_head, R"sql(
+    INSERT INTO workspaces AS w (tenant, workspace) VALUES ($1, $2)
+    ON CONFLICT (tenant, workspace) DO UPDATE SET head_seq = w.head_seq
+    RETURNING head_seq)sql"},
+  {append_envelope, R"sql(
+    WITH advanced AS (
+      UPDATE workspaces SET head_seq = $3, head_ts = $6 WHERE tenant = $1 AND workspace = $2)
+    INSERT INTO workspace_events (tenant, workspace, seq, id, type, ts, correlation_id, envelope)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8))sql"},
+  {read_ascending, TROUPE_WORKSPACE_READ("ASC")},
+  {read_descending, TROUPE_WORKSPACE_READ("DESC")},
   {nullptr, nullptr},
 };
+
+#undef TROUPE_WORKSPACE_READ
 
 } // namespace troupe::io::workspace_sql
