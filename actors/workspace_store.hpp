@@ -1,6 +1,6 @@
 // The workspace logs' store port (workspace-stream.md WS-15, WS-29, WS-40): envelopes in seq order
 // and remembered command results, each command carried out inside one transaction. Adapters live in
-// io/ (SQLite).
+// io/ (SQLite, PostgreSQL).
 #pragma once
 
 #include "actors/atoms.hpp"

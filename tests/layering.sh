@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Layering is law (DESIGN.md): protocol/ is pure, actors/ never touches sockets or SQL, and CAF and
 # Beast stay out of protocol/; the store adapters (io/sqlite_*, io/pg_*, io/run_store_*,
-# io/response_store_*) build no event and choose no HTTP status. Fails listing every line that breaks it.
+# io/response_store_*, io/workspace_store_*) build no event and choose no HTTP status. Fails listing every line that breaks it.
 set -u
 root="$(cd "$(dirname "$0")/.." && pwd)"
 status=0
@@ -20,9 +20,9 @@ check actors 'boost/|sqlite3|pqxx|libpq|io/|sys/socket|netinet' "Beast, Asio, so
 # protocol::closing_event for the events a store places itself) and never chooses an HTTP status.
 grep_adapters() { # regex, why
   local hits
-  hits=$(grep -nE "$1" "$root"/io/sqlite_* "$root"/io/pg_* "$root"/io/run_store_* "$root"/io/response_store_* 2>/dev/null)
+  hits=$(grep -nE "$1" "$root"/io/sqlite_* "$root"/io/pg_* "$root"/io/run_store_* "$root"/io/response_store_* "$root"/io/workspace_store_* 2>/dev/null)
   if [ -n "$hits" ]; then
-    echo "store adapters (io/sqlite_*, io/pg_*, io/run_store_*, io/response_store_*) must not $2:"
+    echo "store adapters (io/sqlite_*, io/pg_*, io/run_store_*, io/response_store_*, io/workspace_store_*) must not $2:"
     echo "$hits" | sed "s|$root/||"
     status=1
   fi
