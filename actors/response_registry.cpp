@@ -219,7 +219,7 @@ std::optional<problem> bind_tools(mcp_binding& b, const mcp_server_status& statu
   if (!status.alive)
     b.error = status.error.empty() ? "the server is not running" : status.error;
   for (auto& it : history)
-    if (it.type == "mcp_list_tools" && it.server_label == b.label && it.error.empty())
+    if (it.type == rs::item_kind::mcp_list_tools && it.server_label == b.label && it.error.empty())
       b.listed = true;
   return std::nullopt;
 }
@@ -363,7 +363,7 @@ void resolve_input(registry_pointer self, const std::string& id) {
           if (hit != stored.end()) {
             if (auto item = rs::item_from_json(hit->second))
               input[i] = std::move(*item);
-          } else if (input[i].type == "item_reference") {
+          } else if (input[i].type == rs::item_kind::item_reference) {
             return refuse(self, id,
                           {errc::bad_request, "No item found with id '" + input[i].id + "'.",
                            "input[" + std::to_string(i) + "].id", "invalid_value"});

@@ -21,11 +21,31 @@ struct content_part {
   std::string detail = "auto";
 };
 
+// What an item is (RS-17). Its wire name is only the codec's: to_string and parse_item_kind.
+enum class item_kind {
+  unknown, // a type read leniently that the model does not know; written as ""
+  message,
+  reasoning,
+  function_call,
+  function_call_output,
+  mcp_call,
+  mcp_list_tools,
+  mcp_approval_request,
+  mcp_approval_response,
+  compaction,
+  item_reference, // an input item naming a stored one by id (RS-14)
+};
+
+// The wire name of a kind ("" for unknown).
+std::string_view to_string(item_kind k);
+// The kind a wire name names; nullopt for a name no kind has.
+std::optional<item_kind> parse_item_kind(std::string_view name);
+
 // One item (RS-17). Fields a type does not use stay empty. JSON-valued fields hold JSON text; an
 // empty one is written as null.
 struct item {
   std::string id;
-  std::string type;
+  item_kind type = item_kind::unknown;
   std::string status;
   std::string role;                   // message
   std::vector<content_part> content;  // message, reasoning (reasoning_text)
@@ -43,10 +63,10 @@ struct item {
   std::string encrypted_content;      // compaction: the plaintext summary (RS-17)
 };
 
-// The id prefix of an item type (RS-18); "" for a type without items.
-std::string_view id_prefix(std::string_view type);
+// The id prefix of an item kind (RS-18); "" for a kind without items.
+std::string_view id_prefix(item_kind type);
 // A fresh id for an item of `type`.
-std::string mint_item_id(std::string_view type);
+std::string mint_item_id(item_kind type);
 
 void write_item(json::writer& w, const item& it);
 std::string to_json(const item& it);

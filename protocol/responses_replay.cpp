@@ -49,7 +49,7 @@ struct folded {
 
 std::string part_json(const content_part& p) {
   item holder;
-  holder.type = "message";
+  holder.type = item_kind::message;
   holder.content.push_back(p);
   auto text = to_json(holder);
   auto doc = json::parse(text);
@@ -122,10 +122,10 @@ std::vector<stream_event> failed_ending(const std::vector<std::string>& logged, 
         emit("response.output_text.done", scoped(i, ci + ",\"text\":" + json::quote(part.text) + ",\"logprobs\":[]"));
       emit("response.content_part.done", scoped(i, ci + ",\"part\":" + part_json(part)));
     }
-    if (!f.arguments_done && f.it.type == "function_call")
+    if (!f.arguments_done && f.it.type == item_kind::function_call)
       emit("response.function_call_arguments.done",
            scoped(i, "\"name\":" + json::quote(f.it.name) + ",\"arguments\":" + json::quote(f.it.arguments)));
-    if (!f.arguments_done && f.it.type == "mcp_call")
+    if (!f.arguments_done && f.it.type == item_kind::mcp_call)
       emit("response.mcp_call_arguments.done", scoped(i, "\"arguments\":" + json::quote(f.it.arguments)));
     f.it.status = "incomplete";
     emit("response.output_item.done", "\"output_index\":" + std::to_string(i) + ",\"item\":" + to_json(f.it));

@@ -260,7 +260,7 @@ public:
     troupe::protocol::responses::round_request round;
     troupe::protocol::responses::fill_round(round, req);
     troupe::protocol::responses::item hello;
-    hello.type = "message";
+    hello.type = troupe::protocol::responses::item_kind::message;
     hello.role = "user";
     troupe::protocol::responses::content_part text;
     text.type = "input_text";
