@@ -2,10 +2,10 @@
 
 namespace troupe::protocol::responses {
 
-const char* terminal_type(std::string_view status) {
-  if (status == "completed")
+const char* terminal_type(response_status status) {
+  if (status == response_status::completed)
     return "response.completed";
-  if (status == "failed")
+  if (status == response_status::failed)
     return "response.failed";
   return "response.incomplete";
 }
@@ -18,7 +18,7 @@ std::vector<stream_event> canonical_replay(std::string_view snapshot_json) {
   if (auto output = json::member(*doc, "output"); output && output->IsArray())
     for (auto& v : output->GetArray())
       items.push_back(item_from_json(v));
-  auto status = json::get_string(*doc, "status");
+  auto status = parse_response_status(json::get_string(*doc, "status")).value_or(response_status::incomplete);
   // The object as it stood when the run began.
   json::document start;
   start.CopyFrom(*doc, start.GetAllocator());

@@ -9,6 +9,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <utility>
 
 namespace troupe::protocol::responses {
 
@@ -674,6 +675,34 @@ std::variant<std::vector<item>, problem> parse_conversation_items(const json::va
   return out;
 }
 
+namespace {
+
+constexpr std::pair<response_status, std::string_view> status_names[] = {
+  {response_status::queued, "queued"},         {response_status::in_progress, "in_progress"},
+  {response_status::completed, "completed"},   {response_status::incomplete, "incomplete"},
+  {response_status::failed, "failed"},         {response_status::cancelled, "cancelled"},
+};
+
+} // namespace
+
+std::string_view to_string(response_status s) {
+  for (auto& [status, name] : status_names)
+    if (status == s)
+      return name;
+  return {};
+}
+
+std::optional<response_status> parse_response_status(std::string_view name) {
+  for (auto& [status, n] : status_names)
+    if (n == name)
+      return status;
+  return std::nullopt;
+}
+
+bool in_flight(response_status s) {
+  return s == response_status::queued || s == response_status::in_progress;
+}
+
 std::string response_json(const request& r, const response_state& s) {
   return json::object([&](json::writer& w) {
     auto string = [&](const char* key, const std::string& v) {
@@ -684,11 +713,11 @@ std::string response_json(const request& r, const response_state& s) {
     string("object", "response");
     w.Key("created_at");
     w.Int64(s.created_at);
-    string("status", s.status);
+    string("status", std::string(to_string(s.status)));
     w.Key("background");
     w.Bool(r.background);
     w.Key("completed_at");
-    if (s.status == "completed")
+    if (s.status == response_status::completed)
       w.Int64(s.completed_at);
     else
       w.Null();

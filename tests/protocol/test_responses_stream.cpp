@@ -93,7 +93,7 @@ std::string response_object(const std::vector<item>& output, const std::string& 
   st.id = "resp_0000000000000000000000000000test";
   st.created_at = 1767225600;
   st.completed_at = 1767225601;
-  st.status = status;
+  st.status = *parse_response_status(status);
   st.output = output;
   if (status != "in_progress")
     st.tokens = usage{};
