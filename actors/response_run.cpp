@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 
 namespace troupe {
@@ -97,15 +98,15 @@ std::vector<rs::item> working_history(const run_state& st) {
   return out;
 }
 
-std::string snapshot(const run_state& st, response_status status, const std::string& error = {},
-                     const std::string& reason = {}, bool terminal = false) {
+std::string snapshot(const run_state& st, response_status status, std::optional<std::string> error = {},
+                     std::optional<std::string> reason = {}, bool terminal = false) {
   rs::response_state s;
   s.id = st.job.id;
   s.created_at = st.job.created_at;
   s.status = status;
   s.completed_at = epoch_seconds();
-  s.error = error;
-  s.incomplete_reason = reason;
+  s.error = std::move(error);
+  s.incomplete_reason = std::move(reason);
   s.output = st.stream->output();
   if (terminal)
     s.tokens = st.tokens;
@@ -227,7 +228,7 @@ void publish(run_pointer self) {
           });
 }
 
-void finish(run_pointer self, response_status status, const std::string& reason = {},
+void finish(run_pointer self, response_status status, const std::optional<std::string>& reason = {},
             const problem& failure = {});
 void announce(run_state& st);
 
@@ -468,7 +469,8 @@ void end_subscribers(run_pointer self, const response_end& end) {
   self->quit();
 }
 
-void finish(run_pointer self, response_status status, const std::string& reason, const problem& failure) {
+void finish(run_pointer self, response_status status, const std::optional<std::string>& reason,
+            const problem& failure) {
   auto& st = self->state;
   bool waited = st.phase == rs::run_phase::waiting; // cancelled while it waited for its turn (RS-55)
   if (!st.go(rs::run_input::finish))
@@ -478,7 +480,9 @@ void finish(run_pointer self, response_status status, const std::string& reason,
     announce(st);
   if (status == response_status::cancelled || status == response_status::failed)
     st.stream->interrupt();
-  std::string error = status == response_status::failed ? error_object(failure.kind, failure.message) : std::string();
+  std::optional<std::string> error;
+  if (status == response_status::failed)
+    error = error_object(failure.kind, failure.message);
   auto object = snapshot(st, status, error, reason, true);
   st.stream->terminal(rs::terminal_type(status), object);
   auto events = st.stream->take_events();

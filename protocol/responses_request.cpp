@@ -722,17 +722,17 @@ std::string response_json(const request& r, const response_state& s) {
     else
       w.Null();
     w.Key("error");
-    if (s.error.empty())
-      w.Null();
+    if (s.error)
+      json::write_raw(w, *s.error);
     else
-      json::write_raw(w, s.error);
-    w.Key("incomplete_details");
-    if (s.incomplete_reason.empty()) {
       w.Null();
-    } else {
+    w.Key("incomplete_details");
+    if (s.incomplete_reason) {
       w.StartObject();
-      string("reason", s.incomplete_reason);
+      string("reason", *s.incomplete_reason);
       w.EndObject();
+    } else {
+      w.Null();
     }
     w.Key("instructions");
     if (r.instructions)

@@ -106,8 +106,8 @@ struct response_state {
   int64_t created_at = 0;
   response_status status = response_status::in_progress;
   int64_t completed_at = 0;          // set when completed
-  std::string error;                 // {"code","message"} JSON text, "" = null
-  std::string incomplete_reason;     // "" = null
+  std::optional<std::string> error;             // {"code","message"} JSON text
+  std::optional<std::string> incomplete_reason; // incomplete_details.reason
   std::vector<item> output;
   std::optional<usage> tokens;       // null until terminal
 };
