@@ -94,7 +94,7 @@ std::vector<item> model_view(const std::vector<item>& history) {
     summary.id = history[*compaction].id;
     summary.role = "assistant";
     summary.status = "completed";
-    summary.content.push_back({"output_text", history[*compaction].encrypted_content, {}, "auto"});
+    summary.content.push_back({part_kind::output_text, history[*compaction].encrypted_content, {}, "auto"});
     out.push_back(std::move(summary));
     start = *compaction + 1;
   }
@@ -232,14 +232,14 @@ std::string render_chat_request(const round_request& r, const chat_options& opti
         auto role = it.role == "user" ? std::string("user") : options.developer_role;
         w.String(role.c_str());
         w.Key("content");
-        bool single_text = it.content.size() == 1 && it.content[0].type != "input_image";
+        bool single_text = it.content.size() == 1 && it.content[0].type != part_kind::input_image;
         if (single_text) {
           w.String(it.content[0].text.c_str(), static_cast<rapidjson::SizeType>(it.content[0].text.size()));
         } else {
           w.StartArray();
           for (auto& p : it.content) {
             w.StartObject();
-            if (p.type == "input_image") {
+            if (p.type == part_kind::input_image) {
               w.Key("type");
               w.String("image_url");
               w.Key("image_url");
@@ -477,7 +477,7 @@ std::vector<chat_message> chat_messages(const std::vector<item>& history) {
 
 std::vector<item> items_of(const std::vector<chat_message>& messages) {
   std::vector<item> out;
-  auto message = [&](const std::string& role, const char* part, const std::string& text) {
+  auto message = [&](const std::string& role, part_kind part, const std::string& text) {
     item m;
     m.type = item_kind::message;
     m.id = mint_item_id(item_kind::message);
@@ -501,7 +501,7 @@ std::vector<item> items_of(const std::vector<chat_message>& messages) {
       bool follows_assistant = !out.empty() && (out.back().type == item_kind::function_call
                                                 || (out.back().type == item_kind::message && out.back().role == "assistant"));
       if (!m.content.empty() || m.tool_calls.empty() || follows_assistant)
-        message("assistant", "output_text", m.content);
+        message("assistant", part_kind::output_text, m.content);
       for (auto& c : m.tool_calls) {
         item fc;
         fc.type = item_kind::function_call;
@@ -513,7 +513,7 @@ std::vector<item> items_of(const std::vector<chat_message>& messages) {
         out.push_back(std::move(fc));
       }
     } else {
-      message(m.role, "input_text", m.content);
+      message(m.role, part_kind::input_text, m.content);
     }
   }
   return out;

@@ -25,15 +25,15 @@ void write_json_or_null(json::writer& w, const char* key, std::string_view v) {
 
 void write_part(json::writer& w, const content_part& p) {
   w.StartObject();
-  write_string(w, "type", p.type);
-  if (p.type == "input_image") {
+  write_string(w, "type", to_string(p.type));
+  if (p.type == part_kind::input_image) {
     write_string(w, "image_url", p.image_url);
     write_string(w, "detail", p.detail);
-  } else if (p.type == "refusal") {
+  } else if (p.type == part_kind::refusal) {
     write_string(w, "refusal", p.text);
   } else {
     write_string(w, "text", p.text);
-    if (p.type == "output_text") {
+    if (p.type == part_kind::output_text) {
       w.Key("annotations");
       w.StartArray();
       w.EndArray();
@@ -59,8 +59,8 @@ std::vector<content_part> parts_from_json(const json::value* v) {
     return out;
   for (auto& p : v->GetArray()) {
     content_part part;
-    part.type = json::get_string(p, "type");
-    part.text = part.type == "refusal" ? json::get_string(p, "refusal") : json::get_string(p, "text");
+    part.type = parse_part_kind(json::get_string(p, "type")).value_or(part_kind::unknown);
+    part.text = part.type == part_kind::refusal ? json::get_string(p, "refusal") : json::get_string(p, "text");
     part.image_url = json::get_string(p, "image_url");
     part.detail = json::get_string(p, "detail", "auto");
     out.push_back(std::move(part));
@@ -101,6 +101,12 @@ constexpr kind_names kinds[] = {
   {item_kind::item_reference, "item_reference", ""},
 };
 
+constexpr std::pair<part_kind, std::string_view> part_names[] = {
+  {part_kind::input_text, "input_text"},         {part_kind::output_text, "output_text"},
+  {part_kind::refusal, "refusal"},               {part_kind::input_image, "input_image"},
+  {part_kind::reasoning_text, "reasoning_text"}, {part_kind::summary_text, "summary_text"},
+};
+
 } // namespace
 
 std::string_view to_string(item_kind k) {
@@ -114,6 +120,20 @@ std::optional<item_kind> parse_item_kind(std::string_view name) {
   for (auto& e : kinds)
     if (e.name == name)
       return e.kind;
+  return std::nullopt;
+}
+
+std::string_view to_string(part_kind k) {
+  for (auto& [kind, name] : part_names)
+    if (kind == k)
+      return name;
+  return {};
+}
+
+std::optional<part_kind> parse_part_kind(std::string_view name) {
+  for (auto& [kind, n] : part_names)
+    if (n == name)
+      return kind;
   return std::nullopt;
 }
 
@@ -192,7 +212,7 @@ item item_from_json(const json::value& v) {
   it.status = json::get_string(v, "status");
   it.role = json::get_string(v, "role");
   if (auto c = json::member(v, "content"); c && c->IsString())
-    it.content.push_back({it.role == "assistant" ? "output_text" : "input_text", c->GetString(), {}, "auto"});
+    it.content.push_back({it.role == "assistant" ? part_kind::output_text : part_kind::input_text, c->GetString(), {}, "auto"});
   else
     it.content = parts_from_json(c);
   it.summary = parts_from_json(json::member(v, "summary"));
@@ -218,10 +238,10 @@ std::optional<item> item_from_json(std::string_view text) {
   return item_from_json(static_cast<const json::value&>(*doc));
 }
 
-std::string message_text(const item& it, std::string_view type) {
+std::string message_text(const item& it) {
   std::string out;
   for (auto& p : it.content)
-    if (type.empty() ? p.type != "input_image" : p.type == type)
+    if (p.type != part_kind::input_image)
       out += p.text;
   return out;
 }

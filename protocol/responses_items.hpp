@@ -13,9 +13,25 @@
 
 namespace troupe::protocol::responses {
 
+// What a content part is (RS-17). Its wire name is only the codec's: to_string and parse_part_kind.
+enum class part_kind {
+  unknown, // a type read leniently that the model does not know; written as ""
+  input_text,
+  output_text,
+  refusal,
+  input_image,
+  reasoning_text,
+  summary_text,
+};
+
+// The wire name of a part kind ("" for unknown).
+std::string_view to_string(part_kind k);
+// The part kind a wire name names; nullopt for a name no kind has.
+std::optional<part_kind> parse_part_kind(std::string_view name);
+
 // A part of a message's content, a reasoning item's content or summary (RS-17).
 struct content_part {
-  std::string type; // input_text | output_text | refusal | input_image | reasoning_text | summary_text
+  part_kind type = part_kind::unknown;
   std::string text; // the text, or the refusal
   std::string image_url;
   std::string detail = "auto";
@@ -74,8 +90,8 @@ std::string to_json(const item& it);
 item item_from_json(const json::value& v);
 std::optional<item> item_from_json(std::string_view text);
 
-// The concatenated text of a message's parts of `type` ("" = every text part).
-std::string message_text(const item& it, std::string_view type = "");
+// The concatenated text of a message's text parts (every part but images).
+std::string message_text(const item& it);
 
 // A 404 for the Responses gateway (RS-1).
 problem not_found(std::string message, std::string param = {});

@@ -85,7 +85,7 @@ std::vector<stream_event> failed_ending(const std::vector<std::string>& logged, 
     if (type == "response.content_part.added") {
       if (auto p = json::member(e, "part")) {
         content_part part;
-        part.type = json::get_string(*p, "type");
+        part.type = parse_part_kind(json::get_string(*p, "type")).value_or(part_kind::unknown);
         f.it.content.push_back(part);
         f.part_open = true;
       }
@@ -114,9 +114,9 @@ std::vector<stream_event> failed_ending(const std::vector<std::string>& logged, 
     if (f.part_open && !f.it.content.empty()) {
       auto& part = f.it.content.back();
       auto ci = "\"content_index\":" + std::to_string(f.it.content.size() - 1);
-      if (part.type == "refusal")
+      if (part.type == part_kind::refusal)
         emit("response.refusal.done", scoped(i, ci + ",\"refusal\":" + json::quote(part.text)));
-      else if (part.type == "reasoning_text")
+      else if (part.type == part_kind::reasoning_text)
         emit("response.reasoning_text.done", scoped(i, ci + ",\"text\":" + json::quote(part.text)));
       else
         emit("response.output_text.done", scoped(i, ci + ",\"text\":" + json::quote(part.text) + ",\"logprobs\":[]"));

@@ -225,7 +225,7 @@ std::variant<std::vector<item>, problem> parse_input(const value& body) {
     it.id = mint_item_id(item_kind::message);
     it.role = "user";
     it.status = "completed";
-    it.content.push_back({"input_text", str(*input), {}, "auto"});
+    it.content.push_back({part_kind::input_text, str(*input), {}, "auto"});
     out.push_back(std::move(it));
     return out;
   }
@@ -854,7 +854,7 @@ item compaction_request() {
   ask.id = mint_item_id(item_kind::message);
   ask.role = "user";
   ask.status = "completed";
-  ask.content.push_back({"input_text",
+  ask.content.push_back({part_kind::input_text,
                          "Summarize the conversation so far for another assistant who will continue it without "
                          "seeing it. Keep every fact, decision, open question, file, identifier and number that "
                          "matters, and what the user wants next. Write only the summary.",
@@ -888,7 +888,7 @@ int64_t estimate_tokens(const std::vector<item>& history, const std::string& ins
     ++items;
     for (auto& p : it.content) {
       ++parts;
-      if (p.type == "input_image")
+      if (p.type == part_kind::input_image)
         ++images;
       bytes += p.text.size();
     }

@@ -26,10 +26,10 @@ void write_empty_array(json::writer& w, const char* key) {
   w.EndArray();
 }
 
-const char* delta_type(const std::string& part_type) {
-  if (part_type == "refusal")
+const char* delta_type(part_kind part_type) {
+  if (part_type == part_kind::refusal)
     return "response.refusal.delta";
-  if (part_type == "reasoning_text")
+  if (part_type == part_kind::reasoning_text)
     return "response.reasoning_text.delta";
   return "response.output_text.delta";
 }
@@ -173,12 +173,12 @@ void write_part_event(json::writer& w, std::size_t content_index, const content_
   w.Uint64(content_index);
   w.Key("part");
   w.StartObject();
-  write_str(w, "type", part.type);
-  if (part.type == "refusal") {
+  write_str(w, "type", to_string(part.type));
+  if (part.type == part_kind::refusal) {
     write_str(w, "refusal", part.text);
   } else {
     write_str(w, "text", part.text);
-    if (part.type == "output_text") {
+    if (part.type == part_kind::output_text) {
       write_empty_array(w, "annotations");
       write_empty_array(w, "logprobs");
     }
@@ -188,7 +188,7 @@ void write_part_event(json::writer& w, std::size_t content_index, const content_
 
 } // namespace
 
-void response_stream::add_part(std::size_t position, const std::string& part_type) {
+void response_stream::add_part(std::size_t position, part_kind part_type) {
   auto& content = output_[position].content;
   content.push_back({part_type, {}, {}, "auto"});
   auto index = content.size() - 1;
@@ -204,7 +204,7 @@ void response_stream::append_part(std::size_t position, const std::string& delta
     w.Key("content_index");
     w.Uint64(index);
     write_str(w, "delta", delta);
-    if (content.back().type == "output_text")
+    if (content.back().type == part_kind::output_text)
       write_empty_array(w, "logprobs");
   });
 }
@@ -215,20 +215,20 @@ void response_stream::close_part(std::size_t position) {
     return;
   auto index = content.size() - 1;
   auto& part = content.back();
-  const char* done = part.type == "refusal"          ? "response.refusal.done"
-                     : part.type == "reasoning_text" ? "response.reasoning_text.done"
+  const char* done = part.type == part_kind::refusal          ? "response.refusal.done"
+                     : part.type == part_kind::reasoning_text ? "response.reasoning_text.done"
                                                      : "response.output_text.done";
   emit_scoped(done, position, [&](json::writer& w) {
     w.Key("content_index");
     w.Uint64(index);
-    write_str(w, part.type == "refusal" ? "refusal" : "text", part.text);
-    if (part.type == "output_text")
+    write_str(w, part.type == part_kind::refusal ? "refusal" : "text", part.text);
+    if (part.type == part_kind::output_text)
       write_empty_array(w, "logprobs");
   });
   emit_scoped("response.content_part.done", position, [&](json::writer& w) { write_part_event(w, index, part); });
 }
 
-void response_stream::ensure_text_part(item_kind item_type, const std::string& part_type) {
+void response_stream::ensure_text_part(item_kind item_type, part_kind part_type) {
   if (open_ && output_[*open_].type == item_type && !current_call_) {
     auto& content = output_[*open_].content;
     if (!content.empty() && content.back().type == part_type)
@@ -380,9 +380,9 @@ bool response_stream::feed(const upstream_event& e) {
     if (e.text.empty())
       return true;
     const item_kind item_type = e.what == kind::reasoning ? item_kind::reasoning : item_kind::message;
-    const std::string part_type = e.what == kind::reasoning ? "reasoning_text"
-                                  : e.what == kind::refusal ? "refusal"
-                                                            : "output_text";
+    const part_kind part_type = e.what == kind::reasoning ? part_kind::reasoning_text
+                                : e.what == kind::refusal ? part_kind::refusal
+                                                          : part_kind::output_text;
     ensure_text_part(item_type, part_type);
     append_part(*open_, e.text);
     return true;

@@ -400,8 +400,8 @@ std::vector<upstream_event> responses_object_events(std::string_view body) {
       auto it = item_from_json(entry);
       if (it.type == item_kind::reasoning || it.type == item_kind::message) {
         for (auto& p : it.content) {
-          auto k = p.type == "refusal"          ? upstream_event::kind::refusal
-                   : p.type == "reasoning_text" ? upstream_event::kind::reasoning
+          auto k = p.type == part_kind::refusal          ? upstream_event::kind::refusal
+                   : p.type == part_kind::reasoning_text ? upstream_event::kind::reasoning
                                                 : upstream_event::kind::text;
           if (!p.text.empty())
             out.push_back(make(k, p.text));

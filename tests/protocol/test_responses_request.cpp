@@ -48,7 +48,7 @@ item message(const std::string& role, const std::string& text, const std::string
   it.id = id.empty() ? mint_item_id(item_kind::message) : id;
   it.role = role;
   it.status = "completed";
-  it.content.push_back({role == "assistant" ? "output_text" : "input_text", text, {}, "auto"});
+  it.content.push_back({role == "assistant" ? part_kind::output_text : part_kind::input_text, text, {}, "auto"});
   return it;
 }
 
@@ -238,13 +238,13 @@ TEST_CASE("string input becomes one user message with an input_text part", "[res
   CHECK(m.status == "completed");
   CHECK(std::regex_match(m.id, std::regex("msg_[0-9a-f]{32}")));
   REQUIRE(m.content.size() == 1);
-  CHECK(m.content[0].type == "input_text");
+  CHECK(m.content[0].type == part_kind::input_text);
   CHECK(m.content[0].text == "Say OK");
   // Array messages may omit type; string content is normalized the same way.
   auto a = accepted(R"({"model":"m","input":[{"role":"assistant","content":"prior"},{"role":"user","content":"next"}]})");
   REQUIRE(a.input.size() == 2);
-  CHECK(a.input[0].content[0].type == "output_text");
-  CHECK(a.input[1].content[0].type == "input_text");
+  CHECK(a.input[0].content[0].type == part_kind::output_text);
+  CHECK(a.input[1].content[0].type == part_kind::input_text);
 }
 
 TEST_CASE("metadata holds at most 16 keys of at most 64 characters with string values of at most 512", "[responses]") {
@@ -527,7 +527,7 @@ TEST_CASE("the token estimate follows the RS-51 formula", "[responses]") { // RS
   // Text: instructions 9 + "hello world" 11 + "look" 4 + arguments 9 + output "ok" 2 = 35 bytes → 9;
   // 4 items × 12, 3 content parts × 7, 1 image × 1024.
   item picture = message("user", "look");
-  picture.content.push_back({"input_image", "", "https://example.com/a.png", "auto"});
+  picture.content.push_back({part_kind::input_image, "", "https://example.com/a.png", "auto"});
   std::vector<item> history = {
     message("user", "hello world"),
     picture,

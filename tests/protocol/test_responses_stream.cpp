@@ -941,7 +941,7 @@ TEST_CASE("the canonical replay of stored items keeps RS-37 and is byte-identica
   refusal.id = "msg_0000000000000000000000000000abcd";
   refusal.role = "assistant";
   refusal.status = "completed";
-  refusal.content = {{"output_text", "Sorry,", {}, "auto"}, {"refusal", "I can't.", {}, "auto"}};
+  refusal.content = {{part_kind::output_text, "Sorry,", {}, "auto"}, {part_kind::refusal, "I can't.", {}, "auto"}};
   items.push_back(refusal);
 
   auto first = replay(items);
