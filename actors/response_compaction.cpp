@@ -79,7 +79,7 @@ void store_compacted(compaction_pointer self) {
   response_commit c;
   c.response.id = id;
   c.response.created_at = created;
-  c.response.status = "completed";
+  c.response.status = rs::response_status::completed;
   c.response.model = st.req.model;
   c.response.snapshot = snapshot;
   for (auto& it : output) {

@@ -73,10 +73,6 @@ problem conversation_locked(const std::string& id) {
           "conversation_locked"};
 }
 
-bool in_flight(const std::string& status) {
-  return status == "queued" || status == "in_progress";
-}
-
 std::vector<rs::item> parse_items(const std::vector<stored_item>& stored) {
   std::vector<rs::item> out;
   for (auto& s : stored)
@@ -171,7 +167,8 @@ void queue_background(registry_pointer self, const std::string& id) {
         bool streaming = admitted.job.req.stream;
         auto sink = streaming ? admitted.open_sink() : nullptr;
         auto run = spawn_run(self, std::move(admitted.job), {}, std::move(sink));
-        admitted.answer.deliver(streaming ? response_answer{true, {}} : response_answer{false, {"queued", snapshot, false, {}}});
+        response_end queued{rs::response_status::queued, snapshot, false, {}};
+        admitted.answer.deliver(streaming ? response_answer{true, {}} : response_answer{false, std::move(queued)});
         start_background(self, id, run);
       },
       [=](caf::error& err) { refuse(self, id, store_failure(err)); });
@@ -219,7 +216,7 @@ std::optional<problem> bind_tools(mcp_binding& b, const mcp_server_status& statu
   if (!status.alive)
     b.error = status.error.empty() ? "the server is not running" : status.error;
   for (auto& it : history)
-    if (it.type == "mcp_list_tools" && it.server_label == b.label && it.error.empty())
+    if (it.type == rs::item_kind::mcp_list_tools && it.server_label == b.label && it.error.empty())
       b.listed = true;
   return std::nullopt;
 }
@@ -363,7 +360,7 @@ void resolve_input(registry_pointer self, const std::string& id) {
           if (hit != stored.end()) {
             if (auto item = rs::item_from_json(hit->second))
               input[i] = std::move(*item);
-          } else if (input[i].type == "item_reference") {
+          } else if (input[i].type == rs::item_kind::item_reference) {
             return refuse(self, id,
                           {errc::bad_request, "No item found with id '" + input[i].id + "'.",
                            "input[" + std::to_string(i) + "].id", "invalid_value"});
@@ -391,7 +388,7 @@ void rehydrate(registry_pointer self, const std::string& id) {
     self->request(st.env->store, store_timeout, get_response_atom::value, prev, owner)
       .then(
         [=](response_row& row) {
-          if (in_flight(row.status))
+          if (rs::in_flight(row.status))
             return refuse(self, id,
                           {errc::bad_request, "Previous response with id '" + prev + "' is still in progress.",
                            "previous_response_id", "invalid_value"});
@@ -491,8 +488,8 @@ void answer_cancel(registry_pointer self, caf::typed_response_promise<std::strin
   static const problem foreground{errc::bad_request, "Only responses created with background=true can be cancelled.",
                                   {}, {}};
   auto store = self->state.env->store;
-  auto cannot = [](const std::string& status) {
-    return problem{errc::bad_request, "Cannot cancel a " + status + " response.", {}, {}};
+  auto cannot = [](rs::response_status status) {
+    return problem{errc::bad_request, "Cannot cancel a " + std::string(rs::to_string(status)) + " response.", {}, {}};
   };
   self->request(store, store_timeout, get_response_atom::value, id, owner)
     .then(
@@ -501,12 +498,12 @@ void answer_cancel(registry_pointer self, caf::typed_response_promise<std::strin
           rp.deliver(make_error(foreground));
           return;
         }
-        if (row.status == "cancelled") {
+        if (row.status == rs::response_status::cancelled) {
           rp.deliver(row.snapshot);
           return;
         }
         auto run = find_live(self->state, id);
-        if (!in_flight(row.status)) {
+        if (!rs::in_flight(row.status)) {
           rp.deliver(make_error(cannot(row.status)));
           return;
         }
@@ -521,7 +518,7 @@ void answer_cancel(registry_pointer self, caf::typed_response_promise<std::strin
                   self->request(store, store_timeout, get_response_atom::value, id, owner)
                     .then(
                       [=](response_row& now) mutable {
-                        if (now.status == "cancelled") {
+                        if (now.status == rs::response_status::cancelled) {
                           rp.deliver(now.snapshot);
                           return;
                         }
@@ -545,7 +542,7 @@ void answer_delete(registry_pointer self, caf::typed_response_promise<bool> rp, 
   self->request(store, store_timeout, get_response_atom::value, id, owner)
     .then(
       [=](response_row& row) mutable {
-        if (in_flight(row.status)) {
+        if (rs::in_flight(row.status)) {
           rp.deliver(make_error(
             problem{errc::bad_request, "Cannot delete a response that is still in progress; cancel it first.", {}, {}}));
           return;
@@ -682,7 +679,7 @@ void fail_unfinished_responses(caf::actor_system& sys, response_store_actor stor
     response_commit c;
     for (auto& e : rs::failed_ending(logged, row.snapshot, restarted, row.snapshot))
       c.events.push_back({e.sequence, std::move(e.json)});
-    row.status = "failed";
+    row.status = rs::response_status::failed;
     c.response = row;
     self->request(store, store_timeout, save_response_atom::value, std::move(c))
       .receive([](int64_t) {}, [&](caf::error& err) {

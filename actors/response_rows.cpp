@@ -30,17 +30,17 @@ response_row base_row(const response_job& job) {
 
 response_row queued_row(const response_job& job) {
   auto row = base_row(job);
-  row.status = "queued";
+  row.status = rs::response_status::queued;
   rs::response_state s;
   s.id = job.id;
   s.created_at = job.created_at;
-  s.status = "queued";
+  s.status = rs::response_status::queued;
   row.snapshot = rs::response_json(job.req, s);
   return row;
 }
 
 response_row row_of(const response_job& job, const std::vector<rs::item>& window, std::size_t mark,
-                    const rs::response_stream& stream, const std::string& status, std::string snapshot) {
+                    const rs::response_stream& stream, rs::response_status status, std::string snapshot) {
   auto row = base_row(job);
   row.status = status;
   row.snapshot = std::move(snapshot);
@@ -62,14 +62,15 @@ response_row row_of(const response_job& job, const std::vector<rs::item>& window
 }
 
 response_commit final_commit(const response_job& job, const std::vector<rs::item>& minted, response_row row,
-                             const rs::response_stream& stream, const std::string& status) {
+                             const rs::response_stream& stream, rs::response_status status) {
   response_commit c;
   c.response = std::move(row);
   for (auto& it : job.input)
     c.items.push_back({it.id, rs::to_json(it)});
   for (auto& it : minted)
     c.items.push_back({it.id, rs::to_json(it)});
-  bool appends = (status == "completed" || status == "incomplete") && !job.req.conversation_id.empty();
+  bool appends = (status == rs::response_status::completed || status == rs::response_status::incomplete)
+                 && !job.req.conversation_id.empty();
   if (appends)
     for (auto& it : job.input)
       c.conversation_append.push_back(it.id);

@@ -16,14 +16,14 @@ namespace troupe {
 // The row as it stands: `window` (history + input until a compaction replaced it, RS-51), then the
 // items after `mark` of the stream's model items that the client saw end (RS-20).
 response_row row_of(const response_job& job, const std::vector<protocol::responses::item>& window, std::size_t mark,
-                    const protocol::responses::response_stream& stream, const std::string& status,
-                    std::string snapshot);
+                    const protocol::responses::response_stream& stream,
+                    protocol::responses::response_status status, std::string snapshot);
 
 // RS-53: the commit that ends a response with `status`: its row, its input, the user messages a
 // compaction re-minted, its finished output, and a conversation's append (guarded by its revision)
 // when it completed or ended incomplete.
 response_commit final_commit(const response_job& job, const std::vector<protocol::responses::item>& minted,
                              response_row row, const protocol::responses::response_stream& stream,
-                             const std::string& status);
+                             protocol::responses::response_status status);
 
 } // namespace troupe

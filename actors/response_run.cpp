@@ -8,17 +8,20 @@
 #include "protocol/mcp.hpp"
 #include "protocol/response_phase.hpp"
 #include "protocol/responses_mcp.hpp"
+#include "protocol/responses_replay.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 
 namespace troupe {
 
 namespace rs = protocol::responses;
+using rs::response_status;
 
 namespace {
 
@@ -95,15 +98,15 @@ std::vector<rs::item> working_history(const run_state& st) {
   return out;
 }
 
-std::string snapshot(const run_state& st, const std::string& status, const std::string& error = {},
-                     const std::string& reason = {}, bool terminal = false) {
+std::string snapshot(const run_state& st, response_status status, std::optional<std::string> error = {},
+                     std::optional<std::string> reason = {}, bool terminal = false) {
   rs::response_state s;
   s.id = st.job.id;
   s.created_at = st.job.created_at;
   s.status = status;
   s.completed_at = epoch_seconds();
-  s.error = error;
-  s.incomplete_reason = reason;
+  s.error = std::move(error);
+  s.incomplete_reason = std::move(reason);
   s.output = st.stream->output();
   if (terminal)
     s.tokens = st.tokens;
@@ -130,7 +133,7 @@ void abandon(run_pointer self) {
   stop_work(st);
   leave_registry(self);
   if (st.waiter) {
-    response_end gone{"cancelled", {}, true, {errc::cancelled, "The client went away."}};
+    response_end gone{response_status::cancelled, {}, true, {errc::cancelled, "The client went away."}};
     caf::anon_send(st.waiter, run_end_atom::value, std::move(gone));
   }
   self->quit();
@@ -210,7 +213,8 @@ void publish(run_pointer self) {
   }
   if (!c.events_only) {
     // RS-55: the snapshot follows each finished item, and the item is stored with it.
-    c.response = row_of(st.job, st.window, st.mark, *st.stream, "in_progress", snapshot(st, "in_progress"));
+    c.response = row_of(st.job, st.window, st.mark, *st.stream, response_status::in_progress,
+                        snapshot(st, response_status::in_progress));
     auto& output = st.stream->output();
     for (std::size_t i = 0; i < output.size(); ++i)
       if (st.stream->item_done(i))
@@ -224,7 +228,7 @@ void publish(run_pointer self) {
           });
 }
 
-void finish(run_pointer self, const std::string& status, const std::string& reason = {},
+void finish(run_pointer self, response_status status, const std::optional<std::string>& reason = {},
             const problem& failure = {});
 void announce(run_state& st);
 
@@ -267,7 +271,7 @@ std::vector<loop_call> pending_calls(run_state& st) {
 }
 
 void fail(run_pointer self, const std::string& message, int http_status) {
-  finish(self, "failed", {}, rs::upstream_failure(message, http_status, self->state.loop->round() <= 1));
+  finish(self, response_status::failed, {}, rs::upstream_failure(message, http_status, self->state.loop->round() <= 1));
 }
 
 // RS-51: a summary call replaces the window before round `round` when the history grew past the
@@ -343,7 +347,7 @@ struct response_dialect : loop_dialect {
     if (auto cap = st.job.req.max_output_tokens) {
       auto left = *cap - st.tokens.output_tokens;
       if (left < 1) {
-        finish(self, "incomplete", "max_output_tokens");
+        finish(self, response_status::incomplete, "max_output_tokens");
         return false;
       }
       r.max_output_tokens = left;
@@ -390,7 +394,7 @@ struct response_dialect : loop_dialect {
     if (finish_reason == "length" || finish_reason == "content_filter") {
       st.stream->abandon_calls();
       publish(self);
-      finish(self, "incomplete", finish_reason == "length" ? "max_output_tokens" : "content_filter");
+      finish(self, response_status::incomplete, finish_reason == "length" ? "max_output_tokens" : "content_filter");
       return false;
     }
     if (st.stream->client_actions() > 0) {
@@ -398,7 +402,7 @@ struct response_dialect : loop_dialect {
     } else if (st.stream->gateway_calls() > 0) {
       then = after_calls::next_round;
     } else {
-      finish(self, "completed");
+      finish(self, response_status::completed);
       return false;
     }
     calls = pending_calls(st);
@@ -440,8 +444,8 @@ struct response_dialect : loop_dialect {
     publish(self);
   }
 
-  void on_done() override { finish(self, "completed"); }
-  void on_rounds_exhausted() override { finish(self, "incomplete", "max_tool_rounds"); }
+  void on_done() override { finish(self, response_status::completed); }
+  void on_rounds_exhausted() override { finish(self, response_status::incomplete, "max_tool_rounds"); }
 
   std::string timeout_output(double seconds) const override {
     auto whole = std::to_string(static_cast<int64_t>(seconds));
@@ -465,7 +469,8 @@ void end_subscribers(run_pointer self, const response_end& end) {
   self->quit();
 }
 
-void finish(run_pointer self, const std::string& status, const std::string& reason, const problem& failure) {
+void finish(run_pointer self, response_status status, const std::optional<std::string>& reason,
+            const problem& failure) {
   auto& st = self->state;
   bool waited = st.phase == rs::run_phase::waiting; // cancelled while it waited for its turn (RS-55)
   if (!st.go(rs::run_input::finish))
@@ -473,19 +478,18 @@ void finish(run_pointer self, const std::string& status, const std::string& reas
   stop_work(st);
   if (waited)
     announce(st);
-  if (status == "cancelled" || status == "failed")
+  if (status == response_status::cancelled || status == response_status::failed)
     st.stream->interrupt();
-  std::string error = status == "failed" ? error_object(failure.kind, failure.message) : std::string();
+  std::optional<std::string> error;
+  if (status == response_status::failed)
+    error = error_object(failure.kind, failure.message);
   auto object = snapshot(st, status, error, reason, true);
-  const char* type = status == "completed"  ? "response.completed"
-                     : status == "failed"   ? "response.failed"
-                                            : "response.incomplete";
-  st.stream->terminal(type, object);
+  st.stream->terminal(rs::terminal_type(status), object);
   auto events = st.stream->take_events();
   response_end end;
   end.status = status;
   end.snapshot = object;
-  end.failed = status == "failed";
+  end.failed = status == response_status::failed;
   end.error = failure;
   if (!st.job.req.store) {
     leave_registry(self);
@@ -520,7 +524,8 @@ void finish(run_pointer self, const std::string& status, const std::string& reas
 
 // response.created, then response.queued for a background response (RS-37.2).
 void announce(run_state& st) {
-  st.stream->created(snapshot(st, st.background() ? "queued" : "in_progress"), st.background());
+  auto status = st.background() ? response_status::queued : response_status::in_progress;
+  st.stream->created(snapshot(st, status), st.background());
 }
 
 void start(run_pointer self) {
@@ -532,7 +537,7 @@ void start(run_pointer self) {
   st.window = st.job.history;
   st.window.insert(st.window.end(), st.job.input.begin(), st.job.input.end());
   announce(st);
-  st.stream->in_progress(snapshot(st, "in_progress"));
+  st.stream->in_progress(snapshot(st, response_status::in_progress));
   // RS-32: each server listed once per history.
   for (auto& server : st.job.servers) {
     if (server.listed)
@@ -542,7 +547,7 @@ void start(run_pointer self) {
       publish(self);
       problem e{errc::internal, "Error retrieving tool list from MCP server: '" + server.label + "'.", {},
                 "server_error"};
-      return finish(self, "failed", {}, e);
+      return finish(self, response_status::failed, {}, e);
     }
   }
   // RS-33: approved calls run before round 1.
@@ -596,7 +601,7 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
       // The cancelled object is the answer once it is stored (RS-9).
       s.cancelled.push_back(self->make_response_promise<std::string>());
       auto rp = s.cancelled.back();
-      finish(self, "cancelled");
+      finish(self, response_status::cancelled);
       return rp;
     },
     [=](disconnect_atom) { abandon(self); },
@@ -629,7 +634,8 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
     },
     [=](snapshot_atom) {
       auto& s = self->state;
-      return snapshot(s, s.loop->round() == 0 && s.background() ? "queued" : "in_progress");
+      bool waiting = s.loop->round() == 0 && s.background();
+      return snapshot(s, waiting ? response_status::queued : response_status::in_progress);
     },
     [=](upstream_atom, uint64_t tag, std::vector<rs::upstream_event>& events) {
       self->state.loop->on_upstream(tag, events);

@@ -61,7 +61,7 @@ struct response_job {
 
 // How a response ended, for the one who waits on it (a non-streaming POST, RS-43).
 struct response_end {
-  std::string status;
+  protocol::responses::response_status status = protocol::responses::response_status::completed;
   std::string snapshot; // the response object
   bool failed = false;  // run failure: `error` says what the HTTP answer is
   problem error;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "actors/atoms.hpp"
+#include "protocol/responses_request.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/replies_to.hpp>
@@ -40,7 +41,7 @@ struct response_event {
 struct response_row {
   std::string id;
   int64_t created_at = 0; // epoch seconds
-  std::string status;     // queued | in_progress | completed | incomplete | failed | cancelled
+  protocol::responses::response_status status = protocol::responses::response_status::queued;
   bool background = false;
   std::string model;
   std::string snapshot = "{}"; // the response object as GET returns it

@@ -6,12 +6,15 @@
 #include "io/response_store_statements.hpp"
 #include "io/sqlite_support.hpp"
 #include "protocol/json.hpp"
+#include "protocol/responses_request.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <limits>
 
 namespace troupe::io::response_store {
+
+namespace rs = protocol::responses;
 
 namespace {
 
@@ -72,7 +75,8 @@ std::vector<response_row> responses_db<Conn>::responses(const char* text, std::i
       response_row r;
       r.id = q.text(0);
       r.created_at = q.integer(1);
-      r.status = q.text(2);
+      // Rows are written by put_response alone; a name no status has reads as failed.
+      r.status = rs::parse_response_status(q.text(2)).value_or(rs::response_status::failed);
       r.background = q.integer(3) != 0;
       r.model = q.text(4);
       r.snapshot = q.text(5);
@@ -92,7 +96,8 @@ std::vector<response_row> responses_db<Conn>::responses(const char* text, std::i
 template <class Conn>
 bool responses_db<Conn>::put_response(const response_row& r) {
   auto q = sql(response_sql::put_response);
-  q.bind(1, r.id).bind(2, r.created_at).bind(3, r.status).bind(4, int64_t{r.background}).bind(5, r.model);
+  q.bind(1, r.id).bind(2, r.created_at).bind(3, std::string(rs::to_string(r.status))).bind(4, int64_t{r.background});
+  q.bind(5, r.model);
   q.bind(6, r.snapshot).bind(7, r.request).bind(8, r.input_count).bind(9, r.previous_response_id);
   q.bind(10, r.conversation_id).bind(11, r.owner);
   return q.done();

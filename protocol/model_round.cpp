@@ -59,16 +59,16 @@ std::vector<item> model_view(const std::vector<item>& history) {
   std::size_t start = 0;
   std::optional<std::size_t> compaction;
   for (std::size_t i = 0; i < history.size(); ++i)
-    if (history[i].type == "compaction")
+    if (history[i].type == item_kind::compaction)
       compaction = i;
   std::map<std::string, const item*> responses; // approval request id → its response
   for (auto& it : history)
-    if (it.type == "mcp_approval_response")
+    if (it.type == item_kind::mcp_approval_response)
       responses[it.approval_request_id] = &it;
   std::vector<item> out;
   auto call = [&](const std::string& call_id, const std::string& name, const std::string& arguments) {
     item fc;
-    fc.type = "function_call";
+    fc.type = item_kind::function_call;
     fc.id = call_id;
     fc.call_id = call_id;
     fc.name = name;
@@ -78,7 +78,7 @@ std::vector<item> model_view(const std::vector<item>& history) {
   };
   auto output = [&](const std::string& call_id, std::string text) {
     item o;
-    o.type = "function_call_output";
+    o.type = item_kind::function_call_output;
     o.id = "fco_" + call_id;
     o.call_id = call_id;
     o.output = json::quote(text);
@@ -87,24 +87,24 @@ std::vector<item> model_view(const std::vector<item>& history) {
   };
   if (compaction) {
     for (std::size_t i = 0; i < *compaction; ++i)
-      if (history[i].type == "message" && history[i].role == "user")
+      if (history[i].type == item_kind::message && history[i].role == "user")
         out.push_back(history[i]);
     item summary;
-    summary.type = "message";
+    summary.type = item_kind::message;
     summary.id = history[*compaction].id;
     summary.role = "assistant";
     summary.status = "completed";
-    summary.content.push_back({"output_text", history[*compaction].encrypted_content, {}, "auto"});
+    summary.content.push_back({part_kind::output_text, history[*compaction].encrypted_content, {}, "auto"});
     out.push_back(std::move(summary));
     start = *compaction + 1;
   }
   for (std::size_t i = start; i < history.size(); ++i) {
     auto& it = history[i];
-    if (it.type == "mcp_list_tools" || it.type == "mcp_approval_response" || it.type == "compaction")
+    if (it.type == item_kind::mcp_list_tools || it.type == item_kind::mcp_approval_response || it.type == item_kind::compaction)
       continue;
-    if ((it.type == "function_call" || it.type == "mcp_call") && it.status == "incomplete")
+    if ((it.type == item_kind::function_call || it.type == item_kind::mcp_call) && it.status == "incomplete")
       continue;
-    if (it.type == "mcp_call") {
+    if (it.type == item_kind::mcp_call) {
       auto text = output_text_of(it);
       if (!it.error.empty())
         text = json::object([&](json::writer& w) {
@@ -117,7 +117,7 @@ std::vector<item> model_view(const std::vector<item>& history) {
       } else {
         output(it.approval_request_id, text);
       }
-    } else if (it.type == "mcp_approval_request") {
+    } else if (it.type == item_kind::mcp_approval_request) {
       auto response = responses.find(it.id);
       if (response == responses.end())
         continue;
@@ -216,30 +216,30 @@ std::string render_chat_request(const round_request& r, const chat_options& opti
     }
     std::map<std::string, std::string> called; // call_id → the tool, for named tool messages
     for (auto& it : view)
-      if (it.type == "function_call")
+      if (it.type == item_kind::function_call)
         called[it.call_id] = it.name;
     std::string pending_reasoning;
     for (std::size_t i = 0; i < view.size(); ++i) {
       auto& it = view[i];
-      if (it.type == "reasoning") {
+      if (it.type == item_kind::reasoning) {
         if (options.replay_reasoning)
           pending_reasoning += message_text(it);
         continue;
       }
-      if (it.type == "message" && it.role != "assistant") {
+      if (it.type == item_kind::message && it.role != "assistant") {
         w.StartObject();
         w.Key("role");
         auto role = it.role == "user" ? std::string("user") : options.developer_role;
         w.String(role.c_str());
         w.Key("content");
-        bool single_text = it.content.size() == 1 && it.content[0].type != "input_image";
+        bool single_text = it.content.size() == 1 && it.content[0].type != part_kind::input_image;
         if (single_text) {
           w.String(it.content[0].text.c_str(), static_cast<rapidjson::SizeType>(it.content[0].text.size()));
         } else {
           w.StartArray();
           for (auto& p : it.content) {
             w.StartObject();
-            if (p.type == "input_image") {
+            if (p.type == part_kind::input_image) {
               w.Key("type");
               w.String("image_url");
               w.Key("image_url");
@@ -262,7 +262,7 @@ std::string render_chat_request(const round_request& r, const chat_options& opti
         w.EndObject();
         continue;
       }
-      if (it.type == "function_call_output") {
+      if (it.type == item_kind::function_call_output) {
         w.StartObject();
         w.Key("role");
         w.String("tool");
@@ -279,18 +279,18 @@ std::string render_chat_request(const round_request& r, const chat_options& opti
         w.EndObject();
         continue;
       }
-      if (it.type != "message" && it.type != "function_call")
+      if (it.type != item_kind::message && it.type != item_kind::function_call)
         continue;
       // An assistant turn: its text, then the function calls that directly follow it.
       std::string text;
-      if (it.type == "message")
+      if (it.type == item_kind::message)
         text = message_text(it);
-      std::size_t j = it.type == "message" ? i + 1 : i;
+      std::size_t j = it.type == item_kind::message ? i + 1 : i;
       w.StartObject();
       w.Key("role");
       w.String("assistant");
       w.Key("content");
-      bool has_calls = j < view.size() && view[j].type == "function_call";
+      bool has_calls = j < view.size() && view[j].type == item_kind::function_call;
       if (text.empty() && has_calls)
         w.Null();
       else
@@ -303,7 +303,7 @@ std::string render_chat_request(const round_request& r, const chat_options& opti
       if (has_calls) {
         w.Key("tool_calls");
         w.StartArray();
-        for (; j < view.size() && view[j].type == "function_call"; ++j) {
+        for (; j < view.size() && view[j].type == item_kind::function_call; ++j) {
           w.StartObject();
           w.Key("id");
           w.String(view[j].call_id.c_str());
@@ -455,16 +455,16 @@ std::vector<chat_message> chat_messages(const std::vector<item>& history) {
   std::vector<chat_message> out;
   std::map<std::string, std::string> names; // call_id → the called tool
   for (auto& it : model_view(history)) {
-    if (it.type == "message") {
+    if (it.type == item_kind::message) {
       out.push_back(text_message(it.role == "assistant" ? "assistant" : it.role == "user" ? "user" : "system",
                                  message_text(it)));
-    } else if (it.type == "function_call") {
+    } else if (it.type == item_kind::function_call) {
       if (out.empty() || out.back().role != "assistant")
         out.push_back(text_message("assistant", ""));
       out.back().content_null = out.back().content.empty();
       out.back().tool_calls.push_back({it.call_id, it.name, it.arguments});
       names[it.call_id] = it.name;
-    } else if (it.type == "function_call_output") {
+    } else if (it.type == item_kind::function_call_output) {
       auto m = text_message("tool", output_text_of(it));
       m.tool_call_id = it.call_id;
       if (auto n = names.find(it.call_id); n != names.end())
@@ -477,10 +477,10 @@ std::vector<chat_message> chat_messages(const std::vector<item>& history) {
 
 std::vector<item> items_of(const std::vector<chat_message>& messages) {
   std::vector<item> out;
-  auto message = [&](const std::string& role, const char* part, const std::string& text) {
+  auto message = [&](const std::string& role, part_kind part, const std::string& text) {
     item m;
-    m.type = "message";
-    m.id = mint_item_id("message");
+    m.type = item_kind::message;
+    m.id = mint_item_id(item_kind::message);
     m.role = role;
     m.status = "completed";
     m.content.push_back({part, text, {}, "auto"});
@@ -489,8 +489,8 @@ std::vector<item> items_of(const std::vector<chat_message>& messages) {
   for (auto& m : messages) {
     if (m.role == "tool") {
       item o;
-      o.type = "function_call_output";
-      o.id = mint_item_id("function_call_output");
+      o.type = item_kind::function_call_output;
+      o.id = mint_item_id(item_kind::function_call_output);
       o.call_id = m.tool_call_id;
       o.output = json::quote(m.content);
       o.status = "completed";
@@ -498,14 +498,14 @@ std::vector<item> items_of(const std::vector<chat_message>& messages) {
     } else if (m.role == "assistant") {
       // Calls join the assistant message before them, so a message of calls alone that follows
       // another assistant turn keeps its own (empty) message.
-      bool follows_assistant = !out.empty() && (out.back().type == "function_call"
-                                                || (out.back().type == "message" && out.back().role == "assistant"));
+      bool follows_assistant = !out.empty() && (out.back().type == item_kind::function_call
+                                                || (out.back().type == item_kind::message && out.back().role == "assistant"));
       if (!m.content.empty() || m.tool_calls.empty() || follows_assistant)
-        message("assistant", "output_text", m.content);
+        message("assistant", part_kind::output_text, m.content);
       for (auto& c : m.tool_calls) {
         item fc;
-        fc.type = "function_call";
-        fc.id = mint_item_id("function_call");
+        fc.type = item_kind::function_call;
+        fc.id = mint_item_id(item_kind::function_call);
         fc.call_id = c.id;
         fc.name = c.name;
         fc.arguments = c.arguments;
@@ -513,7 +513,7 @@ std::vector<item> items_of(const std::vector<chat_message>& messages) {
         out.push_back(std::move(fc));
       }
     } else {
-      message(m.role, "input_text", m.content);
+      message(m.role, part_kind::input_text, m.content);
     }
   }
   return out;

@@ -25,15 +25,15 @@ void write_json_or_null(json::writer& w, const char* key, std::string_view v) {
 
 void write_part(json::writer& w, const content_part& p) {
   w.StartObject();
-  write_string(w, "type", p.type);
-  if (p.type == "input_image") {
+  write_string(w, "type", to_string(p.type));
+  if (p.type == part_kind::input_image) {
     write_string(w, "image_url", p.image_url);
     write_string(w, "detail", p.detail);
-  } else if (p.type == "refusal") {
+  } else if (p.type == part_kind::refusal) {
     write_string(w, "refusal", p.text);
   } else {
     write_string(w, "text", p.text);
-    if (p.type == "output_text") {
+    if (p.type == part_kind::output_text) {
       w.Key("annotations");
       w.StartArray();
       w.EndArray();
@@ -59,8 +59,8 @@ std::vector<content_part> parts_from_json(const json::value* v) {
     return out;
   for (auto& p : v->GetArray()) {
     content_part part;
-    part.type = json::get_string(p, "type");
-    part.text = part.type == "refusal" ? json::get_string(p, "refusal") : json::get_string(p, "text");
+    part.type = parse_part_kind(json::get_string(p, "type")).value_or(part_kind::unknown);
+    part.text = part.type == part_kind::refusal ? json::get_string(p, "refusal") : json::get_string(p, "text");
     part.image_url = json::get_string(p, "image_url");
     part.detail = json::get_string(p, "detail", "auto");
     out.push_back(std::move(part));
@@ -80,58 +80,102 @@ int64_t saturating_add(int64_t a, int64_t b) {
 
 } // namespace
 
-std::string_view id_prefix(std::string_view type) {
-  static const std::pair<std::string_view, std::string_view> prefixes[] = {
-    {"message", "msg_"},
-    {"reasoning", "rs_"},
-    {"function_call", "fc_"},
-    {"function_call_output", "fco_"},
-    {"mcp_call", "mcp_"},
-    {"mcp_list_tools", "mcpl_"},
-    {"mcp_approval_request", "mcpr_"},
-    {"mcp_approval_response", "mcpa_"},
-    {"web_search_call", "ws_"},
-    {"file_search_call", "fs_"},
-    {"compaction", "cmp_"},
-  };
-  for (auto& [t, p] : prefixes)
-    if (t == type)
-      return p;
+namespace {
+
+struct kind_names {
+  item_kind kind;
+  std::string_view name;
+  std::string_view prefix;
+};
+
+constexpr kind_names kinds[] = {
+  {item_kind::message, "message", "msg_"},
+  {item_kind::reasoning, "reasoning", "rs_"},
+  {item_kind::function_call, "function_call", "fc_"},
+  {item_kind::function_call_output, "function_call_output", "fco_"},
+  {item_kind::mcp_call, "mcp_call", "mcp_"},
+  {item_kind::mcp_list_tools, "mcp_list_tools", "mcpl_"},
+  {item_kind::mcp_approval_request, "mcp_approval_request", "mcpr_"},
+  {item_kind::mcp_approval_response, "mcp_approval_response", "mcpa_"},
+  {item_kind::compaction, "compaction", "cmp_"},
+  {item_kind::item_reference, "item_reference", ""},
+};
+
+constexpr std::pair<part_kind, std::string_view> part_names[] = {
+  {part_kind::input_text, "input_text"},         {part_kind::output_text, "output_text"},
+  {part_kind::refusal, "refusal"},               {part_kind::input_image, "input_image"},
+  {part_kind::reasoning_text, "reasoning_text"}, {part_kind::summary_text, "summary_text"},
+};
+
+} // namespace
+
+std::string_view to_string(item_kind k) {
+  for (auto& e : kinds)
+    if (e.kind == k)
+      return e.name;
   return {};
 }
 
-std::string mint_item_id(std::string_view type) {
+std::optional<item_kind> parse_item_kind(std::string_view name) {
+  for (auto& e : kinds)
+    if (e.name == name)
+      return e.kind;
+  return std::nullopt;
+}
+
+std::string_view to_string(part_kind k) {
+  for (auto& [kind, name] : part_names)
+    if (kind == k)
+      return name;
+  return {};
+}
+
+std::optional<part_kind> parse_part_kind(std::string_view name) {
+  for (auto& [kind, n] : part_names)
+    if (n == name)
+      return kind;
+  return std::nullopt;
+}
+
+std::string_view id_prefix(item_kind type) {
+  for (auto& e : kinds)
+    if (e.kind == type)
+      return e.prefix;
+  return {};
+}
+
+std::string mint_item_id(item_kind type) {
   return uuid7_id(id_prefix(type));
 }
 
 void write_item(json::writer& w, const item& it) {
   w.StartObject();
   write_string(w, "id", it.id);
-  write_string(w, "type", it.type);
-  if (it.type == "message") {
+  write_string(w, "type", to_string(it.type));
+  if (it.type == item_kind::message) {
     write_string(w, "role", it.role);
     write_string(w, "status", it.status);
     write_parts(w, "content", it.content);
-  } else if (it.type == "reasoning") {
+  } else if (it.type == item_kind::reasoning) {
     write_parts(w, "summary", it.summary);
     write_parts(w, "content", it.content);
     w.Key("encrypted_content");
     w.Null();
     write_string(w, "status", it.status);
-  } else if (it.type == "function_call") {
+  } else if (it.type == item_kind::function_call) {
     write_string(w, "call_id", it.call_id);
     write_string(w, "name", it.name);
     write_string(w, "arguments", it.arguments);
     write_string(w, "status", it.status);
-  } else if (it.type == "function_call_output") {
+  } else if (it.type == item_kind::function_call_output) {
     write_string(w, "call_id", it.call_id);
     write_json_or_null(w, "output", it.output.empty() ? "\"\"" : it.output);
     write_string(w, "status", "completed");
-  } else if (it.type == "mcp_list_tools") {
+  } else if (it.type == item_kind::mcp_list_tools) {
     write_string(w, "server_label", it.server_label);
     write_json_or_null(w, "tools", it.tools);
     write_json_or_null(w, "error", it.error);
-  } else if (it.type == "mcp_call") {
+  } else if (it.type == item_kind::mcp_call) {
     write_string(w, "server_label", it.server_label);
     write_string(w, "name", it.name);
     write_string(w, "arguments", it.arguments);
@@ -139,16 +183,16 @@ void write_item(json::writer& w, const item& it) {
     write_json_or_null(w, "error", it.error);
     write_string(w, "status", it.status);
     json::write_nullable(w, "approval_request_id", it.approval_request_id);
-  } else if (it.type == "mcp_approval_request") {
+  } else if (it.type == item_kind::mcp_approval_request) {
     write_string(w, "server_label", it.server_label);
     write_string(w, "name", it.name);
     write_string(w, "arguments", it.arguments);
-  } else if (it.type == "mcp_approval_response") {
+  } else if (it.type == item_kind::mcp_approval_response) {
     write_string(w, "approval_request_id", it.approval_request_id);
     w.Key("approve");
     w.Bool(it.approve);
     json::write_nullable(w, "reason", it.reason);
-  } else if (it.type == "compaction") {
+  } else if (it.type == item_kind::compaction) {
     write_string(w, "encrypted_content", it.encrypted_content);
   }
   w.EndObject();
@@ -164,11 +208,11 @@ std::string to_json(const item& it) {
 item item_from_json(const json::value& v) {
   item it;
   it.id = json::get_string(v, "id");
-  it.type = json::get_string(v, "type");
+  it.type = parse_item_kind(json::get_string(v, "type")).value_or(item_kind::unknown);
   it.status = json::get_string(v, "status");
   it.role = json::get_string(v, "role");
   if (auto c = json::member(v, "content"); c && c->IsString())
-    it.content.push_back({it.role == "assistant" ? "output_text" : "input_text", c->GetString(), {}, "auto"});
+    it.content.push_back({it.role == "assistant" ? part_kind::output_text : part_kind::input_text, c->GetString(), {}, "auto"});
   else
     it.content = parts_from_json(c);
   it.summary = parts_from_json(json::member(v, "summary"));
@@ -194,10 +238,10 @@ std::optional<item> item_from_json(std::string_view text) {
   return item_from_json(static_cast<const json::value&>(*doc));
 }
 
-std::string message_text(const item& it, std::string_view type) {
+std::string message_text(const item& it) {
   std::string out;
   for (auto& p : it.content)
-    if (type.empty() ? p.type != "input_image" : p.type == type)
+    if (p.type != part_kind::input_image)
       out += p.text;
   return out;
 }

@@ -13,19 +13,55 @@
 
 namespace troupe::protocol::responses {
 
+// What a content part is (RS-17). Its wire name is only the codec's: to_string and parse_part_kind.
+enum class part_kind {
+  unknown, // a type read leniently that the model does not know; written as ""
+  input_text,
+  output_text,
+  refusal,
+  input_image,
+  reasoning_text,
+  summary_text,
+};
+
+// The wire name of a part kind ("" for unknown).
+std::string_view to_string(part_kind k);
+// The part kind a wire name names; nullopt for a name no kind has.
+std::optional<part_kind> parse_part_kind(std::string_view name);
+
 // A part of a message's content, a reasoning item's content or summary (RS-17).
 struct content_part {
-  std::string type; // input_text | output_text | refusal | input_image | reasoning_text | summary_text
+  part_kind type = part_kind::unknown;
   std::string text; // the text, or the refusal
   std::string image_url;
   std::string detail = "auto";
 };
 
+// What an item is (RS-17). Its wire name is only the codec's: to_string and parse_item_kind.
+enum class item_kind {
+  unknown, // a type read leniently that the model does not know; written as ""
+  message,
+  reasoning,
+  function_call,
+  function_call_output,
+  mcp_call,
+  mcp_list_tools,
+  mcp_approval_request,
+  mcp_approval_response,
+  compaction,
+  item_reference, // an input item naming a stored one by id (RS-14)
+};
+
+// The wire name of a kind ("" for unknown).
+std::string_view to_string(item_kind k);
+// The kind a wire name names; nullopt for a name no kind has.
+std::optional<item_kind> parse_item_kind(std::string_view name);
+
 // One item (RS-17). Fields a type does not use stay empty. JSON-valued fields hold JSON text; an
 // empty one is written as null.
 struct item {
   std::string id;
-  std::string type;
+  item_kind type = item_kind::unknown;
   std::string status;
   std::string role;                   // message
   std::vector<content_part> content;  // message, reasoning (reasoning_text)
@@ -43,10 +79,10 @@ struct item {
   std::string encrypted_content;      // compaction: the plaintext summary (RS-17)
 };
 
-// The id prefix of an item type (RS-18); "" for a type without items.
-std::string_view id_prefix(std::string_view type);
+// The id prefix of an item kind (RS-18); "" for a kind without items.
+std::string_view id_prefix(item_kind type);
 // A fresh id for an item of `type`.
-std::string mint_item_id(std::string_view type);
+std::string mint_item_id(item_kind type);
 
 void write_item(json::writer& w, const item& it);
 std::string to_json(const item& it);
@@ -54,8 +90,8 @@ std::string to_json(const item& it);
 item item_from_json(const json::value& v);
 std::optional<item> item_from_json(std::string_view text);
 
-// The concatenated text of a message's parts of `type` ("" = every text part).
-std::string message_text(const item& it, std::string_view type = "");
+// The concatenated text of a message's text parts (every part but images).
+std::string message_text(const item& it);
 
 // A 404 for the Responses gateway (RS-1).
 problem not_found(std::string message, std::string param = {});

@@ -108,8 +108,8 @@ std::string tools_json(const std::vector<mcp_tool>& tools) {
 
 item list_tools_item(const std::string& server_label, const std::vector<mcp_tool>& tools, const std::string& error) {
   item list;
-  list.type = "mcp_list_tools";
-  list.id = mint_item_id("mcp_list_tools");
+  list.type = item_kind::mcp_list_tools;
+  list.id = mint_item_id(item_kind::mcp_list_tools);
   list.server_label = server_label;
   if (error.empty()) {
     list.tools = tools_json(tools);
@@ -152,11 +152,11 @@ std::vector<const item*> approved_requests(const std::vector<item>& history, con
   std::map<std::string, const item*> requests;
   for (auto* items : {&history, &input})
     for (auto& it : *items)
-      if (it.type == "mcp_approval_request")
+      if (it.type == item_kind::mcp_approval_request)
         requests[it.id] = &it;
   std::vector<const item*> out;
   for (auto& it : input)
-    if (it.type == "mcp_approval_response" && it.approve)
+    if (it.type == item_kind::mcp_approval_response && it.approve)
       if (auto r = requests.find(it.approval_request_id); r != requests.end())
         out.push_back(r->second);
   return out;

@@ -2,10 +2,10 @@
 
 namespace troupe::protocol::responses {
 
-const char* terminal_type(std::string_view status) {
-  if (status == "completed")
+const char* terminal_type(response_status status) {
+  if (status == response_status::completed)
     return "response.completed";
-  if (status == "failed")
+  if (status == response_status::failed)
     return "response.failed";
   return "response.incomplete";
 }
@@ -18,7 +18,7 @@ std::vector<stream_event> canonical_replay(std::string_view snapshot_json) {
   if (auto output = json::member(*doc, "output"); output && output->IsArray())
     for (auto& v : output->GetArray())
       items.push_back(item_from_json(v));
-  auto status = json::get_string(*doc, "status");
+  auto status = parse_response_status(json::get_string(*doc, "status")).value_or(response_status::incomplete);
   // The object as it stood when the run began.
   json::document start;
   start.CopyFrom(*doc, start.GetAllocator());
@@ -49,7 +49,7 @@ struct folded {
 
 std::string part_json(const content_part& p) {
   item holder;
-  holder.type = "message";
+  holder.type = item_kind::message;
   holder.content.push_back(p);
   auto text = to_json(holder);
   auto doc = json::parse(text);
@@ -85,7 +85,7 @@ std::vector<stream_event> failed_ending(const std::vector<std::string>& logged, 
     if (type == "response.content_part.added") {
       if (auto p = json::member(e, "part")) {
         content_part part;
-        part.type = json::get_string(*p, "type");
+        part.type = parse_part_kind(json::get_string(*p, "type")).value_or(part_kind::unknown);
         f.it.content.push_back(part);
         f.part_open = true;
       }
@@ -114,18 +114,18 @@ std::vector<stream_event> failed_ending(const std::vector<std::string>& logged, 
     if (f.part_open && !f.it.content.empty()) {
       auto& part = f.it.content.back();
       auto ci = "\"content_index\":" + std::to_string(f.it.content.size() - 1);
-      if (part.type == "refusal")
+      if (part.type == part_kind::refusal)
         emit("response.refusal.done", scoped(i, ci + ",\"refusal\":" + json::quote(part.text)));
-      else if (part.type == "reasoning_text")
+      else if (part.type == part_kind::reasoning_text)
         emit("response.reasoning_text.done", scoped(i, ci + ",\"text\":" + json::quote(part.text)));
       else
         emit("response.output_text.done", scoped(i, ci + ",\"text\":" + json::quote(part.text) + ",\"logprobs\":[]"));
       emit("response.content_part.done", scoped(i, ci + ",\"part\":" + part_json(part)));
     }
-    if (!f.arguments_done && f.it.type == "function_call")
+    if (!f.arguments_done && f.it.type == item_kind::function_call)
       emit("response.function_call_arguments.done",
            scoped(i, "\"name\":" + json::quote(f.it.name) + ",\"arguments\":" + json::quote(f.it.arguments)));
-    if (!f.arguments_done && f.it.type == "mcp_call")
+    if (!f.arguments_done && f.it.type == item_kind::mcp_call)
       emit("response.mcp_call_arguments.done", scoped(i, "\"arguments\":" + json::quote(f.it.arguments)));
     f.it.status = "incomplete";
     emit("response.output_item.done", "\"output_index\":" + std::to_string(i) + ",\"item\":" + to_json(f.it));

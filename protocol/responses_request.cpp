@@ -9,6 +9,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <utility>
 
 namespace troupe::protocol::responses {
 
@@ -119,13 +120,6 @@ const std::regex& name_pattern() {
   return re;
 }
 
-const std::set<std::string>& input_types() {
-  static const std::set<std::string> types = {
-    "message",        "function_call",  "function_call_output", "reasoning",           "mcp_approval_response",
-    "mcp_approval_request", "mcp_list_tools", "mcp_call",       "compaction",          "item_reference"};
-  return types;
-}
-
 // One input item (RS-14), or the error naming its field.
 std::variant<item, problem> parse_input_item(const value& v, const std::string& at) {
   if (!v.IsObject())
@@ -137,21 +131,22 @@ std::variant<item, problem> parse_input_item(const value& v, const std::string& 
       return wrong_type(at + ".type", "a string", *type_v);
     type = str(*type_v);
   }
-  if (!input_types().count(type))
+  auto kind = parse_item_kind(type); // every kind the model knows is input (RS-14)
+  if (!kind)
     return invalid_value(at + ".type", type);
   if (auto id = json::member(v, "id"); id && !id->IsString())
     return wrong_type(at + ".id", "a string", *id);
-  if (type == "item_reference") {
+  if (kind == item_kind::item_reference) {
     auto id = json::get_string(v, "id");
     if (id.empty())
       return missing(at + ".id");
     item it;
-    it.type = type;
+    it.type = *kind;
     it.id = id;
     return it;
   }
   auto it = item_from_json(v);
-  it.type = type;
+  it.type = *kind;
   auto require_string = [&](const char* key) -> std::optional<problem> {
     auto f = json::member(v, key);
     if (!f)
@@ -160,7 +155,7 @@ std::variant<item, problem> parse_input_item(const value& v, const std::string& 
       return wrong_type(at + "." + key, "a string", *f);
     return std::nullopt;
   };
-  if (type == "message") {
+  if (kind == item_kind::message) {
     static const std::set<std::string> roles = {"user", "system", "developer", "assistant"};
     auto role = json::member(v, "role");
     if (!role)
@@ -187,13 +182,13 @@ std::variant<item, problem> parse_input_item(const value& v, const std::string& 
       }
     }
     it.status = "completed";
-  } else if (type == "function_call") {
+  } else if (kind == item_kind::function_call) {
     for (auto key : {"call_id", "name", "arguments"})
       if (auto err = require_string(key))
         return *err;
     if (it.status.empty())
       it.status = "completed";
-  } else if (type == "function_call_output") {
+  } else if (kind == item_kind::function_call_output) {
     if (auto err = require_string("call_id"))
       return *err;
     auto out = json::member(v, "output");
@@ -202,7 +197,7 @@ std::variant<item, problem> parse_input_item(const value& v, const std::string& 
     if (!out->IsString() && !out->IsArray())
       return wrong_type(at + ".output", "a string", *out);
     it.status = "completed";
-  } else if (type == "mcp_approval_response") {
+  } else if (kind == item_kind::mcp_approval_response) {
     if (auto err = require_string("approval_request_id"))
       return *err;
     auto approve = json::member(v, "approve");
@@ -210,12 +205,12 @@ std::variant<item, problem> parse_input_item(const value& v, const std::string& 
       return missing(at + ".approve");
     if (!approve->IsBool())
       return wrong_type(at + ".approve", "a boolean", *approve);
-  } else if (type == "compaction") {
+  } else if (kind == item_kind::compaction) {
     if (auto err = require_string("encrypted_content"))
       return *err;
   }
   if (it.id.empty())
-    it.id = mint_item_id(type);
+    it.id = mint_item_id(*kind);
   return it;
 }
 
@@ -226,11 +221,11 @@ std::variant<std::vector<item>, problem> parse_input(const value& body) {
     return out;
   if (input->IsString()) {
     item it;
-    it.type = "message";
-    it.id = mint_item_id("message");
+    it.type = item_kind::message;
+    it.id = mint_item_id(item_kind::message);
     it.role = "user";
     it.status = "completed";
-    it.content.push_back({"input_text", str(*input), {}, "auto"});
+    it.content.push_back({part_kind::input_text, str(*input), {}, "auto"});
     out.push_back(std::move(it));
     return out;
   }
@@ -669,7 +664,7 @@ std::variant<std::vector<item>, problem> parse_conversation_items(const json::va
     if (auto err = std::get_if<problem>(&parsed))
       return *err;
     auto it = std::move(std::get<item>(parsed));
-    if (!given.empty() && it.type != "item_reference") {
+    if (!given.empty() && it.type != item_kind::item_reference) {
       auto prefix = std::string(id_prefix(it.type));
       if (given.rfind(prefix, 0) != 0)
         return bad(at + ".id", "invalid_value",
@@ -678,6 +673,34 @@ std::variant<std::vector<item>, problem> parse_conversation_items(const json::va
     out.push_back(std::move(it));
   }
   return out;
+}
+
+namespace {
+
+constexpr std::pair<response_status, std::string_view> status_names[] = {
+  {response_status::queued, "queued"},         {response_status::in_progress, "in_progress"},
+  {response_status::completed, "completed"},   {response_status::incomplete, "incomplete"},
+  {response_status::failed, "failed"},         {response_status::cancelled, "cancelled"},
+};
+
+} // namespace
+
+std::string_view to_string(response_status s) {
+  for (auto& [status, name] : status_names)
+    if (status == s)
+      return name;
+  return {};
+}
+
+std::optional<response_status> parse_response_status(std::string_view name) {
+  for (auto& [status, n] : status_names)
+    if (n == name)
+      return status;
+  return std::nullopt;
+}
+
+bool in_flight(response_status s) {
+  return s == response_status::queued || s == response_status::in_progress;
 }
 
 std::string response_json(const request& r, const response_state& s) {
@@ -690,26 +713,26 @@ std::string response_json(const request& r, const response_state& s) {
     string("object", "response");
     w.Key("created_at");
     w.Int64(s.created_at);
-    string("status", s.status);
+    string("status", std::string(to_string(s.status)));
     w.Key("background");
     w.Bool(r.background);
     w.Key("completed_at");
-    if (s.status == "completed")
+    if (s.status == response_status::completed)
       w.Int64(s.completed_at);
     else
       w.Null();
     w.Key("error");
-    if (s.error.empty())
-      w.Null();
+    if (s.error)
+      json::write_raw(w, *s.error);
     else
-      json::write_raw(w, s.error);
-    w.Key("incomplete_details");
-    if (s.incomplete_reason.empty()) {
       w.Null();
-    } else {
+    w.Key("incomplete_details");
+    if (s.incomplete_reason) {
       w.StartObject();
-      string("reason", s.incomplete_reason);
+      string("reason", *s.incomplete_reason);
       w.EndObject();
+    } else {
+      w.Null();
     }
     w.Key("instructions");
     if (r.instructions)
@@ -770,20 +793,20 @@ std::optional<problem> check_history(const std::vector<item>& history, const std
   std::map<std::string, const item*> requests; // approval request id → request
   std::set<std::string> answered_requests;
   auto visit = [&](const item& it, bool is_input) -> std::optional<problem> {
-    if (it.type == "function_call" && it.status != "incomplete") {
+    if (it.type == item_kind::function_call && it.status != "incomplete") {
       if (!calls.count(it.call_id))
         unanswered_order.push_back(it.call_id);
       calls[it.call_id] = false;
-    } else if (it.type == "function_call_output") {
+    } else if (it.type == item_kind::function_call_output) {
       auto c = calls.find(it.call_id);
       if (c == calls.end())
         return pairing("No tool call found for function call output with call_id " + it.call_id + ".");
       if (c->second)
         return pairing("Duplicate tool output for call_id " + it.call_id + ".");
       c->second = true;
-    } else if (it.type == "mcp_approval_request") {
+    } else if (it.type == item_kind::mcp_approval_request) {
       requests[it.id] = &it;
-    } else if (it.type == "mcp_approval_response") {
+    } else if (it.type == item_kind::mcp_approval_response) {
       auto req = requests.find(it.approval_request_id);
       if (req == requests.end())
         return pairing("No approval request found with id '" + it.approval_request_id + "'.");
@@ -827,11 +850,11 @@ void fill_round(round_request& round, const request& r) {
 
 item compaction_request() {
   item ask;
-  ask.type = "message";
-  ask.id = mint_item_id("message");
+  ask.type = item_kind::message;
+  ask.id = mint_item_id(item_kind::message);
   ask.role = "user";
   ask.status = "completed";
-  ask.content.push_back({"input_text",
+  ask.content.push_back({part_kind::input_text,
                          "Summarize the conversation so far for another assistant who will continue it without "
                          "seeing it. Keep every fact, decision, open question, file, identifier and number that "
                          "matters, and what the user wants next. Write only the summary.",
@@ -843,14 +866,14 @@ item compaction_request() {
 std::vector<item> compacted_window(const std::vector<item>& history, const std::string& summary) {
   std::vector<item> out;
   for (auto& it : history)
-    if (it.type == "message" && it.role == "user") {
+    if (it.type == item_kind::message && it.role == "user") {
       auto copy = it;
-      copy.id = mint_item_id("message");
+      copy.id = mint_item_id(item_kind::message);
       out.push_back(std::move(copy));
     }
   item cmp;
-  cmp.type = "compaction";
-  cmp.id = mint_item_id("compaction");
+  cmp.type = item_kind::compaction;
+  cmp.id = mint_item_id(item_kind::compaction);
   cmp.encrypted_content = summary;
   out.push_back(std::move(cmp));
   return out;
@@ -865,7 +888,7 @@ int64_t estimate_tokens(const std::vector<item>& history, const std::string& ins
     ++items;
     for (auto& p : it.content) {
       ++parts;
-      if (p.type == "input_image")
+      if (p.type == part_kind::input_image)
         ++images;
       bytes += p.text.size();
     }

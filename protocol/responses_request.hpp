@@ -91,14 +91,23 @@ std::variant<std::vector<item>, problem> parse_conversation_items(const json::va
 // A conversation's metadata (RS-11): an object of ≤16 string values; "" when invalid, with `error`.
 std::optional<problem> check_metadata(const json::value& v, const std::string& param);
 
+// Where a response is in its life (RS-15). Its wire name, in the response object and in the stored
+// row, is only to_string's and parse_response_status's.
+enum class response_status { queued, in_progress, completed, incomplete, failed, cancelled };
+
+std::string_view to_string(response_status s);
+std::optional<response_status> parse_response_status(std::string_view name);
+// Still queued or in progress: not yet terminal.
+bool in_flight(response_status s);
+
 // What a response is at a point of its life (RS-15).
 struct response_state {
   std::string id;
   int64_t created_at = 0;
-  std::string status = "in_progress";
+  response_status status = response_status::in_progress;
   int64_t completed_at = 0;          // set when completed
-  std::string error;                 // {"code","message"} JSON text, "" = null
-  std::string incomplete_reason;     // "" = null
+  std::optional<std::string> error;             // {"code","message"} JSON text
+  std::optional<std::string> incomplete_reason; // incomplete_details.reason
   std::vector<item> output;
   std::optional<usage> tokens;       // null until terminal
 };

@@ -26,10 +26,10 @@ void write_empty_array(json::writer& w, const char* key) {
   w.EndArray();
 }
 
-const char* delta_type(const std::string& part_type) {
-  if (part_type == "refusal")
+const char* delta_type(part_kind part_type) {
+  if (part_type == part_kind::refusal)
     return "response.refusal.delta";
-  if (part_type == "reasoning_text")
+  if (part_type == part_kind::reasoning_text)
     return "response.reasoning_text.delta";
   return "response.output_text.delta";
 }
@@ -173,12 +173,12 @@ void write_part_event(json::writer& w, std::size_t content_index, const content_
   w.Uint64(content_index);
   w.Key("part");
   w.StartObject();
-  write_str(w, "type", part.type);
-  if (part.type == "refusal") {
+  write_str(w, "type", to_string(part.type));
+  if (part.type == part_kind::refusal) {
     write_str(w, "refusal", part.text);
   } else {
     write_str(w, "text", part.text);
-    if (part.type == "output_text") {
+    if (part.type == part_kind::output_text) {
       write_empty_array(w, "annotations");
       write_empty_array(w, "logprobs");
     }
@@ -188,7 +188,7 @@ void write_part_event(json::writer& w, std::size_t content_index, const content_
 
 } // namespace
 
-void response_stream::add_part(std::size_t position, const std::string& part_type) {
+void response_stream::add_part(std::size_t position, part_kind part_type) {
   auto& content = output_[position].content;
   content.push_back({part_type, {}, {}, "auto"});
   auto index = content.size() - 1;
@@ -204,7 +204,7 @@ void response_stream::append_part(std::size_t position, const std::string& delta
     w.Key("content_index");
     w.Uint64(index);
     write_str(w, "delta", delta);
-    if (content.back().type == "output_text")
+    if (content.back().type == part_kind::output_text)
       write_empty_array(w, "logprobs");
   });
 }
@@ -215,20 +215,20 @@ void response_stream::close_part(std::size_t position) {
     return;
   auto index = content.size() - 1;
   auto& part = content.back();
-  const char* done = part.type == "refusal"          ? "response.refusal.done"
-                     : part.type == "reasoning_text" ? "response.reasoning_text.done"
+  const char* done = part.type == part_kind::refusal          ? "response.refusal.done"
+                     : part.type == part_kind::reasoning_text ? "response.reasoning_text.done"
                                                      : "response.output_text.done";
   emit_scoped(done, position, [&](json::writer& w) {
     w.Key("content_index");
     w.Uint64(index);
-    write_str(w, part.type == "refusal" ? "refusal" : "text", part.text);
-    if (part.type == "output_text")
+    write_str(w, part.type == part_kind::refusal ? "refusal" : "text", part.text);
+    if (part.type == part_kind::output_text)
       write_empty_array(w, "logprobs");
   });
   emit_scoped("response.content_part.done", position, [&](json::writer& w) { write_part_event(w, index, part); });
 }
 
-void response_stream::ensure_text_part(const std::string& item_type, const std::string& part_type) {
+void response_stream::ensure_text_part(item_kind item_type, part_kind part_type) {
   if (open_ && output_[*open_].type == item_type && !current_call_) {
     auto& content = output_[*open_].content;
     if (!content.empty() && content.back().type == part_type)
@@ -242,7 +242,7 @@ void response_stream::ensure_text_part(const std::string& item_type, const std::
   it.type = item_type;
   it.id = mint_item_id(item_type);
   it.status = "in_progress";
-  if (item_type == "message")
+  if (item_type == item_kind::message)
     it.role = "assistant";
   open_ = open_item(std::move(it));
   add_part(*open_, part_type);
@@ -250,7 +250,7 @@ void response_stream::ensure_text_part(const std::string& item_type, const std::
 
 void response_stream::close_item(std::size_t position, const std::string& status) {
   auto& it = output_[position];
-  if (it.type == "message" || it.type == "reasoning")
+  if (it.type == item_kind::message || it.type == item_kind::reasoning)
     close_part(position);
   it.status = status;
   emit_item("response.output_item.done", position);
@@ -282,8 +282,8 @@ gateway_route unoffered_route(const std::string& name) {
 // What the model reads for a gateway call beyond max_tool_calls (RS-24).
 item limit_output(const std::string& call_id, int64_t limit) {
   item out;
-  out.type = "function_call_output";
-  out.id = mint_item_id("function_call_output");
+  out.type = item_kind::function_call_output;
+  out.id = mint_item_id(item_kind::function_call_output);
   out.call_id = call_id;
   out.output = json::quote("{\"error\":\"Reached tool call limit of " + std::to_string(limit) + "\"}");
   out.status = "completed";
@@ -295,8 +295,8 @@ item limit_output(const std::string& call_id, int64_t limit) {
 void response_stream::hide_call(const std::string& call_id, const std::string& name, const std::string& arguments) {
   // Beyond max_tool_calls: a pair only the model sees, never the client (RS-24).
   item fc;
-  fc.type = "function_call";
-  fc.id = mint_item_id("function_call");
+  fc.type = item_kind::function_call;
+  fc.id = mint_item_id(item_kind::function_call);
   fc.call_id = call_id;
   fc.name = name;
   fc.arguments = arguments;
@@ -325,8 +325,8 @@ void response_stream::close_open(const std::string& status) {
       }
     } else if (call.approval) {
       item req;
-      req.type = "mcp_approval_request";
-      req.id = mint_item_id("mcp_approval_request");
+      req.type = item_kind::mcp_approval_request;
+      req.id = mint_item_id(item_kind::mcp_approval_request);
       req.server_label = call.route.server_label;
       req.name = call.route.tool;
       req.arguments = call.arguments;
@@ -336,7 +336,7 @@ void response_stream::close_open(const std::string& status) {
     } else if (call.position) {
       auto position = *call.position;
       auto& it = output_[position];
-      if (it.type == "function_call") {
+      if (it.type == item_kind::function_call) {
         emit_scoped("response.function_call_arguments.done", position, [&](json::writer& w) {
           write_str(w, "name", it.name);
           write_str(w, "arguments", it.arguments);
@@ -379,10 +379,10 @@ bool response_stream::feed(const upstream_event& e) {
   case kind::refusal: {
     if (e.text.empty())
       return true;
-    const std::string item_type = e.what == kind::reasoning ? "reasoning" : "message";
-    const std::string part_type = e.what == kind::reasoning ? "reasoning_text"
-                                  : e.what == kind::refusal ? "refusal"
-                                                            : "output_text";
+    const item_kind item_type = e.what == kind::reasoning ? item_kind::reasoning : item_kind::message;
+    const part_kind part_type = e.what == kind::reasoning ? part_kind::reasoning_text
+                                : e.what == kind::refusal ? part_kind::refusal
+                                                          : part_kind::output_text;
     ensure_text_part(item_type, part_type);
     append_part(*open_, e.text);
     return true;
@@ -410,8 +410,8 @@ bool response_stream::feed(const upstream_event& e) {
         if (budget_ > 0)
           --budget_;
         item it;
-        it.type = "mcp_call";
-        it.id = mint_item_id("mcp_call");
+        it.type = item_kind::mcp_call;
+        it.id = mint_item_id(item_kind::mcp_call);
         it.server_label = route->server_label;
         it.name = route->tool;
         it.status = "in_progress";
@@ -421,8 +421,8 @@ bool response_stream::feed(const upstream_event& e) {
     } else {
       ++client_actions_;
       item it;
-      it.type = "function_call";
-      it.id = mint_item_id("function_call");
+      it.type = item_kind::function_call;
+      it.id = mint_item_id(item_kind::function_call);
       it.call_id = call.call_id;
       it.name = e.name;
       it.status = "in_progress";
@@ -443,7 +443,7 @@ bool response_stream::feed(const upstream_event& e) {
     if (call.position && !e.text.empty()) {
       auto position = *call.position;
       output_[position].arguments += e.text;
-      bool mcp = output_[position].type == "mcp_call";
+      bool mcp = output_[position].type == item_kind::mcp_call;
       emit_scoped(mcp ? "response.mcp_call_arguments.delta" : "response.function_call_arguments.delta", position,
                   [&](json::writer& w) { write_str(w, "delta", e.text); });
     }
@@ -552,8 +552,8 @@ void response_stream::open_approved_call(const std::string& server_label, const 
 void response_stream::open_whole_call(const std::string& server_label, const std::string& tool,
                                       const std::string& arguments, const std::string& approval_request_id) {
   item it;
-  it.type = "mcp_call";
-  it.id = mint_item_id("mcp_call");
+  it.type = item_kind::mcp_call;
+  it.id = mint_item_id(item_kind::mcp_call);
   it.server_label = server_label;
   it.name = tool;
   it.status = "in_progress";
@@ -571,7 +571,7 @@ void response_stream::open_whole_call(const std::string& server_label, const std
 
 void response_stream::add_item(item it) {
   close_open("completed");
-  if (it.type == "mcp_list_tools") {
+  if (it.type == item_kind::mcp_list_tools) {
     auto full = it;
     it.tools = "[]";
     it.error.clear();
@@ -592,7 +592,7 @@ void response_stream::add_item(item it) {
 
 void response_stream::replay_item(const item& stored) {
   close_open("completed");
-  if (stored.type == "message" || stored.type == "reasoning") {
+  if (stored.type == item_kind::message || stored.type == item_kind::reasoning) {
     auto it = stored;
     it.content.clear();
     it.summary.clear();
@@ -609,14 +609,14 @@ void response_stream::replay_item(const item& stored) {
     close_item(position, stored.status);
     return;
   }
-  if (stored.type == "function_call" || stored.type == "mcp_call") {
+  if (stored.type == item_kind::function_call || stored.type == item_kind::mcp_call) {
     auto it = stored;
     it.arguments.clear();
     it.output.clear();
     it.error.clear();
     it.status = "in_progress";
     auto position = open_item(std::move(it));
-    bool mcp = stored.type == "mcp_call";
+    bool mcp = stored.type == item_kind::mcp_call;
     if (mcp)
       emit_scoped("response.mcp_call.in_progress", position, {});
     output_[position].arguments = stored.arguments;

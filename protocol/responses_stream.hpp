@@ -131,10 +131,10 @@ private:
   void close_item(std::size_t position, const std::string& status);
   void emit_item(const char* type, std::size_t position);
   void emit_scoped(const char* type, std::size_t position, const std::function<void(json::writer&)>& fill);
-  void add_part(std::size_t position, const std::string& part_type);
+  void add_part(std::size_t position, part_kind part_type);
   void append_part(std::size_t position, const std::string& delta);
   void close_part(std::size_t position);
-  void ensure_text_part(const std::string& item_type, const std::string& part_type);
+  void ensure_text_part(item_kind item_type, part_kind part_type);
   std::string unique_call_id(const std::string& proposed);
   void hide_call(const std::string& call_id, const std::string& name, const std::string& arguments);
   // Opens an mcp_call whose arguments are all known, its events through arguments.done, pending.

@@ -398,16 +398,16 @@ std::vector<upstream_event> responses_object_events(std::string_view body) {
     int64_t index = 0;
     for (auto& entry : output->GetArray()) {
       auto it = item_from_json(entry);
-      if (it.type == "reasoning" || it.type == "message") {
+      if (it.type == item_kind::reasoning || it.type == item_kind::message) {
         for (auto& p : it.content) {
-          auto k = p.type == "refusal"          ? upstream_event::kind::refusal
-                   : p.type == "reasoning_text" ? upstream_event::kind::reasoning
+          auto k = p.type == part_kind::refusal          ? upstream_event::kind::refusal
+                   : p.type == part_kind::reasoning_text ? upstream_event::kind::reasoning
                                                 : upstream_event::kind::text;
           if (!p.text.empty())
             out.push_back(make(k, p.text));
         }
         out.push_back(make(upstream_event::kind::item_end));
-      } else if (it.type == "function_call") {
+      } else if (it.type == item_kind::function_call) {
         out.push_back(call_event(index, it.call_id, it.name));
         if (!it.arguments.empty())
           out.push_back(make(upstream_event::kind::arguments, it.arguments, index));

@@ -127,7 +127,7 @@ fake_response_store(response_store_actor::stateful_pointer<fake_response_store_s
     [=](unfinished_atom) {
       std::vector<response_row> out;
       for (auto& [id, r] : self->state.responses)
-        if (r.status == "queued" || r.status == "in_progress")
+        if (protocol::responses::in_flight(r.status))
           out.push_back(r);
       return out;
     },

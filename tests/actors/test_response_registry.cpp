@@ -85,7 +85,7 @@ struct fixture {
   std::string stored_status(const std::string& id) {
     std::string status;
     self->request(store, std::chrono::seconds(10), get_response_atom::value, id, owner)
-      .receive([&](response_row& r) { status = r.status; }, [&](caf::error& err) { status = message_of(err); });
+      .receive([&](response_row& r) { status = rs::to_string(r.status); }, [&](caf::error& err) { status = message_of(err); });
     return status;
   }
 };

@@ -260,10 +260,10 @@ public:
     troupe::protocol::responses::round_request round;
     troupe::protocol::responses::fill_round(round, req);
     troupe::protocol::responses::item hello;
-    hello.type = "message";
+    hello.type = troupe::protocol::responses::item_kind::message;
     hello.role = "user";
     troupe::protocol::responses::content_part text;
-    text.type = "input_text";
+    text.type = troupe::protocol::responses::part_kind::input_text;
     text.text = "hello";
     hello.content.push_back(text);
     round.history.push_back(hello);

@@ -24,6 +24,7 @@
 using namespace troupe;
 using test::fresh_db;
 using test::on_postgres;
+namespace rs = troupe::protocol::responses;
 
 namespace {
 
@@ -142,7 +143,7 @@ response_commit commit(const std::string& id, std::vector<std::string> history, 
   response_commit c;
   c.response.id = id;
   c.response.created_at = 1700000000;
-  c.response.status = std::move(status);
+  c.response.status = *rs::parse_response_status(status);
   c.response.model = "gpt-test";
   c.response.snapshot = R"({"id":")" + id + R"(","object":"response"})";
   c.response.request = R"({"model":"gpt-test"})";
@@ -198,7 +199,7 @@ TEST_CASE("a saved response reads back with its fields and its history in order"
   auto r = client.get("resp_1");
   CHECK(r.id == "resp_1");
   CHECK(r.created_at == 1700000000);
-  CHECK(r.status == "in_progress");
+  CHECK(r.status == rs::response_status::in_progress);
   CHECK(r.background);
   CHECK(r.model == "gpt-test");
   CHECK(r.snapshot == c.response.snapshot);
@@ -209,12 +210,12 @@ TEST_CASE("a saved response reads back with its fields and its history in order"
   CHECK(r.conversation_id == "conv_x");
 
   // A later save of the same response replaces the row; a history that grew keeps its order.
-  c.response.status = "completed";
+  c.response.status = rs::response_status::completed;
   c.response.history_item_ids.push_back("msg_d");
   c.items = {item("msg_d")};
   client.save(c);
   r = client.get("resp_1");
-  CHECK(r.status == "completed");
+  CHECK(r.status == rs::response_status::completed);
   CHECK(r.history_item_ids == std::vector<std::string>{"msg_c", "msg_a", "msg_b", "msg_d"});
   c.response.history_item_ids = {"msg_b", "msg_a"};
   client.save(c);
@@ -415,7 +416,7 @@ TEST_CASE("a commit whose expected revision is stale writes nothing and answers 
   CHECK(client.save(stale) == 2);
   CHECK(client.members("conv_1")
         == std::make_pair(std::vector<std::string>{"msg_a", "msg_b", "msg_c", "msg_d"}, int64_t{2}));
-  CHECK(client.get("resp_1").status == "completed");
+  CHECK(client.get("resp_1").status == rs::response_status::completed);
 
   stale.conversation_id = "conv_nope";
   auto missing = client.refused<int64_t>(save_response_atom::value, stale);
@@ -493,7 +494,7 @@ TEST_CASE("unfinished lists only the responses still queued or in progress", "[r
   std::vector<std::string> ids;
   for (auto& r : rows) {
     ids.push_back(r.id);
-    CHECK(r.history_item_ids == std::vector<std::string>{"msg_" + r.status});
+    CHECK(r.history_item_ids == std::vector<std::string>{"msg_" + std::string(rs::to_string(r.status))});
   }
   std::sort(ids.begin(), ids.end());
   CHECK(ids == std::vector<std::string>{"resp_in_progress", "resp_queued"});
@@ -504,7 +505,7 @@ TEST_CASE("a response's events after a sequence come back in order and are never
   auto c = commit("resp_1", {}, {}, "queued");
   c.events = {{0, R"({"n":0})"}, {1, R"({"n":1})"}, {2, R"({"n":2})"}};
   client.save(c);
-  c.response.status = "in_progress";
+  c.response.status = rs::response_status::in_progress;
   c.events = {{2, R"({"n":"again"})"}, {3, R"({"n":3})"}};
   client.save(c);
   // RS-55: the log is append-only.

@@ -44,18 +44,18 @@ std::string with(const std::string& field, const std::string& value) {
 
 item message(const std::string& role, const std::string& text, const std::string& id = "") {
   item it;
-  it.type = "message";
-  it.id = id.empty() ? mint_item_id("message") : id;
+  it.type = item_kind::message;
+  it.id = id.empty() ? mint_item_id(item_kind::message) : id;
   it.role = role;
   it.status = "completed";
-  it.content.push_back({role == "assistant" ? "output_text" : "input_text", text, {}, "auto"});
+  it.content.push_back({role == "assistant" ? part_kind::output_text : part_kind::input_text, text, {}, "auto"});
   return it;
 }
 
 item function_call(const std::string& call_id, const std::string& name = "f", const std::string& arguments = "{}") {
   item it;
-  it.type = "function_call";
-  it.id = mint_item_id("function_call");
+  it.type = item_kind::function_call;
+  it.id = mint_item_id(item_kind::function_call);
   it.call_id = call_id;
   it.name = name;
   it.arguments = arguments;
@@ -65,8 +65,8 @@ item function_call(const std::string& call_id, const std::string& name = "f", co
 
 item function_output(const std::string& call_id, const std::string& text) {
   item it;
-  it.type = "function_call_output";
-  it.id = mint_item_id("function_call_output");
+  it.type = item_kind::function_call_output;
+  it.id = mint_item_id(item_kind::function_call_output);
   it.call_id = call_id;
   it.output = json::quote(text);
   it.status = "completed";
@@ -75,7 +75,7 @@ item function_output(const std::string& call_id, const std::string& text) {
 
 item approval_request(const std::string& id, const std::string& label = "srv", const std::string& tool = "rm") {
   item it;
-  it.type = "mcp_approval_request";
+  it.type = item_kind::mcp_approval_request;
   it.id = id;
   it.server_label = label;
   it.name = tool;
@@ -85,8 +85,8 @@ item approval_request(const std::string& id, const std::string& label = "srv", c
 
 item approval_response(const std::string& request_id, bool approve, const std::string& reason = "") {
   item it;
-  it.type = "mcp_approval_response";
-  it.id = mint_item_id("mcp_approval_response");
+  it.type = item_kind::mcp_approval_response;
+  it.id = mint_item_id(item_kind::mcp_approval_response);
   it.approval_request_id = request_id;
   it.approve = approve;
   it.reason = reason;
@@ -233,18 +233,18 @@ TEST_CASE("string input becomes one user message with an input_text part", "[res
   auto r = accepted(R"({"model":"m","input":"Say OK"})");
   REQUIRE(r.input.size() == 1);
   auto& m = r.input[0];
-  CHECK(m.type == "message");
+  CHECK(m.type == item_kind::message);
   CHECK(m.role == "user");
   CHECK(m.status == "completed");
   CHECK(std::regex_match(m.id, std::regex("msg_[0-9a-f]{32}")));
   REQUIRE(m.content.size() == 1);
-  CHECK(m.content[0].type == "input_text");
+  CHECK(m.content[0].type == part_kind::input_text);
   CHECK(m.content[0].text == "Say OK");
   // Array messages may omit type; string content is normalized the same way.
   auto a = accepted(R"({"model":"m","input":[{"role":"assistant","content":"prior"},{"role":"user","content":"next"}]})");
   REQUIRE(a.input.size() == 2);
-  CHECK(a.input[0].content[0].type == "output_text");
-  CHECK(a.input[1].content[0].type == "input_text");
+  CHECK(a.input[0].content[0].type == part_kind::output_text);
+  CHECK(a.input[1].content[0].type == part_kind::input_text);
 }
 
 TEST_CASE("metadata holds at most 16 keys of at most 64 characters with string values of at most 512", "[responses]") {
@@ -419,7 +419,7 @@ TEST_CASE("the Responses upstream request never carries state, background or met
 TEST_CASE("the model's view turns MCP calls and approvals into function calls and outputs", "[responses]") {
   // RS-46
   item call;
-  call.type = "mcp_call";
+  call.type = item_kind::mcp_call;
   call.id = "mcp_1";
   call.server_label = "srv";
   call.name = "echo";
@@ -432,7 +432,7 @@ TEST_CASE("the model's view turns MCP calls and approvals into function calls an
   failed.error = R"({"type":"mcp_tool_execution_error","content":[]})";
   failed.status = "failed";
   item list;
-  list.type = "mcp_list_tools";
+  list.type = item_kind::mcp_list_tools;
   list.id = "mcpl_1";
   list.server_label = "srv";
   item approved_call = call;
@@ -455,25 +455,25 @@ TEST_CASE("the model's view turns MCP calls and approvals into function calls an
     cut,
   });
   REQUIRE(view.size() == 8);
-  CHECK(view[0].type == "function_call");
+  CHECK(view[0].type == item_kind::function_call);
   CHECK(view[0].call_id == "mcp_1");
   CHECK(view[0].name == "mcp__srv__echo");
   CHECK(view[0].arguments == "{\"text\":\"hi\"}");
-  CHECK(view[1].type == "function_call_output");
+  CHECK(view[1].type == item_kind::function_call_output);
   CHECK(view[1].call_id == "mcp_1");
   CHECK(output_text(view[1]) == "hi back");
   CHECK(view[2].call_id == "mcp_2");
   CHECK(output_text(view[3]) == R"({"error":{"type":"mcp_tool_execution_error","content":[]}})");
   // A denied request: its call and the denial as its output.
-  CHECK(view[4].type == "function_call");
+  CHECK(view[4].type == item_kind::function_call);
   CHECK(view[4].call_id == "mcpr_no");
   CHECK(view[4].name == "mcp__srv__rm");
   CHECK(view[5].call_id == "mcpr_no");
   CHECK(output_text(view[5]) == R"({"error":"Tool call was not approved by the user. Too risky."})");
   // The unanswered request gives nothing; the approved one its call, then the executed call's output.
-  CHECK(view[6].type == "function_call");
+  CHECK(view[6].type == item_kind::function_call);
   CHECK(view[6].call_id == "mcpr_ok");
-  CHECK(view[7].type == "function_call_output");
+  CHECK(view[7].type == item_kind::function_call_output);
   CHECK(view[7].call_id == "mcpr_ok");
   CHECK(output_text(view[7]) == "removed");
 }
@@ -481,7 +481,7 @@ TEST_CASE("the model's view turns MCP calls and approvals into function calls an
 TEST_CASE("after a compaction only earlier user messages remain and the summary speaks as the assistant",
           "[responses]") { // RS-50
   item compaction;
-  compaction.type = "compaction";
+  compaction.type = item_kind::compaction;
   compaction.id = "cmp_1";
   compaction.encrypted_content = "User is planning a trip.";
   auto view = model_view({
@@ -497,13 +497,13 @@ TEST_CASE("after a compaction only earlier user messages remain and the summary 
   REQUIRE(view.size() == 5);
   CHECK(view[0].id == "msg_u1");
   CHECK(view[1].id == "msg_u2");
-  CHECK(view[2].type == "message");
+  CHECK(view[2].type == item_kind::message);
   CHECK(view[2].role == "assistant");
   CHECK(message_text(view[2]) == "User is planning a trip.");
   CHECK(view[3].id == "msg_u3");
   CHECK(view[4].id == "msg_a3");
   for (auto& it : view)
-    CHECK(it.type != "compaction");
+    CHECK(it.type != item_kind::compaction);
 }
 
 // ---- 12. names and estimates ----
@@ -527,7 +527,7 @@ TEST_CASE("the token estimate follows the RS-51 formula", "[responses]") { // RS
   // Text: instructions 9 + "hello world" 11 + "look" 4 + arguments 9 + output "ok" 2 = 35 bytes → 9;
   // 4 items × 12, 3 content parts × 7, 1 image × 1024.
   item picture = message("user", "look");
-  picture.content.push_back({"input_image", "", "https://example.com/a.png", "auto"});
+  picture.content.push_back({part_kind::input_image, "", "https://example.com/a.png", "auto"});
   std::vector<item> history = {
     message("user", "hello world"),
     picture,

@@ -93,7 +93,7 @@ std::string response_object(const std::vector<item>& output, const std::string& 
   st.id = "resp_0000000000000000000000000000test";
   st.created_at = 1767225600;
   st.completed_at = 1767225601;
-  st.status = status;
+  st.status = *parse_response_status(status);
   st.output = output;
   if (status != "in_progress")
     st.tokens = usage{};
@@ -483,7 +483,7 @@ TEST_CASE("tool-call arguments split at any byte reach the item, the deltas and 
     auto events = s.take_events();
     REQUIRE(s.output().size() == 1);
     auto& call = s.output()[0];
-    CHECK(call.type == "function_call");
+    CHECK(call.type == item_kind::function_call);
     CHECK(call.name == "get_weather");
     CHECK(call.call_id == "call_w");
     CHECK(call.status == "completed");
@@ -718,9 +718,9 @@ TEST_CASE("a round with text, a gateway call and a client call holds the client 
   CHECK(json::get_string(done[1]["item"], "call_id") == "call_c");
 
   REQUIRE(s.output().size() == 3);
-  CHECK(s.output()[0].type == "message");
-  CHECK(s.output()[1].type == "mcp_call");
-  CHECK(s.output()[2].type == "function_call");
+  CHECK(s.output()[0].type == item_kind::message);
+  CHECK(s.output()[1].type == item_kind::mcp_call);
+  CHECK(s.output()[2].type == item_kind::function_call);
   end_as(s, "completed");
   auto all = first;
   for (auto& e : second)
@@ -748,7 +748,7 @@ TEST_CASE("a gateway call that fails ends failed with its error and what it held
   auto failed = events_of(events, "response.mcp_call.failed");
   CHECK(failed.size() == 1);
   CHECK(s.output()[0].status == "failed");
-  CHECK(s.output()[1].type == "message");
+  CHECK(s.output()[1].type == item_kind::message);
   CHECK_RS37(events);
 }
 
@@ -812,7 +812,7 @@ TEST_CASE("a call to an mcp__ name the request does not offer is a gateway call,
   CHECK(pending[0].tool == "wipe");
   CHECK(pending[0].arguments == "{\"all\":true}");
   REQUIRE(s.output().size() == 1);
-  CHECK(s.output()[0].type == "mcp_call");
+  CHECK(s.output()[0].type == item_kind::mcp_call);
   s.complete_call(pending[0].output_position, "",
                   R"({"type":"mcp_protocol_error","code":-32602,"message":"Unknown tool 'wipe' on server 'ghost'"})");
   end_as(s, "completed");
@@ -841,7 +841,7 @@ TEST_CASE("a call that needs approval but whose arguments are not JSON asks nobo
   REQUIRE(pending.size() == 1);
   CHECK(pending[0].arguments == broken);
   REQUIRE(s.output().size() == 1);
-  CHECK(s.output()[0].type == "mcp_call");
+  CHECK(s.output()[0].type == item_kind::mcp_call);
   CHECK(s.output()[0].arguments == broken);
   s.complete_call(pending[0].output_position, "", R"({"type":"mcp_protocol_error","code":-32602,"message":"x"})");
   end_as(s, "completed");
@@ -909,9 +909,9 @@ TEST_CASE("a live stream with reasoning, text and a call keeps every RS-37 invar
   auto events = s.take_events();
   CHECK_RS37(events);
   REQUIRE(s.output().size() == 3);
-  CHECK(s.output()[0].type == "reasoning");
+  CHECK(s.output()[0].type == item_kind::reasoning);
   CHECK(message_text(s.output()[0]) == "The user wants weather.");
-  CHECK(s.output()[1].type == "message");
+  CHECK(s.output()[1].type == item_kind::message);
   CHECK(message_text(s.output()[1]) == "Checking now.");
   CHECK(s.output()[2].arguments == "{\"city\":\"Oslo\"}");
   for (auto& it : s.output())
@@ -928,7 +928,7 @@ TEST_CASE("the canonical replay of stored items keeps RS-37 and is byte-identica
   auto items = live.output();
   // An executed MCP call and a refusal join the stored items.
   item mcp;
-  mcp.type = "mcp_call";
+  mcp.type = item_kind::mcp_call;
   mcp.id = "mcp_0000000000000000000000000000abcd";
   mcp.server_label = "srv";
   mcp.name = "echo";
@@ -937,11 +937,11 @@ TEST_CASE("the canonical replay of stored items keeps RS-37 and is byte-identica
   mcp.status = "completed";
   items.push_back(mcp);
   item refusal;
-  refusal.type = "message";
+  refusal.type = item_kind::message;
   refusal.id = "msg_0000000000000000000000000000abcd";
   refusal.role = "assistant";
   refusal.status = "completed";
-  refusal.content = {{"output_text", "Sorry,", {}, "auto"}, {"refusal", "I can't.", {}, "auto"}};
+  refusal.content = {{part_kind::output_text, "Sorry,", {}, "auto"}, {part_kind::refusal, "I can't.", {}, "auto"}};
   items.push_back(refusal);
 
   auto first = replay(items);
@@ -1027,9 +1027,9 @@ TEST_CASE("chat reasoning_content before content opens a reasoning item, then a 
   end_as(s, "completed");
   auto events = s.take_events();
   REQUIRE(s.output().size() == 2);
-  CHECK(s.output()[0].type == "reasoning");
+  CHECK(s.output()[0].type == item_kind::reasoning);
   CHECK(message_text(s.output()[0]) == "think more");
-  CHECK(s.output()[1].type == "message");
+  CHECK(s.output()[1].type == item_kind::message);
   auto added = events_of(events, "response.output_item.added");
   REQUIRE(added.size() == 2);
   CHECK(json::serialize(added[0]["item"]).find(R"("summary":[],"content":[])") != std::string::npos);
@@ -1242,11 +1242,11 @@ TEST_CASE("a vLLM reasoning stream with its placeholder argument delta yields th
   end_as(s, "completed");
   auto events = s.take_events();
   REQUIRE(s.output().size() == 3);
-  CHECK(s.output()[0].type == "reasoning");
+  CHECK(s.output()[0].type == item_kind::reasoning);
   CHECK(message_text(s.output()[0]) == "Thinking Process:\n1. ");
-  CHECK(s.output()[1].type == "message");
+  CHECK(s.output()[1].type == item_kind::message);
   CHECK(message_text(s.output()[1]) == "\n\n");
-  CHECK(s.output()[2].type == "function_call");
+  CHECK(s.output()[2].type == item_kind::function_call);
   CHECK(s.output()[2].arguments == "{\"text\": \"plain fixture\"}");
   CHECK(json::parse(s.output()[2].arguments));
   CHECK(s.output()[2].call_id == "call_d7f2b204e6a04061b787bac7");
@@ -1369,16 +1369,16 @@ TEST_CASE("calls beyond max_tool_calls leave no client-visible trace and get a h
   for (auto& e : events)
     CHECK(e.json.find("call_2") == std::string::npos);
   REQUIRE(s.output().size() == 1);
-  CHECK(s.output()[0].type == "mcp_call");
+  CHECK(s.output()[0].type == item_kind::mcp_call);
 
   auto model = s.model_items();
   REQUIRE(model.size() == 3);
-  CHECK(model[0].type == "mcp_call");
-  CHECK(model[1].type == "function_call");
+  CHECK(model[0].type == item_kind::mcp_call);
+  CHECK(model[1].type == item_kind::function_call);
   CHECK(model[1].call_id == "call_2");
   CHECK(model[1].name == "mcp__srv__echo");
   CHECK(model[1].arguments == "{\"text\":\"b\"}");
-  CHECK(model[2].type == "function_call_output");
+  CHECK(model[2].type == item_kind::function_call_output);
   CHECK(model[2].call_id == "call_2");
   auto output = parse_doc(model[2].output);
   REQUIRE(output.IsString());
@@ -1408,15 +1408,15 @@ TEST_CASE("an approved call beyond max_tool_calls gets only the limit output, un
   std::vector<item> history;
   for (auto id : {"mcpr_a", "mcpr_b"}) {
     item req;
-    req.type = "mcp_approval_request";
+    req.type = item_kind::mcp_approval_request;
     req.id = id;
     req.server_label = "srv";
     req.name = "rm";
     req.arguments = "{}";
     history.push_back(req);
     item answer;
-    answer.type = "mcp_approval_response";
-    answer.id = mint_item_id("mcp_approval_response");
+    answer.type = item_kind::mcp_approval_response;
+    answer.id = mint_item_id(item_kind::mcp_approval_response);
     answer.approval_request_id = id;
     answer.approve = true;
     history.push_back(answer);
@@ -1426,9 +1426,9 @@ TEST_CASE("an approved call beyond max_tool_calls gets only the limit output, un
   std::map<std::string, int> calls;
   std::map<std::string, int> outputs;
   for (auto& it : model_view(history)) {
-    if (it.type == "function_call")
+    if (it.type == item_kind::function_call)
       ++calls[it.call_id];
-    if (it.type == "function_call_output")
+    if (it.type == item_kind::function_call_output)
       ++outputs[it.call_id];
   }
   CHECK(calls == std::map<std::string, int>{{"mcpr_a", 1}, {"mcpr_b", 1}});
