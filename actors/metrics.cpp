@@ -46,6 +46,15 @@ struct node_metrics::impl {
                                                     .Name("troupe_store_records")
                                                     .Help("Records in the store, by stream")
                                                     .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& pg_dead_tuples = prometheus::BuildGauge()
+                                                            .Name("troupe_store_pg_dead_tuples")
+                                                            .Help("Dead tuples in the store's tables (PostgreSQL)")
+                                                            .Register(*registry);
+  prometheus::Family<prometheus::Gauge>& pg_oldest_xact =
+    prometheus::BuildGauge()
+      .Name("troupe_store_pg_oldest_xact_age_seconds")
+      .Help("Age of the oldest open transaction on the store's database (PostgreSQL)")
+      .Register(*registry);
   prometheus::Family<prometheus::Gauge>& approvals = prometheus::BuildGauge()
                                                        .Name("troupe_approvals")
                                                        .Help("Approval requests in the store, by status")
@@ -105,6 +114,10 @@ std::string node_metrics::prometheus_text(const protocol::store_stats& stats, ui
   impl_->live.Add({}).Set(static_cast<double>(live_count));
   for (auto& s : stats.streams)
     impl_->stored.Add({{"stream", s.name}}).Set(static_cast<double>(s.records));
+  if (stats.postgres) {
+    impl_->pg_dead_tuples.Add({}).Set(static_cast<double>(stats.postgres->dead_tuples));
+    impl_->pg_oldest_xact.Add({}).Set(stats.postgres->oldest_xact_age_seconds);
+  }
   for (auto status : {"pending", "approved", "denied", "expired"}) {
     auto& counts = stats.approvals.status_counts;
     auto it = counts.find(status);

@@ -155,6 +155,12 @@ inline constexpr char insert_audit[] =
 
 inline constexpr char schema_version[] = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations";
 
+// PostgreSQL only (CJ-11): what waits for vacuum, and how old the oldest open transaction is.
+inline constexpr char dead_tuples[] = "SELECT COALESCE(SUM(n_dead_tup), 0) FROM pg_stat_user_tables";
+inline constexpr char oldest_transaction[] = R"sql(
+  SELECT COALESCE(EXTRACT(EPOCH FROM now() - MIN(xact_start)), 0) FROM pg_stat_activity
+  WHERE datname = current_database() AND xact_start IS NOT NULL)sql";
+
 inline constexpr char run_status_counts[] = "SELECT status, COUNT(*) FROM runs GROUP BY status";
 inline constexpr char ready_queued_count[] =
   "SELECT COUNT(*) FROM runs WHERE status = 'queued' AND retry_after <= ?1";

@@ -7,6 +7,7 @@
 #include "protocol/timestamp.hpp"
 
 #include <map>
+#include <string_view>
 
 namespace troupe::io::run_store {
 
@@ -60,6 +61,13 @@ protocol::store_stats store_db<Conn>::stats(bool detailed) {
   if (detailed) {
     add_details(s);
     grouped(store_sql::table_bytes, bytes);
+  }
+  if constexpr (std::string_view(Conn::engine) == "postgres") {
+    protocol::postgres_stats pg;
+    pg.dead_tuples = scalar(store_sql::dead_tuples);
+    if (auto q = sql(store_sql::oldest_transaction); q.row())
+      pg.oldest_xact_age_seconds = q.real(0).value_or(0);
+    s.postgres = pg;
   }
   for (auto& stream : store_sql::streams) {
     protocol::stream_stats st{stream.name, scalar(stream.count), bytes[stream.name], {}};

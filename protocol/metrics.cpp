@@ -137,6 +137,14 @@ std::string metrics_json(const store_stats& s, uint64_t live_count, bool with_pa
     w.EndObject();
     integer(w, "total_records", records);
     integer(w, "total_bytes", bytes);
+    if (s.postgres) {
+      w.Key("pg");
+      w.StartObject();
+      integer(w, "dead_tuples", s.postgres->dead_tuples);
+      w.Key("oldest_xact_age_seconds");
+      w.Double(s.postgres->oldest_xact_age_seconds);
+      w.EndObject();
+    }
     w.EndObject();
   });
 }

@@ -21,6 +21,12 @@ struct stream_stats {
 };
 
 // The durable counts, read from the store in one pass.
+// What PostgreSQL says of the database's health (CJ-11).
+struct postgres_stats {
+  int64_t dead_tuples = 0;             // across troupe's tables, waiting for vacuum
+  double oldest_xact_age_seconds = 0;  // the oldest open transaction on the database, any client's
+};
+
 struct store_stats {
   std::map<std::string, int64_t> run_status_counts;
   int64_t run_count = 0;
@@ -39,6 +45,7 @@ struct store_stats {
   approval_summary approvals;
   std::vector<stream_stats> streams;
   std::string root; // where the store lives
+  std::optional<postgres_stats> postgres; // on PostgreSQL only
 };
 
 // What /ready says of the store: its engine ("sqlite" | "postgres") and the schema version it is at.

@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <map>
 #include <set>
 
@@ -329,11 +331,36 @@ TEST_CASE("an unknown key is refused with its path and the nearest known key whe
 }
 
 TEST_CASE("keys of features troupe does not have are unknown keys", "[config]") {
-  auto r = parse(R"({"cluster":{"heartbeat_seconds":2},"jobs":{},"store":{"postgres_url":"postgres://x"}})");
-  CHECK(r.errors.size() == 3);
-  CHECK(has_error(r, "cluster: unknown key"));
+  auto r = parse(R"({"cluster":{"heartbeat_seconds":2},"jobs":{}})");
+  CHECK(r.errors.size() == 2);
+  CHECK(has_error(r, "cluster.heartbeat_seconds: unknown key"));
   CHECK(has_error(r, "jobs: unknown key"));
-  CHECK(has_error(r, "store.postgres_url: unknown key"));
+}
+
+TEST_CASE("store.postgres_url (or TROUPE_POSTGRES_URL) selects PostgreSQL, bounded by cluster.pg.* (CJ-1, CJ-4)",
+          "[config]") {
+  auto defaults = parse("");
+  REQUIRE(defaults.ok());
+  CHECK(defaults.value.postgres_url.empty());
+  CHECK(defaults.value.postgres.pool_size == 8);
+  CHECK(defaults.value.postgres.acquire_timeout_seconds == 5);
+  CHECK(defaults.value.postgres.statement_timeout_seconds == 5);
+  CHECK(defaults.value.postgres.idle_in_transaction_seconds == 10);
+  CHECK(defaults.value.postgres.lock_timeout_seconds == 2);
+
+  auto r = parse(R"({"store":{"postgres_url":"postgresql://file/db"},"cluster":{"pg":{"pool_size":3}}})",
+                 {{"TROUPE_POSTGRES_URL", "postgresql://env/db"}});
+  REQUIRE(r.ok());
+  CHECK(r.value.postgres_url == "postgresql://env/db");
+  CHECK(r.value.postgres.pool_size == 3);
+
+  auto bad = parse(R"({"cluster":{"pg":{"pool_size":0,"lock_timeout_seconds":"soon"}}})");
+  CHECK(bad.errors.size() == 2);
+  auto names = [&](const std::string& key) {
+    return std::any_of(bad.errors.begin(), bad.errors.end(), [&](auto& e) { return e.rfind(key + ": ", 0) == 0; });
+  };
+  CHECK(names("cluster.pg.pool_size"));
+  CHECK(names("cluster.pg.lock_timeout_seconds"));
 }
 
 TEST_CASE("an unknown key given with --set is refused like one in the file", "[config]") {
