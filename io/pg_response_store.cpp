@@ -3,7 +3,6 @@
 #include "io/pg_response_store.hpp"
 
 #include "io/pg_connection.hpp"
-#include "io/pg_migrations.hpp"
 #include "io/pg_worker.hpp"
 #include "io/response_store_port.hpp"
 #include "io/response_store_statements.hpp"
@@ -51,14 +50,12 @@ std::string response_store_key(const caf::message& msg) {
 
 std::variant<response_store_actor, std::string> spawn_pg_response_store(caf::actor_system& sys,
                                                                        const pg_store_settings& settings) {
-  pg::session first(settings.url, settings.limits);
-  auto migrated = pg::migrate(first);
-  if (auto err = std::get_if<std::string>(&migrated))
-    return "store.postgres_url " + redacted_url(settings.url) + ": " + *err;
-  auto pool = pg::spawn_pool(sys, settings.pool, response_store_key, [&sys, settings](const caf::actor& pool) {
+  auto pool = start_pg_pool(sys, settings, response_store_key, [&sys, settings](const caf::actor& pool) {
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(worker_behavior, pool, settings));
   });
-  return caf::actor_cast<response_store_actor>(pool);
+  if (auto err = std::get_if<std::string>(&pool))
+    return std::move(*err);
+  return caf::actor_cast<response_store_actor>(std::get<caf::actor>(pool));
 }
 
 } // namespace troupe::io

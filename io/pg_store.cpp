@@ -91,21 +91,28 @@ std::string redacted_url(const std::string& url) {
   return url.substr(0, colon) + url.substr(at);
 }
 
-std::variant<store_actor, std::string> spawn_pg_store(caf::actor_system& sys, const pg_store_settings& settings) {
+std::variant<caf::actor, std::string> start_pg_pool(caf::actor_system& sys, const pg_store_settings& settings,
+                                                    pg::key_function key_of, pg::worker_factory make) {
   pg::session first(settings.url, settings.limits);
   auto migrated = pg::migrate(first);
   if (auto err = std::get_if<std::string>(&migrated))
     return "store.postgres_url " + redacted_url(settings.url) + ": " + *err;
+  return pg::spawn_pool(sys, settings.pool, std::move(key_of), std::move(make));
+}
+
+std::variant<store_actor, std::string> spawn_pg_store(caf::actor_system& sys, const pg_store_settings& settings) {
   auto audit = std::make_shared<audit_file>();
   if (!settings.audit_path.empty()) {
     audit->file.reset(std::fopen(settings.audit_path.c_str(), "a"));
     if (!audit->file)
       spdlog::error("store: cannot append to {}; audit records are kept in the store only", settings.audit_path);
   }
-  auto pool = pg::spawn_pool(sys, settings.pool, run_store_key, [&sys, settings, audit](const caf::actor& pool) {
+  auto pool = start_pg_pool(sys, settings, run_store_key, [&sys, settings, audit](const caf::actor& pool) {
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(worker_behavior, pool, settings, audit));
   });
-  return caf::actor_cast<store_actor>(pool);
+  if (auto err = std::get_if<std::string>(&pool))
+    return std::move(*err);
+  return caf::actor_cast<store_actor>(std::get<caf::actor>(pool));
 }
 
 } // namespace troupe::io

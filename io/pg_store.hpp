@@ -24,8 +24,12 @@ struct pg_store_settings {
 // The URL without its password, as logs and the counts show it.
 std::string redacted_url(const std::string& url);
 
-// Connects, applies the migrations (an error is the message troupe exits 2 with, naming the store)
-// and spawns the pool.
+// What every PostgreSQL store does to start: applies the migrations, then spawns its pool of workers.
+// An error is the message troupe exits 2 with, naming the store.
+std::variant<caf::actor, std::string> start_pg_pool(caf::actor_system& sys, const pg_store_settings& settings,
+                                                    pg::key_function key_of, pg::worker_factory make);
+
+// The run store: connects, applies the migrations and spawns the pool.
 std::variant<store_actor, std::string> spawn_pg_store(caf::actor_system& sys, const pg_store_settings& settings);
 
 } // namespace troupe::io

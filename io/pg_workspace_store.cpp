@@ -5,7 +5,6 @@
 #include "io/pg_workspace_store.hpp"
 
 #include "io/pg_connection.hpp"
-#include "io/pg_migrations.hpp"
 #include "io/pg_worker.hpp"
 #include "io/workspace_store_port.hpp"
 #include "io/workspace_store_statements.hpp"
@@ -28,6 +27,7 @@ using worker_pointer = worker_actor::stateful_pointer<worker_state>;
 
 worker_actor::behavior_type worker_behavior(worker_pointer self, caf::actor pool, pg_store_settings settings) {
   pg::start_core(self->state.core, settings.url, settings.limits, std::move(pool), workspace_sql::postgres_spelling);
+  pg::flush_on_exit(self);
   return workspace_store::port_behavior<worker_actor>(pg::engine<workspace_db, worker_pointer>{self},
                                                       [self](flush_atom) { pg::flush(self); });
 }
@@ -49,14 +49,12 @@ std::string workspace_key_of(const caf::message& msg) {
 
 std::variant<workspace_store_actor, std::string> spawn_pg_workspace_store(caf::actor_system& sys,
                                                                          const pg_store_settings& settings) {
-  pg::session first(settings.url, settings.limits);
-  auto migrated = pg::migrate(first);
-  if (auto err = std::get_if<std::string>(&migrated))
-    return "store.postgres_url " + redacted_url(settings.url) + ": " + *err;
-  auto pool = pg::spawn_pool(sys, settings.pool, workspace_key_of, [&sys, settings](const caf::actor& pool) {
+  auto pool = start_pg_pool(sys, settings, workspace_key_of, [&sys, settings](const caf::actor& pool) {
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(worker_behavior, pool, settings));
   });
-  return caf::actor_cast<workspace_store_actor>(pool);
+  if (auto err = std::get_if<std::string>(&pool))
+    return std::move(*err);
+  return caf::actor_cast<workspace_store_actor>(std::get<caf::actor>(pool));
 }
 
 } // namespace troupe::io
