@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <mutex>
+#include <regex>
 
 namespace troupe::io {
 
@@ -80,15 +81,20 @@ std::string run_store_key(const caf::message& msg) {
 } // namespace
 
 std::string redacted_url(const std::string& url) {
-  // postgresql://user:secret@host/db → postgresql://user@host/db
   auto scheme = url.find("://");
-  auto at = url.find('@');
-  if (scheme == std::string::npos || at == std::string::npos || at < scheme)
-    return url;
-  auto colon = url.find(':', scheme + 3);
-  if (colon == std::string::npos || colon > at)
-    return url;
-  return url.substr(0, colon) + url.substr(at);
+  if (scheme == std::string::npos) {
+    // key=value form: host=db password='s e c' → host=db password=***
+    static const std::regex password(R"(password\s*=\s*('([^'\\]|\\.)*'|\S+))", std::regex::icase);
+    return std::regex_replace(url, password, "password=***");
+  }
+  // postgresql://user:secret@host/db?sslmode=x&password=y → postgresql://user@host/db (the query may
+  // carry a password too, and says nothing an operator needs in a log line)
+  auto out = url.substr(0, url.find('?'));
+  auto at = out.find('@');
+  auto colon = out.find(':', scheme + 3);
+  if (at != std::string::npos && colon != std::string::npos && colon < at)
+    out.erase(colon, at - colon);
+  return out;
 }
 
 std::variant<caf::actor, std::string> start_pg_pool(caf::actor_system& sys, const pg_store_settings& settings,

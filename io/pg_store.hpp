@@ -21,7 +21,7 @@ struct pg_store_settings {
   std::string audit_path;     // the JSONL copy of the audit records ("" = none)
 };
 
-// The URL without its password, as logs and the counts show it.
+// The URL (or key=value connection string) without its password, as logs and the counts show it.
 std::string redacted_url(const std::string& url);
 
 // What every PostgreSQL store does to start: applies the migrations, then spawns its pool of workers.

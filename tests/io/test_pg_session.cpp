@@ -2,6 +2,7 @@
 // `postgres_io` ctest test inside scripts/pg-throwaway (hidden from a plain run of the io tests).
 #include "actors/errors.hpp"
 #include "io/pg_session.hpp"
+#include "io/pg_store.hpp"
 
 #include <catch2/catch.hpp>
 #include <pqxx/pqxx>
@@ -75,6 +76,15 @@ TEST_CASE("the connection URL gains keepalives, a connect timeout and troupe's n
   CHECK(pg::connection_url("host=h dbname=db application_name=mine", l)
         == "host=h dbname=db application_name=mine keepalives=1 keepalives_idle=10 keepalives_interval=5 "
            "keepalives_count=3 connect_timeout=7");
+}
+
+TEST_CASE("a store URL is shown without its password, in either form libpq reads", "[pg_session]") {
+  using troupe::io::redacted_url;
+  CHECK(redacted_url("postgresql://troupe:s3cret@db.example:5432/troupe") == "postgresql://troupe@db.example:5432/troupe");
+  CHECK(redacted_url("postgresql://troupe@db/troupe?sslmode=require&password=s3cret") == "postgresql://troupe@db/troupe");
+  CHECK(redacted_url("postgresql://db/troupe") == "postgresql://db/troupe");
+  CHECK(redacted_url("host=db password=s3cret dbname=troupe") == "host=db password=*** dbname=troupe");
+  CHECK(redacted_url("host=db PASSWORD = 'a b\\'c' dbname=troupe") == "host=db password=*** dbname=troupe");
 }
 
 TEST_CASE("a session runs with the statement, lock and idle-transaction limits of cluster.pg (CJ-4)",
