@@ -192,7 +192,7 @@ workspaces_actor::behavior_type workspaces(registry_pointer self, workspace_stor
       self->state.logs.erase(it);
     },
     [=](prune_atom) {
-      self->send(self->state.store, prune_atom::value, self->state.options.command_result_retention);
+      caf::anon_send(self->state.store, prune_atom::value, self->state.options.command_result_retention);
       self->delayed_send(self, std::chrono::hours(1), prune_atom::value);
     },
   };

@@ -72,7 +72,7 @@ using workspace_store_actor = caf::typed_actor<
   // The log's head seq (0 when empty).
   caf::replies_to<head_atom, workspace_key>::with<int64_t>,
   // Forgets command results older than `retention` seconds (WS-40).
-  caf::reacts_to<prune_atom, double>>;
+  caf::replies_to<prune_atom, double>::with<bool>>;
 
 } // namespace troupe
 

@@ -2,7 +2,6 @@
 // (io/workspace_store_db.hpp), once for both adapters. `Engine` says how an operation reaches the
 // database (io/sqlite_support.hpp's sqlite::engine, io/pg_worker.hpp's pg::engine):
 //   engine.template write<T>(fn)  a write answered once durable; fn(db) returns outcome<T>
-//   engine.tell(fn)               a write nobody waits for
 //   engine.template read<T>(fn)   a read that sees every write sent before it; fn(db) returns outcome<T>
 // `extra` are handlers an adapter's actor adds to the port's (its flush).
 #pragma once
@@ -29,7 +28,12 @@ typename Actor::behavior_type port_behavior(Engine engine, Extra... extra) {
     [=](head_atom, workspace_key& key) {
       return engine.template read<int64_t>([=](auto& db) { return outcome<int64_t>(db.head(key)); });
     },
-    [=](prune_atom, double retention) { engine.tell([=](auto& db) { db.prune(retention); }); },
+    [=](prune_atom, double retention) {
+      return engine.template write<bool>([=](auto& db) {
+        db.prune(retention);
+        return outcome<bool>(true);
+      });
+    },
   };
 }
 
