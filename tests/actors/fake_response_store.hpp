@@ -15,6 +15,7 @@
 namespace troupe::testing {
 
 struct fake_response_store_state {
+  std::string name_for_logs;
   static inline const char* name = "fake_response_store";
   std::map<std::string, response_row> responses;
   std::map<std::string, stored_item> items;
@@ -63,8 +64,11 @@ inline item_page page_of(std::vector<stored_item> all, const page_request& p) {
   return page;
 }
 
+// `name` is for logs; that the store takes an argument at all matters: CAF 0.17 binds a null empty
+// tuple to a function spawned without any (UBSan reports it).
 inline response_store_actor::behavior_type
-fake_response_store(response_store_actor::stateful_pointer<fake_response_store_state> self) {
+fake_response_store(response_store_actor::stateful_pointer<fake_response_store_state> self, std::string name) {
+  self->state.name_for_logs = std::move(name);
   using result_row = caf::result<response_row>;
   return {
     [=](save_response_atom, response_commit& c) -> caf::result<int64_t> {

@@ -21,7 +21,7 @@ struct fixture {
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   std::shared_ptr<fake_model> model = std::make_shared<fake_model>(); // rounds hang unless told otherwise
-  response_store_actor store = sys.spawn(testing::fake_response_store);
+  response_store_actor store = sys.spawn(testing::fake_response_store, std::string("fake response store"));
   response_registry_actor registry;
   response_owner owner{""};
 
