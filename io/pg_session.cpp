@@ -4,6 +4,7 @@
 
 #include <pqxx/pqxx>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -106,8 +107,35 @@ std::optional<caf::error> session::connect() {
   }
 }
 
-std::optional<caf::error> session::transact(const std::function<bool(pqxx::work&)>& work,
-                                            const std::function<bool(pqxx::work&)>& settle) {
+std::variant<bool, caf::error> session::committed(int64_t txid) {
+  auto deadline = std::chrono::steady_clock::now()
+                  + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(std::max(1.0, limits_.statement_timeout_seconds)));
+  std::string last;
+  do {
+    if (auto err = connect()) {
+      last = message_of(*err);
+    } else {
+      try {
+        pqxx::nontransaction ask(*conn_);
+        auto status = ask.exec_params1("SELECT txid_status($1)", txid)[0];
+        if (status.is_null())
+          return unavailable("the outcome of a commit is unknown: PostgreSQL no longer knows its transaction");
+        auto s = status.as<std::string>();
+        if (s != "in progress") // the old backend may still be finishing it
+          return s == "committed";
+      } catch (const std::exception& e) {
+        if (!conn_->is_open())
+          conn_.reset();
+        last = e.what();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return unavailable("the outcome of a commit is unknown: " + last);
+}
+
+std::optional<caf::error> session::transact(const std::function<bool(pqxx::work&)>& work) {
   last_tries_ = 0;
   std::string last;
   for (int attempt = 0; attempt <= limits_.retries; ++attempt) {
@@ -119,12 +147,15 @@ std::optional<caf::error> session::transact(const std::function<bool(pqxx::work&
       continue;
     }
     bool committing = false;
+    std::optional<int64_t> txid; // assigned once the transaction wrote
     try {
       pqxx::work tx(*conn_);
       if (!work(tx)) {
         tx.abort();
         return std::nullopt;
       }
+      if (auto id = tx.exec1("SELECT txid_current_if_assigned()")[0]; !id.is_null())
+        txid = id.as<int64_t>();
       committing = true;
       tx.commit();
       return std::nullopt;
@@ -135,27 +166,36 @@ std::optional<caf::error> session::transact(const std::function<bool(pqxx::work&
         conn_.reset();
       if (verdict == after_failure::fail)
         return make_error(errc::internal, "store: " + last);
-      if (verdict == after_failure::settle) {
-        if (!settle)
-          return unavailable("the outcome of a commit is unknown: " + last);
-        // The write either committed or left nothing: read it back on a new connection.
-        try {
-          if (auto err = connect())
-            return err;
-          pqxx::work check(*conn_);
-          bool there = settle(check);
-          check.commit();
-          if (there)
-            return std::nullopt;
-        } catch (const std::exception& again) {
-          if (!conn_ || !conn_->is_open())
-            conn_.reset();
-          last = again.what();
-        }
+      if (verdict == after_failure::settle && txid) {
+        auto outcome = committed(*txid);
+        if (auto err = std::get_if<caf::error>(&outcome))
+          return std::move(*err);
+        if (std::get<bool>(outcome))
+          return std::nullopt;
       }
     }
   }
   return unavailable("gave up after " + std::to_string(last_tries_) + " tries: " + last);
+}
+
+std::variant<std::vector<open_transaction>, caf::error> long_transactions(session& db, double older_than) {
+  std::vector<open_transaction> found;
+  auto err = db.transact([&](pqxx::work& tx) {
+    found.clear();
+    auto rows = tx.exec_params(R"sql(
+      SELECT pid, EXTRACT(EPOCH FROM now() - xact_start), COALESCE(application_name, ''), COALESCE(state, '')
+      FROM pg_stat_activity
+      WHERE datname = current_database() AND xact_start IS NOT NULL AND pid <> pg_backend_pid()
+        AND now() - xact_start > make_interval(secs => $1)
+      ORDER BY xact_start LIMIT 10)sql",
+                               older_than);
+    for (const auto& row : rows)
+      found.push_back({row[0].as<int>(), row[1].as<double>(), row[2].as<std::string>(), row[3].as<std::string>()});
+    return true;
+  });
+  if (err)
+    return std::move(*err);
+  return found;
 }
 
 } // namespace troupe::io::pg

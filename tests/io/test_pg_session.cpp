@@ -3,6 +3,7 @@
 #include "actors/errors.hpp"
 #include "io/pg_session.hpp"
 #include "io/pg_store.hpp"
+#include "io/cut_proxy.hpp"
 
 #include <catch2/catch.hpp>
 #include <pqxx/pqxx>
@@ -11,6 +12,8 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <variant>
+#include <vector>
 
 using namespace troupe;
 using namespace troupe::io;
@@ -38,6 +41,17 @@ int64_t count(const std::string& url, const std::string& sql) {
   pqxx::connection c(url);
   pqxx::nontransaction tx(c);
   return tx.exec1(sql)[0].as<int64_t>();
+}
+
+// The port of a postgresql://user@host:port/db URL, and the same URL through another port.
+uint16_t port_of(const std::string& url) {
+  auto colon = url.rfind(':');
+  return static_cast<uint16_t>(std::stoi(url.substr(colon + 1, url.find('/', colon) - colon - 1)));
+}
+
+std::string through(const std::string& url, uint16_t port) {
+  auto colon = url.rfind(':');
+  return url.substr(0, colon + 1) + std::to_string(port) + url.substr(url.find('/', colon));
 }
 
 void terminate_backend(const std::string& url, int pid) {
@@ -193,27 +207,66 @@ TEST_CASE("a connection lost before COMMIT is replaced and the transaction runs 
   CHECK(count(url, "SELECT COUNT(*) FROM retry_lost WHERE k = 'c'") == 1);
 }
 
-TEST_CASE("a connection lost at COMMIT is settled by reading the natural key, then written once (CJ-5)",
+TEST_CASE("a COMMIT whose answer is lost is settled by the transaction's id and not run again (CJ-5)",
           "[.][postgres][pg_session]") {
   auto url = postgres_url();
   fresh_table(url, "retry_settle");
-  pg::session s(url, {});
-  int runs = 0, settles = 0;
-  auto err = s.transact(
-    [&](pqxx::work& tx) {
-      tx.exec("INSERT INTO retry_settle VALUES ('d', 1)");
-      if (++runs == 1) // the backend dies with the insert uncommitted: COMMIT finds no connection
-        terminate_backend(url, s.backend_pid());
-      return true;
-    },
-    [&](pqxx::work& tx) {
-      ++settles;
-      return tx.exec1("SELECT COUNT(*) FROM retry_settle WHERE k = 'd'")[0].as<int64_t>() == 1;
-    });
+  test::cut_proxy proxy(port_of(url));
+  pg::session s(through(url, proxy.port()), {});
+  proxy.cut_after(std::string("COMMIT\0", 7)); // the COMMIT message itself, not READ COMMITTED
+  int runs = 0;
+  auto err = s.transact([&](pqxx::work& tx) {
+    ++runs;
+    tx.exec("INSERT INTO retry_settle VALUES ('d', 1)");
+    return true;
+  });
   CHECK_FALSE(err);
-  CHECK(runs == 2);
-  CHECK(settles == 1);
+  CHECK(proxy.cuts() == 1);
+  CHECK(runs == 1); // it committed: running it again would have met the primary key
+  CHECK(s.last_tries() == 1);
   CHECK(count(url, "SELECT COUNT(*) FROM retry_settle WHERE k = 'd'") == 1);
+}
+
+TEST_CASE("a read-only transaction whose COMMIT answer is lost is simply run again (CJ-5)",
+          "[.][postgres][pg_session]") {
+  auto url = postgres_url();
+  fresh_table(url, "retry_read");
+  test::cut_proxy proxy(port_of(url));
+  pg::session s(through(url, proxy.port()), {});
+  proxy.cut_after(std::string("COMMIT\0", 7)); // the COMMIT message itself, not READ COMMITTED
+  int runs = 0;
+  int64_t seen = -1;
+  auto err = s.transact([&](pqxx::work& tx) {
+    ++runs;
+    seen = tx.exec1("SELECT COUNT(*) FROM retry_read")[0].as<int64_t>();
+    return true;
+  });
+  CHECK_FALSE(err);
+  CHECK(proxy.cuts() == 1);
+  CHECK(runs == 2);
+  CHECK(seen == 2);
+}
+
+TEST_CASE("a transaction another client holds open is found once older than the limit, the session's own never "
+          "(CJ-11)",
+          "[.][postgres][pg_session]") {
+  auto url = postgres_url();
+  pqxx::connection other(url + "?application_name=holder");
+  pqxx::work held(other);
+  auto pid = held.exec1("SELECT pg_backend_pid()")[0].as<int>();
+  pg::session s(url, {});
+  auto young = pg::long_transactions(s, 3600);
+  REQUIRE(std::holds_alternative<std::vector<pg::open_transaction>>(young));
+  CHECK(std::get<std::vector<pg::open_transaction>>(young).empty());
+  auto old = pg::long_transactions(s, 0);
+  REQUIRE(std::holds_alternative<std::vector<pg::open_transaction>>(old));
+  auto& found = std::get<std::vector<pg::open_transaction>>(old);
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].pid == pid);
+  CHECK(found[0].application == "holder");
+  CHECK(found[0].state == "idle in transaction");
+  CHECK(found[0].age_seconds > 0);
+  held.abort();
 }
 
 TEST_CASE("a server that cannot be reached is store_unavailable after the retries, naming the cause (CJ-4)",
