@@ -6,6 +6,8 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
+
 namespace troupe {
 
 namespace {
@@ -13,6 +15,10 @@ namespace {
 // Seconds, from a fast tool call to a long agent run.
 const prometheus::Histogram::BucketBoundaries latency_buckets = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                                                  1,     2.5,   5,    10,    30,   60,  120, 300};
+
+// Seconds, from a statement on a warm connection to one that met the statement timeout.
+const prometheus::Histogram::BucketBoundaries store_buckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                               0.025,  0.05,    0.1,    0.25,  0.5,    1,     5};
 
 double seconds(double ms) {
   return ms / 1000.0;
@@ -22,6 +28,12 @@ double seconds(double ms) {
 
 struct node_metrics::impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+
+  // A counter of its own name, without labels.
+  prometheus::Counter& counter(const char* name, const char* help) {
+    return prometheus::BuildCounter().Name(name).Help(help).Register(*registry).Add({});
+  }
+
   prometheus::Family<prometheus::Counter>& events =
     prometheus::BuildCounter().Name("troupe_run_events_total").Help("Run events stored, by type").Register(*registry);
   prometheus::Family<prometheus::Counter>& attempts = prometheus::BuildCounter()
@@ -59,6 +71,22 @@ struct node_metrics::impl {
                                                        .Name("troupe_approvals")
                                                        .Help("Approval requests in the store, by status")
                                                        .Register(*registry);
+  prometheus::Family<prometheus::Histogram>& store_latency =
+    prometheus::BuildHistogram()
+      .Name("troupe_store_pg_seconds")
+      .Help("PostgreSQL store: waits for a free connection, statements and transactions")
+      .Register(*registry);
+  prometheus::Histogram& store_wait = store_latency.Add({{"of", "pool_wait"}}, store_buckets);
+  prometheus::Histogram& store_statement = store_latency.Add({{"of", "statement"}}, store_buckets);
+  prometheus::Histogram& store_transaction = store_latency.Add({{"of", "transaction"}}, store_buckets);
+  prometheus::Counter& store_transactions = counter("troupe_store_pg_transactions_total",
+                                                    "PostgreSQL store: transactions committed or given up");
+  prometheus::Counter& store_messages = counter("troupe_store_pg_messages_total",
+                                                "PostgreSQL store: messages carried out, a transaction's batch each");
+  prometheus::Counter& store_retries =
+    counter("troupe_store_pg_retries_total", "PostgreSQL store: transactions run again (CJ-5)");
+  prometheus::Counter& store_wait_timeouts = counter(
+    "troupe_store_pg_pool_wait_timeouts_total", "PostgreSQL store: messages that found no free connection in time");
   prometheus::Histogram& tool = latency.Add({{"of", "tool_call"}}, latency_buckets);
   prometheus::Histogram& model = latency.Add({{"of", "model_call"}}, latency_buckets);
   prometheus::Histogram& attempt = latency.Add({{"of", "attempt"}}, latency_buckets);
@@ -104,6 +132,25 @@ void node_metrics::lease_lost() {
 void node_metrics::runs_recovered(int64_t requeued, int64_t failed) {
   impl_->requeued.Increment(static_cast<double>(requeued));
   impl_->failed.Increment(static_cast<double>(failed));
+}
+
+void node_metrics::store_waited(double seconds) {
+  impl_->store_wait.Observe(seconds);
+}
+
+void node_metrics::store_wait_timed_out() {
+  impl_->store_wait_timeouts.Increment();
+}
+
+void node_metrics::store_statement(double seconds) {
+  impl_->store_statement.Observe(seconds);
+}
+
+void node_metrics::store_transaction(double seconds, std::size_t messages, int tries) {
+  impl_->store_transaction.Observe(seconds);
+  impl_->store_transactions.Increment();
+  impl_->store_messages.Increment(static_cast<double>(messages));
+  impl_->store_retries.Increment(static_cast<double>(std::max(tries - 1, 0)));
 }
 
 std::string node_metrics::prometheus_text(const protocol::store_stats& stats, uint64_t live_count) const {

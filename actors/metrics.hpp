@@ -4,6 +4,7 @@
 
 #include "protocol/metrics.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,6 +28,13 @@ public:
   void lease_renewed();
   void lease_lost();
   void runs_recovered(int64_t requeued, int64_t failed);
+
+  // The PostgreSQL store's pool (CJ-4): how long a message waited for a free connection (or gave up),
+  // how long one statement took, and one transaction: its time, messages and tries.
+  void store_waited(double seconds);
+  void store_wait_timed_out();
+  void store_statement(double seconds);
+  void store_transaction(double seconds, std::size_t messages, int tries);
 
   // The exposition, with the store's durable counts as gauges.
   std::string prometheus_text(const protocol::store_stats& stats, uint64_t live_count) const;

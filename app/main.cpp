@@ -427,7 +427,8 @@ int serve(const cli_options& cli) {
   caf::actor_system_config caf_cfg;
   tune_scheduler(caf_cfg);
   caf::actor_system sys{caf_cfg};
-  auto opened = io::open_stores(sys, cfg);
+  auto metrics = std::make_shared<node_metrics>();
+  auto opened = io::open_stores(sys, cfg, metrics);
   if (auto err = std::get_if<std::string>(&opened)) {
     std::cerr << "troupe: " << *err << "\n";
     return 2;
@@ -439,6 +440,7 @@ int serve(const cli_options& cli) {
   auto tools = make_tools(sys, cfg, sandbox);
   auto ports = make_model_ports(cfg);
   auto env = make_run_environment(cfg, ports, tools, stores.runs);
+  env->metrics = metrics;
   auto registry = start_runs(sys, cfg, env);
   auto responses = make_response_environment(cfg, ports, tools, stores.responses);
   fail_unfinished_responses(sys, responses->store); // RS-55

@@ -3,6 +3,8 @@
 #include <pqxx/pqxx>
 
 #include <cctype>
+#include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 
@@ -64,12 +66,15 @@ void query::run() {
   auto& tx = *conn_->tx_;
   auto params = pqxx::prepare::make_dynamic_params(values);
   result_ = std::make_unique<result>();
+  auto started = std::chrono::steady_clock::now();
   if (name_.empty()) {
     result_->rows = tx.exec_params(text_, params);
   } else {
     tx.conn().prepare(name_, text_); // a no-op once defined; prepared on the server at first use
     result_->rows = tx.exec_prepared(name_, params);
   }
+  if (conn_->observe_)
+    conn_->observe_(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   conn_->changes_ = static_cast<int64_t>(result_->rows.affected_rows());
   next_ = 0;
 }
@@ -119,7 +124,10 @@ query connection::sql(const char* text) {
   auto [it, fresh] = prepared_.try_emplace(text);
   if (fresh) {
     auto own = spelling_.find(text);
-    it->second.name = "troupe_" + std::to_string(prepared_.size());
+    // Named by the text's address, so the stores sharing one server connection never reuse a name.
+    char name[32];
+    std::snprintf(name, sizeof name, "troupe_%" PRIxPTR, reinterpret_cast<std::uintptr_t>(text));
+    it->second.name = name;
     it->second.text = numbered_parameters(own != spelling_.end() ? own->second : text);
   }
   return query(*this, it->second.name, it->second.text);

@@ -9,6 +9,7 @@
 #include "io/statement_spelling.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,6 +70,9 @@ public:
   // The transaction the following statements run in; nullptr after it ended.
   void attach(pqxx::transaction_base* tx) { tx_ = tx; }
 
+  // Told each statement's time in seconds (the pool's metrics).
+  void time_statements(std::function<void(double)> observe) { observe_ = std::move(observe); }
+
   query sql(const char* text);
   // A statement whose text varies per call, run unprepared.
   query statement(const std::string& text);
@@ -92,6 +96,7 @@ private:
   std::unordered_map<const char*, const char*> spelling_;
   std::unordered_map<const char*, prepared> prepared_; // by the address of their SQL text
   int64_t changes_ = 0;
+  std::function<void(double)> observe_;
 };
 
 } // namespace troupe::io::pg

@@ -1,6 +1,7 @@
 #include "io/pg_pool.hpp"
 
 #include "actors/errors.hpp"
+#include "actors/metrics.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -70,6 +71,8 @@ void dispatch(pool_pointer self) {
         st.holding[w].push_back(it->key);
       }
       ++st.given[w];
+      if (st.settings.metrics)
+        st.settings.metrics->store_waited(std::chrono::duration<double>(clock::now() - it->queued).count());
       it->answer.delegate(st.workers[w], std::move(it->msg));
       it = st.jobs.erase(it);
     }
@@ -116,6 +119,8 @@ void sweep(pool_pointer self) {
       ++it;
       continue;
     }
+    if (st.settings.metrics)
+      st.settings.metrics->store_wait_timed_out();
     it->answer.deliver(make_error(errc::unavailable, "store_unavailable: no PostgreSQL connection was free within "
                                                        + std::to_string(st.settings.acquire_timeout_seconds) + " s"));
     it = st.jobs.erase(it);
@@ -159,6 +164,9 @@ caf::behavior pool_behavior(caf::stateful_actor<pool_state>* self, pool_settings
   auto period = std::chrono::duration_cast<std::chrono::milliseconds>(acquire_timeout(st) / 4)
                 + std::chrono::milliseconds(1);
   self->delayed_send(self, period, sweep_atom::value);
+  auto watch = std::chrono::duration_cast<std::chrono::milliseconds>(
+    std::chrono::duration<double>(std::max(st.settings.watch_seconds, 0.01)));
+  self->delayed_send(self, watch, watch_atom::value);
   return {
     [self](worker_idle_atom, const caf::actor_addr& worker, uint64_t answered) {
       auto& st = self->state;
@@ -174,6 +182,10 @@ caf::behavior pool_behavior(caf::stateful_actor<pool_state>* self, pool_settings
     [self, period](sweep_atom) {
       sweep(self);
       self->delayed_send(self, period, sweep_atom::value);
+    },
+    [self, watch](watch_atom) {
+      self->send(self->state.workers.front(), watch_atom::value);
+      self->delayed_send(self, watch, watch_atom::value);
     },
   };
 }

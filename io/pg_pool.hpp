@@ -15,17 +15,27 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
+
+namespace troupe {
+class node_metrics;
+}
 
 namespace troupe::io::pg {
 
 // What a worker sends its pool, with its address and how many messages it answered, once they are.
 using worker_idle_atom = caf::atom_constant<caf::atom("pgidle")>;
+// What the pool sends its first worker every `watch_seconds`: look at the database's health.
+using watch_atom = caf::atom_constant<caf::atom("pgwatch")>;
 
 struct pool_settings {
   std::size_t size = 8;                 // cluster.pg.pool_size
   double acquire_timeout_seconds = 5;   // cluster.pg.acquire_timeout_seconds
   std::size_t batch = 64;               // messages handed to a worker at once
+  double watch_seconds = 10;            // how often a worker looks for long transactions (CJ-11)
+  double long_transaction_seconds = 60; // what it warns of
+  std::shared_ptr<node_metrics> metrics; // told the waits, statements and transactions (may be null)
 };
 
 // The thing a message is about ("" = nothing in particular: it may run beside anything).

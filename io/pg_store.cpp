@@ -1,12 +1,17 @@
-// The PostgreSQL run store: the port (io/run_store_port.hpp) on each worker of a pool; a worker
-// carries out the messages it was handed in one transaction, retried as CJ-5 says.
+// The PostgreSQL stores: the three ports (io/run_store_port.hpp, io/response_store_port.hpp,
+// io/workspace_store_port.hpp) on each worker of one pool; a worker carries out the messages it was
+// handed, whichever store they are for, in one transaction, retried as CJ-5 says.
 #include "io/pg_store.hpp"
 
 #include "io/pg_connection.hpp"
 #include "io/pg_migrations.hpp"
 #include "io/pg_worker.hpp"
+#include "io/response_store_port.hpp"
+#include "io/response_store_statements.hpp"
 #include "io/run_store_port.hpp"
 #include "io/run_store_statements.hpp"
+#include "io/workspace_store_port.hpp"
+#include "io/workspace_store_statements.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -18,7 +23,9 @@ namespace troupe::io {
 
 namespace {
 
-using store_db = run_store::store_db<pg::connection>;
+using runs_db = run_store::store_db<pg::connection>;
+using responses_db = response_store::responses_db<pg::connection>;
+using workspaces_db = workspace_store::workspace_db<pg::connection>;
 
 // The JSONL copy of the audit records, shared by the workers.
 struct audit_file {
@@ -26,20 +33,25 @@ struct audit_file {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file{nullptr, &std::fclose};
 };
 
-// The port plus the worker's own flush message.
-using worker_actor = batching<store_actor>;
-
 struct worker_state {
   static inline const char* name = "pg_store_worker";
-  pg::worker_core<store_db> core;
+  pg::worker_core core;
+  std::unique_ptr<runs_db> runs;
+  std::unique_ptr<responses_db> responses;
+  std::unique_ptr<workspaces_db> workspaces;
   std::string root;
   std::shared_ptr<audit_file> audit;
 };
 
-using worker_pointer = worker_actor::stateful_pointer<worker_state>;
+// A worker serves three typed ports, so it is dynamically typed: each port's handlers are a message
+// handler, and the SQLite adapters check the same handlers against their port's type.
+using worker_pointer = caf::stateful_actor<worker_state>*;
+struct handlers {
+  using behavior_type = caf::message_handler;
+};
 
 // The run store's engine: the shared one, plus where the store is and the audit file.
-struct run_store_engine : pg::engine<store_db, worker_pointer> {
+struct run_store_engine : pg::engine<runs_db, worker_pointer> {
   const std::string& root() const { return self->state.root; }
 
   void append_audit_line(const std::string& line) const {
@@ -53,18 +65,37 @@ struct run_store_engine : pg::engine<store_db, worker_pointer> {
   }
 };
 
-worker_actor::behavior_type worker_behavior(worker_pointer self, caf::actor pool, pg_store_settings settings,
-                                            std::shared_ptr<audit_file> audit) {
-  pg::start_core(self->state.core, settings.url, settings.limits, std::move(pool), store_sql::postgres_spelling);
-  self->state.root = redacted_url(settings.url);
-  self->state.audit = std::move(audit);
+caf::behavior worker_behavior(worker_pointer self, caf::actor pool, pg_store_settings settings,
+                              std::shared_ptr<audit_file> audit) {
+  auto& st = self->state;
+  st.core.db_session = std::make_unique<pg::session>(settings.url, settings.limits);
+  st.core.pool = std::move(pool);
+  st.core.settings = settings.pool;
+  st.runs = std::make_unique<runs_db>(store_sql::postgres_spelling);
+  st.responses = std::make_unique<responses_db>(response_sql::postgres_spelling);
+  st.workspaces = std::make_unique<workspaces_db>(workspace_sql::postgres_spelling);
+  st.core.stores = {st.runs.get(), st.responses.get(), st.workspaces.get()};
+  if (auto metrics = settings.pool.metrics)
+    for (auto store : st.core.stores)
+      store->time_statements([metrics](double seconds) { metrics->store_statement(seconds); });
+  st.root = redacted_url(settings.url);
+  st.audit = std::move(audit);
   pg::flush_on_exit(self);
-  return run_store::port_behavior<worker_actor>(run_store_engine{{self}}, [self](flush_atom) { pg::flush(self); });
+  caf::message_handler own{
+    [self](flush_atom) { pg::flush(self); },
+    [self](pg::watch_atom) { pg::warn_of_long_transactions(self->state.core); },
+  };
+  // Each port answers `ping` the same way (one database): the first handler takes it.
+  return own.or_else(run_store::port_behavior<handlers>(run_store_engine{{self, st.runs.get()}}))
+    .or_else(response_store::port_behavior<handlers>(pg::engine<responses_db, worker_pointer>{self, st.responses.get()}))
+    .or_else(
+      workspace_store::port_behavior<handlers>(pg::engine<workspaces_db, worker_pointer>{self, st.workspaces.get()}));
 }
 
-// What a run store message is about: its run (or the id its first argument names), so one run's
-// messages keep their order.
-std::string run_store_key(const caf::message& msg) {
+// What a store message is about, so messages about one thing keep their order: a run (or the id the
+// first argument names), a response or conversation, a workspace log. Writers of one conversation
+// from different responses run side by side: the conversation's row lock orders them (RS-54).
+std::string subject_of(const caf::message& msg) {
   if (msg.size() < 2)
     return {};
   if (msg.match_element<std::string>(1))
@@ -75,7 +106,16 @@ std::string run_store_key(const caf::message& msg) {
     return msg.get_as<run_transition>(1).run_id;
   if (msg.match_element<protocol::approval_record>(1))
     return msg.get_as<protocol::approval_record>(1).request_id;
-  return {};
+  if (msg.match_element<response_commit>(1))
+    return msg.get_as<response_commit>(1).response.id;
+  if (msg.match_element<conversation_row>(1))
+    return msg.get_as<conversation_row>(1).id;
+  const workspace_key* key = nullptr;
+  if (msg.match_element<workspace_key>(1))
+    key = &msg.get_as<workspace_key>(1);
+  else if (msg.match_element<workspace_command>(1))
+    key = &msg.get_as<workspace_command>(1).key;
+  return key ? key->tenant + '\0' + key->workspace : std::string{};
 }
 
 } // namespace
@@ -97,28 +137,24 @@ std::string redacted_url(const std::string& url) {
   return out;
 }
 
-std::variant<caf::actor, std::string> start_pg_pool(caf::actor_system& sys, const pg_store_settings& settings,
-                                                    pg::key_function key_of, pg::worker_factory make) {
-  pg::session first(settings.url, settings.limits);
-  auto migrated = pg::migrate(first);
-  if (auto err = std::get_if<std::string>(&migrated))
-    return "store.postgres_url " + redacted_url(settings.url) + ": " + *err;
-  return pg::spawn_pool(sys, settings.pool, std::move(key_of), std::move(make));
-}
-
-std::variant<store_actor, std::string> spawn_pg_store(caf::actor_system& sys, const pg_store_settings& settings) {
+std::variant<store_ports, std::string> spawn_pg_stores(caf::actor_system& sys, const pg_store_settings& settings) {
+  {
+    pg::session first(settings.url, settings.limits);
+    auto migrated = pg::migrate(first);
+    if (auto err = std::get_if<std::string>(&migrated))
+      return "store.postgres_url " + redacted_url(settings.url) + ": " + *err;
+  }
   auto audit = std::make_shared<audit_file>();
   if (!settings.audit_path.empty()) {
     audit->file.reset(std::fopen(settings.audit_path.c_str(), "a"));
     if (!audit->file)
       spdlog::error("store: cannot append to {}; audit records are kept in the store only", settings.audit_path);
   }
-  auto pool = start_pg_pool(sys, settings, run_store_key, [&sys, settings, audit](const caf::actor& pool) {
-    return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(worker_behavior, pool, settings, audit));
+  auto pool = pg::spawn_pool(sys, settings.pool, subject_of, [&sys, settings, audit](const caf::actor& pool) {
+    return sys.spawn<caf::detached>(worker_behavior, pool, settings, audit);
   });
-  if (auto err = std::get_if<std::string>(&pool))
-    return std::move(*err);
-  return caf::actor_cast<store_actor>(std::get<caf::actor>(pool));
+  return store_ports{caf::actor_cast<store_actor>(pool), caf::actor_cast<response_store_actor>(pool),
+                     caf::actor_cast<workspace_store_actor>(pool)};
 }
 
 } // namespace troupe::io

@@ -1,14 +1,14 @@
-// The PostgreSQL adapter of the run store port (CJ-1): the same operations as SQLite's
-// (io/run_store_db.hpp), each in its own transaction on a pool of connections (io/pg_pool.hpp).
+// The PostgreSQL adapter of troupe's three store ports (CJ-1): the same operations as SQLite's
+// (io/run_store_db.hpp, io/response_store_db.hpp, io/workspace_store_db.hpp) on one pool of
+// `cluster.pg.pool_size` connections (CJ-4, io/pg_pool.hpp), which each worker lends to all three.
 #pragma once
 
-#include "actors/store.hpp"
 #include "io/pg_pool.hpp"
 #include "io/pg_session.hpp"
+#include "io/stores.hpp"
 
 #include <caf/actor_system.hpp>
 
-#include <memory>
 #include <string>
 #include <variant>
 
@@ -24,12 +24,9 @@ struct pg_store_settings {
 // The URL (or key=value connection string) without its password, as logs and the counts show it.
 std::string redacted_url(const std::string& url);
 
-// What every PostgreSQL store does to start: applies the migrations, then spawns its pool of workers.
-// An error is the message troupe exits 2 with, naming the store.
-std::variant<caf::actor, std::string> start_pg_pool(caf::actor_system& sys, const pg_store_settings& settings,
-                                                    pg::key_function key_of, pg::worker_factory make);
-
-// The run store: connects, applies the migrations and spawns the pool.
-std::variant<store_actor, std::string> spawn_pg_store(caf::actor_system& sys, const pg_store_settings& settings);
+// Connects, applies the migrations and spawns the pool; the three ports are its front actor. Stopping
+// any of them stops the pool, after it carried out what it was sent. An error is the message troupe
+// exits 2 with.
+std::variant<store_ports, std::string> spawn_pg_stores(caf::actor_system& sys, const pg_store_settings& settings);
 
 } // namespace troupe::io

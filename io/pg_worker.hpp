@@ -1,12 +1,14 @@
-// What every PostgreSQL store worker shares (io/pg_pool.hpp): the messages a worker was handed are
+// How a PostgreSQL store worker (io/pg_pool.hpp) carries out what it was handed: the messages are
 // gathered while they arrive and carried out together in one transaction (a group commit), a savepoint
-// each when there are several, retried as CJ-5 says; then each is answered and the pool told. `Db` is a
-// store's operations over pg::connection; a worker's state holds a `worker_core<Db>` named `core`.
-// Included by the PostgreSQL adapters only.
+// each when there are several, retried as CJ-5 says; then each is answered and the pool told. A
+// worker's state holds a `worker_core` named `core`; each store's operations (a `Db` over
+// pg::connection) reach it through an `engine`. Included by the PostgreSQL adapter only.
 #pragma once
 
 #include "actors/errors.hpp"
+#include "actors/metrics.hpp"
 #include "io/group_commit.hpp"
+#include "io/pg_connection.hpp"
 #include "io/pg_pool.hpp"
 #include "io/pg_session.hpp"
 
@@ -14,6 +16,7 @@
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -25,29 +28,27 @@ namespace troupe::io::pg {
 // One message's work in a batch: `run` carries it out (true: keep what it wrote), `reply` answers it
 // once the batch's transaction ended (`failed`: why the whole transaction did not commit; `refused`:
 // an SQL error of this message alone).
-template <class Db>
 struct pending_op {
-  std::function<bool(Db&)> run;
+  std::function<bool()> run;
   std::function<void(const caf::error* failed, const caf::error* refused)> reply;
   std::optional<caf::error> refused;
 };
 
-template <class Db>
 struct worker_core {
   std::unique_ptr<session> db_session;
-  std::unique_ptr<Db> db;
   caf::actor pool;
-  std::vector<pending_op<Db>> batch;
+  pool_settings settings;
+  std::vector<pending_op> batch;
+  std::vector<connection*> stores; // each store's operations; attached to every transaction
 };
 
 // Carries out one op of a batch. An SQL error of the op alone (a constraint, a bad value) refuses
 // that op and, inside a savepoint, leaves the rest of the batch; what may succeed on another try
 // (CJ-5) or a lost connection fails the whole transaction, which the session retries.
-template <class Db>
-bool carry_out(pending_op<Db>& op, Db& db) {
+inline bool carry_out(pending_op& op) {
   op.refused.reset();
   try {
-    return op.run(db);
+    return op.run();
   } catch (const pqxx::sql_error& e) {
     if (classify(e, false) != after_failure::fail)
       throw;
@@ -65,25 +66,33 @@ void flush(Pointer self) {
   core.batch.clear();
   if (ops.empty())
     return;
-  auto& db = *core.db;
-  using db_type = std::remove_reference_t<decltype(db)>;
+  auto started = std::chrono::steady_clock::now();
   auto failed = core.db_session->transact([&](pqxx::work& tx) {
-    db.attach(&tx);
-    struct detach {
-      db_type& attached;
-      ~detach() { attached.attach(nullptr); }
-    } guard{db};
+    struct attachment {
+      std::vector<connection*>& stores;
+      explicit attachment(std::vector<connection*>& s, pqxx::work& tx) : stores(s) {
+        for (auto c : stores)
+          c->attach(&tx);
+      }
+      ~attachment() {
+        for (auto c : stores)
+          c->attach(nullptr);
+      }
+    } attached(core.stores, tx);
     if (ops.size() == 1)
-      return carry_out(ops[0], db);
+      return carry_out(ops[0]);
     for (auto& op : ops) {
       pqxx::subtransaction savepoint(tx, "op");
-      if (carry_out(op, db))
+      if (carry_out(op))
         savepoint.commit();
       else
         savepoint.abort();
     }
     return true;
   });
+  if (auto& metrics = core.settings.metrics)
+    metrics->store_transaction(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+                               ops.size(), core.db_session->last_tries());
   for (auto& op : ops)
     op.reply(failed ? &*failed : nullptr, op.refused ? &*op.refused : nullptr);
   caf::anon_send(core.pool, worker_idle_atom::value, self->address(), static_cast<uint64_t>(ops.size()));
@@ -95,8 +104,9 @@ void flush(Pointer self) {
 template <class Db, class Pointer>
 struct engine {
   Pointer self;
+  Db* db; // owned by the worker's state, attached by flush()
 
-  void enqueue(pending_op<Db> op) const {
+  void enqueue(pending_op op) const {
     auto& batch = self->state.core.batch;
     if (batch.empty())
       self->send(self, flush_atom::value);
@@ -107,8 +117,8 @@ struct engine {
   caf::result<T> write(F fn) const {
     auto answer = self->template make_response_promise<T>();
     auto out = std::make_shared<std::variant<T, caf::error>>(caf::error{});
-    enqueue({[fn = std::move(fn), out](Db& db) {
-               *out = fn(db);
+    enqueue({[fn = std::move(fn), out, db = db] {
+               *out = fn(*db);
                return std::holds_alternative<T>(*out);
              },
              [answer, out](const caf::error* failed, const caf::error* refused) mutable {
@@ -131,8 +141,8 @@ struct engine {
 
   template <class F>
   void tell(F fn, std::function<void(bool)> after = {}) const {
-    enqueue({[fn = std::move(fn)](Db& db) {
-               fn(db);
+    enqueue({[fn = std::move(fn), db = db] {
+               fn(*db);
                return true;
              },
              [after](const caf::error* failed, const caf::error* refused) {
@@ -145,6 +155,17 @@ struct engine {
   }
 };
 
+// Warns of the transactions open on the database longer than the pool allows: they hold back vacuum
+// (CJ-11). Often not troupe's own: its sessions' timeouts end theirs sooner.
+inline void warn_of_long_transactions(worker_core& core) {
+  auto found = long_transactions(*core.db_session, core.settings.long_transaction_seconds);
+  if (auto list = std::get_if<std::vector<open_transaction>>(&found))
+    for (auto& t : *list)
+      spdlog::warn("store: a transaction on the database has been open {:.0f} s (pid {}, application '{}', {}); "
+                   "it holds back vacuum",
+                   t.age_seconds, t.pid, t.application, t.state);
+}
+
 // What a worker was handed is carried out before it stops (its pool stopping stops it), so a message
 // sent without waiting for its answer is not lost on shutdown.
 template <class Pointer>
@@ -155,13 +176,5 @@ void flush_on_exit(Pointer self) {
   });
 }
 
-// Starts a worker's core: its own session (connected at its first transaction) and its Db.
-template <class Db, class... Args>
-void start_core(worker_core<Db>& core, const std::string& url, const session_limits& limits, caf::actor pool,
-                Args&&... db_args) {
-  core.db_session = std::make_unique<session>(url, limits);
-  core.db = std::make_unique<Db>(std::forward<Args>(db_args)...);
-  core.pool = std::move(pool);
-}
 
 } // namespace troupe::io::pg

@@ -4,12 +4,14 @@
 #pragma once
 
 #include "actors/response_store.hpp"
+#include "actors/metrics.hpp"
 #include "actors/store.hpp"
 #include "actors/workspace_store.hpp"
 #include "protocol/config.hpp"
 
 #include <caf/actor_system.hpp>
 
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -23,7 +25,9 @@ struct store_ports {
 };
 
 // Opens (creating and migrating) the configured stores; an error is the message troupe exits 2 with.
-std::variant<store_ports, std::string> open_stores(caf::actor_system& sys, const protocol::config& cfg);
+// `metrics` hears what the PostgreSQL pool measures.
+std::variant<store_ports, std::string> open_stores(caf::actor_system& sys, const protocol::config& cfg,
+                                                   std::shared_ptr<node_metrics> metrics);
 
 // Which store troupe uses, for its start line: "sqlite <path>" or "postgres <url without password>".
 std::string describe_store(const protocol::config& cfg);

@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import {
-  scenario, check_attempt_order, event_keys, timestamp_re, until, upstream_config, user, wait_run as poll_run,
+  scenario, check_attempt_order, event_keys, on_postgres, timestamp_re, until, upstream_config, user,
+  wait_run as poll_run,
 } from './harness.mjs';
 
 // AS-50: every snapshot carries all of these keys.
@@ -711,4 +712,32 @@ scenario('cancelling a running background run closes its upstream model request 
   const last = page.json.events.at(-1);
   assert.equal(last.type, 'error');
   assert.equal(last.content, 'Run cancelled');
+});
+
+scenario('/ready names the store, and on PostgreSQL GET /metrics times its pool (CJ-4, CJ-11)', async (s) => {
+  const troupe = await s.troupe({ config: { model: { script: list_script } } });
+  const ready = (await troupe.request('GET', '/ready')).json;
+  assert.equal(ready.store.kind, on_postgres ? 'postgres' : 'sqlite', JSON.stringify(ready));
+  assert.equal(ready.store.reachable, true);
+  assert.ok(ready.store.schema_version >= 1, JSON.stringify(ready.store));
+  const run_id = `pool-${process.pid}-${Date.now()}`;
+  const res = await post_run(troupe, { messages: [user('What is in my workspace?')], metadata: { run_id } });
+  assert.equal(res.status, 200, res.text);
+  assert.equal((await wait_terminal(troupe, run_id)).status, 'completed');
+  const text = (await troupe.request('GET', '/metrics')).text;
+  const sample = (series) => {
+    const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+    return line === undefined ? 0 : Number(line.slice(series.length + 1));
+  };
+  const statements = sample('troupe_store_pg_seconds_count{of="statement"}');
+  const waits = sample('troupe_store_pg_seconds_count{of="pool_wait"}');
+  const transactions = sample('troupe_store_pg_transactions_total');
+  const messages = sample('troupe_store_pg_messages_total');
+  if (on_postgres) {
+    assert.ok(statements > 0 && transactions > 0 && waits > 0, `the pool was measured:\n${text}`);
+    assert.ok(messages >= transactions, 'a transaction carries one message or more');
+    assert.ok(waits >= messages, 'every message carried out waited for its connection first');
+  } else {
+    assert.equal(statements + transactions + waits, 0, 'SQLite has no pool to measure');
+  }
 });

@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -62,6 +63,21 @@ inline std::string fresh_db(const std::string& name) {
   return path.string();
 }
 
+// One port of the PostgreSQL stores at `url` (the three share one pool of 8), or why they did not start.
+template <class Port>
+std::variant<Port, std::string> spawn_pg_port(caf::actor_system& sys, const std::string& url) {
+  auto s = io::spawn_pg_stores(sys, {url, {}, {8, 5}, {}});
+  if (auto err = std::get_if<std::string>(&s))
+    return *err;
+  auto& ports = std::get<io::store_ports>(s);
+  if constexpr (std::is_same_v<Port, store_actor>)
+    return ports.runs;
+  else if constexpr (std::is_same_v<Port, response_store_actor>)
+    return ports.responses;
+  else
+    return ports.workspaces;
+}
+
 template <class T>
 using answer = std::variant<T, caf::error>;
 
@@ -74,7 +90,7 @@ struct store_client {
   caf::scoped_actor self{sys};
 
   explicit store_client(const std::string& path) {
-    auto s = on_postgres() ? io::spawn_pg_store(sys, {path, {}, {8, 5}, {}}) : io::spawn_sqlite_store(sys, path);
+    auto s = on_postgres() ? spawn_pg_port<store_actor>(sys, path) : io::spawn_sqlite_store(sys, path);
     if (auto err = std::get_if<std::string>(&s))
       FAIL("cannot open the store: " << *err);
     store = std::get<store_actor>(s);

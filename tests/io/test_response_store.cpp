@@ -2,7 +2,6 @@
 // driven through response_store_actor messages only. The `[contract]` cases run unchanged on SQLite
 // and, with TROUPE_TEST_STORE=postgres, on PostgreSQL (tests/io/store_client.hpp).
 #include "actors/errors.hpp"
-#include "io/pg_response_store.hpp"
 #include "io/sqlite_response_store.hpp"
 #include "io/store_client.hpp"
 
@@ -24,6 +23,7 @@
 using namespace troupe;
 using test::fresh_db;
 using test::on_postgres;
+using test::spawn_pg_port;
 namespace rs = troupe::protocol::responses;
 
 namespace {
@@ -41,7 +41,7 @@ struct responses_client {
 
   // `path`: a database file, or on PostgreSQL a database's URL (test::fresh_db).
   explicit responses_client(const std::string& path) {
-    auto spawned = on_postgres() ? io::spawn_pg_response_store(sys, {path, {}, {8, 5}, {}})
+    auto spawned = on_postgres() ? spawn_pg_port<response_store_actor>(sys, path)
                                  : io::spawn_sqlite_response_store(sys, path);
     if (auto err = std::get_if<std::string>(&spawned))
       FAIL("cannot open the response store: " << *err);

@@ -1,7 +1,6 @@
 // The workspace store port's contract (WS-15, WS-29, WS-39, WS-40, CJ-3, CJ-9): cases every adapter
 // must pass unchanged, driven through workspace_store_actor messages only. With
 // TROUPE_TEST_STORE=postgres each case runs on a fresh PostgreSQL database (tests/io/store_client.hpp).
-#include "io/pg_workspace_store.hpp"
 #include "io/sqlite_workspace_store.hpp"
 #include "io/store_client.hpp"
 #include "protocol/config.hpp"
@@ -38,7 +37,7 @@ struct workspace_client {
     REQUIRE(parsed.errors == std::vector<std::string>{});
     types = std::get<0>(rx::event_registry::build(parsed.value.workspaces));
     for (int i = 0; i < n; ++i) {
-      auto s = on_postgres() ? io::spawn_pg_workspace_store(sys, {db, {}, {8, 5}, {}})
+      auto s = on_postgres() ? spawn_pg_port<workspace_store_actor>(sys, db)
                              : io::spawn_sqlite_workspace_store(sys, db);
       if (auto err = std::get_if<std::string>(&s))
         FAIL("cannot open the workspace store: " << *err);
