@@ -15,6 +15,8 @@
 //            start_attempt), one run per transaction, `claimers` clients, until every run is taken.
 //            With --claim-batch B > 1 the same again with B runs per claim (pgbench: one statement,
 //            the store's ready_runs with LIMIT B feeding its start_attempt).
+// Around troupe's timed parts the database's committed transactions are counted
+// (pg_stat_database.xact_commit), which tells how many appends or claims a commit carried.
 // Each round starts from empty tables; the store runs its own migrations. After each troupe round
 // every run's event_count is checked, and every run must be claimed exactly once; a failed check
 // fails the program.
@@ -48,6 +50,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -140,6 +143,13 @@ std::string query_text(const std::string& url, const std::string& sql) {
   } catch (const std::exception& e) {
     fail("SQL failed: " + std::string(e.what()) + " in: " + sql);
   }
+}
+
+// The transactions the database has committed so far (pg_stat_database). A backend reports its counts
+// when it exits and, while idle, at most a second late: `settle` waits that long first.
+int64_t commits(const std::string& url, std::chrono::milliseconds settle) {
+  std::this_thread::sleep_for(settle);
+  return query_int(url, "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()");
 }
 
 // Empty run store tables, so that every round starts alike.
@@ -275,6 +285,7 @@ struct append_round {
   double wall_s = 0;
   int errors = 0;
   int wrong_counts = 0;
+  int64_t commits = 0; // transactions committed while the appenders ran (a few more: the store's start)
   std::vector<double> latency_ms;
 };
 
@@ -346,6 +357,8 @@ append_round troupe_appends(caf::actor_system& sys, const options& o) {
       [](caf::error& err) { fail("claim failed: " + to_string(err)); });
   if (static_cast<int>(epochs.size()) != o.runs)
     fail("claimed " + std::to_string(epochs.size()) + " of " + std::to_string(o.runs) + " runs");
+  // The commits of the set-up are reported within a second of the workers going idle.
+  auto commits_before = commits(o.url, std::chrono::milliseconds(1500));
   std::vector<caf::actor> appenders;
   for (int i = 0; i < o.runs; ++i) {
     auto id = run_id_of(i);
@@ -367,11 +380,10 @@ append_round troupe_appends(caf::actor_system& sys, const options& o) {
     });
   out.wall_s = std::chrono::duration<double>(steady::time_point(steady::duration(last_end)) - t0).count();
   out.per_s = static_cast<double>(out.latency_ms.size()) / out.wall_s;
-  for (int i = 0; i < o.runs; ++i)
-    self->request(store, caf::infinite, get_run_atom::value, run_id_of(i))
-      .receive([&](run_record& r) { out.wrong_counts += r.event_count == o.events ? 0 : 1; },
-               [&](caf::error&) { ++out.wrong_counts; });
   stop_store(sys, store);
+  out.commits = commits(o.url, std::chrono::milliseconds(300)) - commits_before;
+  out.wrong_counts = static_cast<int>(
+    query_int(o.url, "SELECT COUNT(*) FROM runs WHERE event_count <> " + std::to_string(o.events)));
   // What the store answered must be what the table holds.
   auto rows = query_int(o.url, "SELECT COUNT(*) FROM run_events");
   if (rows != static_cast<int64_t>(o.runs) * o.events)
@@ -456,6 +468,7 @@ caf::behavior claimer(claimer_pointer self, store_actor store, std::string worke
 struct claim_round {
   double per_s = 0;
   double wall_s = 0;
+  int64_t commits = 0;
   int errors = 0;
   int duplicates = 0;
   int missing = 0;
@@ -473,6 +486,7 @@ void fill_queue(caf::actor_system& sys, const options& o) {
 claim_round troupe_claims(caf::actor_system& sys, const options& o, uint32_t max) {
   fill_queue(sys, o);
   auto store = start_store(sys, o);
+  auto commits_before = commits(o.url, std::chrono::milliseconds(1500));
   caf::scoped_actor self{sys};
   std::vector<caf::actor> claimers;
   // Each claimer names its own worker: the pool keeps one worker's claims in order, as it would
@@ -497,6 +511,7 @@ claim_round troupe_claims(caf::actor_system& sys, const options& o, uint32_t max
   out.missing = o.claims - static_cast<int>(seen.size());
   out.per_s = static_cast<double>(seen.size()) / out.wall_s;
   stop_store(sys, store);
+  out.commits = commits(o.url, std::chrono::milliseconds(300)) - commits_before;
   auto once = query_int(o.url, "SELECT COUNT(*) FROM runs WHERE status = 'running' AND attempts = 1 AND lease_epoch = 1");
   if (once != o.claims)
     fail(std::to_string(once) + " of " + std::to_string(o.claims) + " runs are running on their first attempt");
@@ -620,6 +635,8 @@ int main(int argc, char** argv) {
 
   std::vector<double> a_troupe, a_pool, a_runs, a_pool_lat, a_runs_lat, c_troupe, c_pg, cb_troupe, cb_pg;
   std::vector<double> a_latency;
+  // Operations per committed transaction in troupe's rounds: how much group commit gathered.
+  std::vector<double> a_per_commit, c_per_commit, cb_per_commit;
   int append_errors = 0, wrong_counts = 0, claim_errors = 0, duplicates = 0, missing = 0;
   for (int round = 1; round <= o.rounds; ++round) {
     // pgbench first in odd rounds, troupe first in even ones.
@@ -637,9 +654,12 @@ int main(int argc, char** argv) {
       append_errors += a.errors;
       wrong_counts += a.wrong_counts;
       a_latency.insert(a_latency.end(), a.latency_ms.begin(), a.latency_ms.end());
-      std::fprintf(stderr, "[pgstore] round %d/%d appends: troupe %.0f/s (%d x %d in %.2f s, p50 %.2f ms, p99 %.2f ms)\n",
+      a_per_commit.push_back(a.commits > 0 ? static_cast<double>(o.runs) * o.events / a.commits : 0);
+      std::fprintf(stderr,
+                   "[pgstore] round %d/%d appends: troupe %.0f/s (%d x %d in %.2f s, p50 %.2f ms, p99 %.2f ms, "
+                   "%lld commits, %.1f appends per commit)\n",
                    round, o.rounds, a.per_s, o.runs, o.events, a.wall_s, percentile(a.latency_ms, 50),
-                   percentile(a.latency_ms, 99));
+                   percentile(a.latency_ms, 99), static_cast<long long>(a.commits), a_per_commit.back());
     };
     if (round % 2) {
       pg_side();
@@ -652,10 +672,11 @@ int main(int argc, char** argv) {
                  round, o.rounds, o.pool_size, a_pool.back(), a_pool_lat.back(), o.runs, a_runs.back(),
                  a_runs_lat.back());
 
-    auto claims_of = [&](uint32_t max, std::vector<double>& t, std::vector<double>& p) {
+    auto claims_of = [&](uint32_t max, std::vector<double>& t, std::vector<double>& p, std::vector<double>& per_commit) {
       auto troupe_claim = [&] {
         auto c = troupe_claims(sys, o, max);
         t.push_back(c.per_s);
+        per_commit.push_back(c.commits > 0 ? static_cast<double>(o.claims) / c.commits : 0);
         claim_errors += c.errors;
         duplicates += c.duplicates;
         missing += c.missing;
@@ -668,12 +689,14 @@ int main(int argc, char** argv) {
         troupe_claim();
         pg_claim();
       }
-      std::fprintf(stderr, "[pgstore] round %d/%d claims of %u: troupe %.0f/s, pgbench %.0f/s (%d runs, %d claimers)\n",
-                   round, o.rounds, max, t.back(), p.back(), o.claims, o.claimers);
+      std::fprintf(stderr,
+                   "[pgstore] round %d/%d claims of %u: troupe %.0f/s (%.1f runs per commit), pgbench %.0f/s (%d runs, "
+                   "%d claimers)\n",
+                   round, o.rounds, max, t.back(), per_commit.back(), p.back(), o.claims, o.claimers);
     };
-    claims_of(1, c_troupe, c_pg);
+    claims_of(1, c_troupe, c_pg, c_per_commit);
     if (o.claim_batch > 1)
-      claims_of(static_cast<uint32_t>(o.claim_batch), cb_troupe, cb_pg);
+      claims_of(static_cast<uint32_t>(o.claim_batch), cb_troupe, cb_pg, cb_per_commit);
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
@@ -690,6 +713,7 @@ int main(int argc, char** argv) {
     "\"append_ratio\":%.3f,\"append_per_round_ratio\":%s,\"append_ratio_over_runs_clients\":%.3f,"
     "\"append_troupe_latency_ms\":{\"p50\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
     "\"append_pgbench_pool_latency_avg_ms\":%s,\"append_pgbench_runs_latency_avg_ms\":%s,"
+    "\"append_troupe_per_commit\":%s,\"claim_troupe_per_commit\":%s,\"claim_batch_troupe_per_commit\":%s,"
     "\"append_errors\":%d,\"wrong_event_counts\":%d,"
     "\"claim_runs\":%d,\"claimers\":%d,"
     "\"claim_troupe_per_s\":%s,\"claim_pgbench_per_s\":%s,"
@@ -703,7 +727,8 @@ int main(int argc, char** argv) {
     json_list(a_runs).c_str(), m(a_troupe), m(a_pool), m(a_runs), ratio(m(a_troupe), m(a_pool)),
     json_list(ratios(a_troupe, a_pool), "%.3f").c_str(), ratio(m(a_troupe), m(a_runs)), percentile(a_latency, 50),
     percentile(a_latency, 99), a_latency.empty() ? -1.0 : *std::max_element(a_latency.begin(), a_latency.end()),
-    json_list(a_pool_lat, "%.3f").c_str(), json_list(a_runs_lat, "%.3f").c_str(), append_errors, wrong_counts,
+    json_list(a_pool_lat, "%.3f").c_str(), json_list(a_runs_lat, "%.3f").c_str(), json_list(a_per_commit).c_str(),
+    json_list(c_per_commit).c_str(), json_list(cb_per_commit).c_str(), append_errors, wrong_counts,
     o.claims, o.claimers, json_list(c_troupe).c_str(), json_list(c_pg).c_str(), m(c_troupe), m(c_pg),
     ratio(m(c_troupe), m(c_pg)), json_list(ratios(c_troupe, c_pg), "%.3f").c_str(), o.claim_batch,
     json_list(cb_troupe).c_str(), json_list(cb_pg).c_str(), m(cb_troupe), m(cb_pg), ratio(m(cb_troupe), m(cb_pg)),
