@@ -1,4 +1,4 @@
-// The PostgreSQL run store (io::spawn_pg_store: a pool of connections, group commit) against pgbench
+// The PostgreSQL run store (io::spawn_pg_stores: a pool of connections, group commit) against pgbench
 // on the same server in the same run, in alternating rounds. Prints one JSON object on stdout.
 //
 //   appends  troupe: `runs` runs created and claimed through the store, then `runs` concurrent
@@ -162,10 +162,10 @@ store_actor start_store(caf::actor_system& sys, const options& o) {
   s.url = o.url;
   s.pool.size = static_cast<std::size_t>(o.pool_size);
   s.pool.batch = static_cast<std::size_t>(o.pool_batch);
-  auto spawned = io::spawn_pg_store(sys, s);
+  auto spawned = io::spawn_pg_stores(sys, s);
   if (auto err = std::get_if<std::string>(&spawned))
     fail(*err);
-  return std::get<store_actor>(spawned);
+  return std::get<io::store_ports>(spawned).runs;
 }
 
 void stop_store(caf::actor_system& sys, const store_actor& store) {
