@@ -67,29 +67,45 @@ void flush(Pointer self) {
   if (ops.empty())
     return;
   auto started = std::chrono::steady_clock::now();
-  auto failed = core.db_session->transact([&](pqxx::work& tx) {
-    struct attachment {
-      std::vector<connection*>& stores;
-      explicit attachment(std::vector<connection*>& s, pqxx::work& tx) : stores(s) {
-        for (auto c : stores)
-          c->attach(&tx);
+  // Several messages run without savepoints first, since a savepoint costs two round trips each;
+  // should one be refused (an error answer, or an SQL error of its own) that transaction is rolled
+  // back and the batch runs again with a savepoint each, so the refusal leaves nothing of its own and
+  // the rest stays.
+  bool refused = false;
+  auto run_batch = [&](bool savepoints) {
+    return core.db_session->transact([&](pqxx::work& tx) {
+      struct attachment {
+        std::vector<connection*>& stores;
+        explicit attachment(std::vector<connection*>& s, pqxx::work& tx) : stores(s) {
+          for (auto c : stores)
+            c->attach(&tx);
+        }
+        ~attachment() {
+          for (auto c : stores)
+            c->attach(nullptr);
+        }
+      } attached(core.stores, tx);
+      if (ops.size() == 1)
+        return carry_out(ops[0]);
+      if (!savepoints) {
+        for (auto& op : ops)
+          if (!carry_out(op))
+            return !(refused = true);
+        return true;
       }
-      ~attachment() {
-        for (auto c : stores)
-          c->attach(nullptr);
+      for (auto& op : ops) {
+        pqxx::subtransaction savepoint(tx, "op");
+        if (carry_out(op))
+          savepoint.commit();
+        else
+          savepoint.abort();
       }
-    } attached(core.stores, tx);
-    if (ops.size() == 1)
-      return carry_out(ops[0]);
-    for (auto& op : ops) {
-      pqxx::subtransaction savepoint(tx, "op");
-      if (carry_out(op))
-        savepoint.commit();
-      else
-        savepoint.abort();
-    }
-    return true;
-  });
+      return true;
+    });
+  };
+  auto failed = run_batch(false);
+  if (!failed && refused)
+    failed = run_batch(true);
   if (auto& metrics = core.settings.metrics)
     metrics->store_transaction(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
                                ops.size(), core.db_session->last_tries());

@@ -63,10 +63,14 @@ inline std::string fresh_db(const std::string& name) {
   return path.string();
 }
 
-// One port of the PostgreSQL stores at `url` (the three share one pool of 8), or why they did not start.
+// One port of the PostgreSQL stores at `url` (the three share one pool of `pool` connections), or why
+// they did not start.
 template <class Port>
-std::variant<Port, std::string> spawn_pg_port(caf::actor_system& sys, const std::string& url) {
-  auto s = io::spawn_pg_stores(sys, {url, {}, {8, 5}, {}});
+std::variant<Port, std::string> spawn_pg_port(caf::actor_system& sys, const std::string& url, std::size_t pool = 8) {
+  io::pg_store_settings settings;
+  settings.url = url;
+  settings.pool.size = pool;
+  auto s = io::spawn_pg_stores(sys, settings);
   if (auto err = std::get_if<std::string>(&s))
     return *err;
   auto& ports = std::get<io::store_ports>(s);
@@ -89,8 +93,9 @@ struct store_client {
   store_actor store;
   caf::scoped_actor self{sys};
 
-  explicit store_client(const std::string& path) {
-    auto s = on_postgres() ? spawn_pg_port<store_actor>(sys, path) : io::spawn_sqlite_store(sys, path);
+  // `pg_pool`: the PostgreSQL pool's connections (SQLite has one writer).
+  explicit store_client(const std::string& path, std::size_t pg_pool = 8) {
+    auto s = on_postgres() ? spawn_pg_port<store_actor>(sys, path, pg_pool) : io::spawn_sqlite_store(sys, path);
     if (auto err = std::get_if<std::string>(&s))
       FAIL("cannot open the store: " << *err);
     store = std::get<store_actor>(s);

@@ -106,6 +106,39 @@ TEST_CASE("8 holders appending to their runs at once each get sequences 0..n-1 w
   }
 }
 
+TEST_CASE("appends under a wrong epoch in a group commit are refused leaving nothing, and the rest of the batch "
+          "lands (CJ-7, CJ-8)",
+          "[store][contract][events]") {
+  // One connection: every batch after the first gathers several writers' appends.
+  store_client c(fresh_db("contract-mixed-batch"), 1);
+  std::vector<std::pair<run_record, bool>> writers_of; // a run, and whether its writer holds the epoch
+  for (int i = 0; i < 8; ++i)
+    writers_of.emplace_back(c.create_and_claim("mixed-" + std::to_string(i), "worker-" + std::to_string(i)), i % 2 == 0);
+  constexpr int per_run = 50;
+  std::atomic<int> wrong_answers{0};
+  std::vector<std::thread> writers;
+  for (auto& [r, holder] : writers_of) {
+    writers.emplace_back([&, r = r, holder = holder] {
+      caf::scoped_actor self{c.sys};
+      auto epoch = holder ? r.lease_epoch : r.lease_epoch + 1;
+      for (int seq = 0; seq < per_run; ++seq) {
+        stored_event e{seq, "think", R"({"type":"think","sequence":)" + std::to_string(seq) + "}"};
+        self->request(c.store, std::chrono::seconds(30), append_atom::value, r.run_id, epoch, std::move(e))
+          .receive([&](bool ok) { wrong_answers += ok == holder ? 0 : 1; },
+                   [&](caf::error&) { wrong_answers += holder ? 1 : 0; });
+      }
+    });
+  }
+  for (auto& t : writers)
+    t.join();
+  CHECK(wrong_answers == 0);
+  for (auto& [r, holder] : writers_of) {
+    auto page = store_client::ok(c.events(r.run_id, -1, 0));
+    CHECK(page.events.size() == static_cast<std::size_t>(holder ? per_run : 0));
+    CHECK(page.run.event_count == (holder ? per_run : 0));
+  }
+}
+
 TEST_CASE("events, requests and metadata come back byte for byte: key order, number spelling, escapes (CJ-3)",
           "[store][contract][bytes]") {
   store_client c(fresh_db("contract-bytes"));
