@@ -13,6 +13,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 
 namespace troupe::io::run_store {
@@ -27,6 +28,9 @@ template <class Conn>
 class store_db : public Conn {
 public:
   using Conn::Conn;
+
+  // A database server (PostgreSQL), where each statement is a round trip: its hot paths take fewer.
+  static constexpr bool on_server = std::string_view(Conn::engine) == "postgres";
 
   // ---- Runs and their attempts (io/run_store_runs.cpp) ----
 

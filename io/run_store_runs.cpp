@@ -138,16 +138,23 @@ template <class Conn>
 outcome<run_claim> store_db<Conn>::claim(const std::string& worker_id, double lease_seconds, uint32_t n) {
   auto now = protocol::iso_now();
   run_claim claim;
-  std::vector<std::string> ready;
-  {
-    auto q = sql(store_sql::ready_runs);
-    q.bind(1, now).bind(2, static_cast<int64_t>(n));
+  if constexpr (on_server) {
+    auto q = sql(store_sql::claim_ready_runs);
+    q.bind(1, now).bind(2, static_cast<int64_t>(n)).bind(3, worker_id).bind(4, seconds_from_now(lease_seconds));
     while (q.row())
-      ready.push_back(q.text(0));
-  }
-  for (auto& id : ready) {
-    start_attempt(id, worker_id, lease_seconds);
-    claim.runs.push_back(*get_run(id));
+      claim.runs.push_back(read_run(q));
+  } else {
+    std::vector<std::string> ready;
+    {
+      auto q = sql(store_sql::ready_runs);
+      q.bind(1, now).bind(2, static_cast<int64_t>(n));
+      while (q.row())
+        ready.push_back(q.text(0));
+    }
+    for (auto& id : ready) {
+      start_attempt(id, worker_id, lease_seconds);
+      claim.runs.push_back(*get_run(id));
+    }
   }
   auto q = sql(store_sql::next_ready);
   q.bind(1, now);
@@ -169,6 +176,14 @@ std::optional<run_record> store_db<Conn>::held(const std::string& run_id, int64_
 
 template <class Conn>
 outcome<bool> store_db<Conn>::append(const std::string& run_id, int64_t lease_epoch, const stored_event& e) {
+  if constexpr (on_server) {
+    auto q = sql(store_sql::append_event);
+    q.bind(1, run_id).bind(2, lease_epoch).bind(3, e.sequence).bind(4, protocol::iso_now());
+    q.bind(5, e.type).bind(6, e.json);
+    if (!q.done() || changes() != 1)
+      return fenced();
+    return true;
+  }
   auto update = sql(store_sql::count_appended_event);
   update.bind(1, run_id).bind(2, lease_epoch).bind(3, e.sequence).bind(4, protocol::iso_now());
   if (!update.done() || changes() != 1 || !insert_event(run_id, e))

@@ -203,6 +203,32 @@ inline constexpr stream_statements streams[] = {
   {"rate_limits", "SELECT COUNT(*) FROM rate_limits", nullptr},
 };
 
+// ---- PostgreSQL only: one statement where SQLite takes several ----
+// On a server each statement is a round trip, so the hot paths are single statements there (CJ-6).
+
+// A claim: the ready runs locked (skipping those another claimer holds) and started together,
+// answered in claim order. ?1 now, ?2 how many, ?3 the worker, ?4 the lease's end.
+inline constexpr char claim_ready_runs[] = R"sql(
+  WITH picked AS (
+    SELECT run_id FROM runs WHERE status = 'queued' AND retry_after <= ?1
+    ORDER BY created_at, row_order LIMIT ?2 FOR UPDATE SKIP LOCKED),
+  started AS (
+    UPDATE runs SET status = 'running', attempts = attempts + 1, lease_epoch = lease_epoch + 1,
+      worker_id = ?3, lease_expires_at = ?4, retry_after = '', error = '', completed_at = '',
+      cancelled_at = '', duration_ms = NULL, updated_at = ?1,
+      started_at = CASE WHEN started_at = '' THEN ?1 ELSE started_at END
+    FROM picked WHERE runs.run_id = picked.run_id
+    RETURNING runs.*)
+  SELECT )sql" TROUPE_RUN_COLUMNS R"sql( FROM started ORDER BY created_at, row_order)sql";
+
+// An append: count_appended_event's fence, and the event inserted only when it passed.
+inline constexpr char append_event[] = R"sql(
+  WITH fence AS (
+    UPDATE runs SET event_count = CAST(?3 AS BIGINT) + 1, updated_at = ?4
+    WHERE run_id = ?1 AND lease_epoch = ?2 AND status = 'running' AND event_count = CAST(?3 AS BIGINT)
+    RETURNING run_id)
+  INSERT INTO run_events (run_id, sequence, type, payload) SELECT run_id, CAST(?3 AS BIGINT), ?5, ?6 FROM fence)sql";
+
 // ---- PostgreSQL's own spelling ----
 // Where SQLite's differs: rowid is row_order, a claim or recovery locks what it takes and skips what
 // another transaction holds (CJ-6), a rate window is read under its row lock, JSON is read with ->>,

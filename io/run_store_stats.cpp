@@ -62,7 +62,7 @@ protocol::store_stats store_db<Conn>::stats(bool detailed) {
     add_details(s);
     grouped(store_sql::table_bytes, bytes);
   }
-  if constexpr (std::string_view(Conn::engine) == "postgres") {
+  if constexpr (on_server) {
     protocol::postgres_stats pg;
     pg.dead_tuples = scalar(store_sql::dead_tuples);
     if (auto q = sql(store_sql::oldest_transaction); q.row())
