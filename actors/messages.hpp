@@ -37,7 +37,7 @@ using protocol::stored_event;
 // Runs a claim started: the claimed records, and when the next delayed run becomes ready.
 struct run_claim {
   std::vector<run_record> runs;
-  double next_ready_seconds = -1; // -1: no delayed run
+  double next_ready_seconds = -1; // -1: no delayed run, or a full claim (the next one tells)
 };
 
 // The end of an attempt, written by its holder at its lease epoch (AS-82): terminal, or `queued`

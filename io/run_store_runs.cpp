@@ -156,6 +156,9 @@ outcome<run_claim> store_db<Conn>::claim(const std::string& worker_id, double le
       claim.runs.push_back(*get_run(id));
     }
   }
+  // A full claim is followed by another (run_registry), which says when the next delayed run is due.
+  if (claim.runs.size() == n)
+    return claim;
   auto q = sql(store_sql::next_ready);
   q.bind(1, now);
   if (q.row())
