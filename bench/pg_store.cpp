@@ -30,6 +30,7 @@
 #include "protocol/timestamp.hpp"
 
 #include "bench_stats.hpp"
+#include "store_appenders.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
@@ -67,8 +68,10 @@ using troupe::bench::json_list;
 using troupe::bench::median;
 using troupe::bench::percentile;
 
-using go_atom = caf::atom_constant<caf::atom("bench_go")>;
-using report_atom = caf::atom_constant<caf::atom("bench_rep")>;
+using troupe::bench::go_atom;
+using troupe::bench::make_event;
+using troupe::bench::report_atom;
+using troupe::bench::run_id_of;
 
 struct options {
   std::string url;
@@ -87,29 +90,6 @@ struct options {
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "troupe_bench_pg_store: %s\n", what.c_str());
   std::exit(1);
-}
-
-std::string run_id_of(int i) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "run_bench%06d%018d", i, i); // the length of a real run id
-  return buf;
-}
-
-// A tool_result event as a run stores it: about 600 bytes of JSON.
-stored_event make_event(const std::string& run_id, int64_t sequence) {
-  protocol::agent_event e;
-  e.type = "tool_result";
-  e.sequence = sequence;
-  e.run_id = run_id;
-  e.session_id = "sess_3f9a1c0b7e2d4a6f8b5c";
-  e.timestamp = protocol::iso_now();
-  e.content = "notes/\nnotes/welcome.txt (19 bytes)\nreport.md (2048 bytes)\nsrc/main.py (733 bytes)\n";
-  e.tool_name = "list_dir";
-  e.tool_args = R"({"path":".","recursive":true})";
-  e.tool_call_id = "call_" + std::to_string(sequence) + "_0";
-  e.duration_ms = 1.37;
-  e.metadata = R"({"iteration":3,"tool_status":"ok","truncated":false})";
-  return {sequence, e.type, protocol::to_json(e)};
 }
 
 // --- the database, outside the store ----------------------------------------------------------------
@@ -289,58 +269,6 @@ struct append_round {
   std::vector<double> latency_ms;
 };
 
-struct appender_state {
-  store_actor store;
-  std::string run_id;
-  int64_t epoch = 0;
-  std::vector<stored_event> events;
-  caf::actor report_to;
-  std::size_t next = 0;
-  int errors = 0;
-  std::vector<double> latency_ms;
-  steady::time_point sent;
-};
-
-using appender_pointer = caf::stateful_actor<appender_state>*;
-
-void append_next(appender_pointer self) {
-  auto& st = self->state;
-  if (st.next == st.events.size()) {
-    self->send(st.report_to, report_atom::value, std::move(st.latency_ms), st.errors,
-               steady::now().time_since_epoch().count());
-    self->quit();
-    return;
-  }
-  st.sent = steady::now();
-  self->request(st.store, caf::infinite, append_atom::value, st.run_id, st.epoch, st.events[st.next])
-    .then(
-      [=](bool) {
-        auto& st = self->state;
-        st.latency_ms.push_back(std::chrono::duration<double, std::milli>(steady::now() - st.sent).count());
-        ++st.next;
-        append_next(self);
-      },
-      [=](caf::error& err) {
-        auto& st = self->state;
-        if (st.errors++ == 0)
-          std::fprintf(stderr, "[pgstore] append to %s failed: %s\n", st.run_id.c_str(), to_string(err).c_str());
-        st.next = st.events.size(); // fenced: the run stops, as a run attempt would
-        append_next(self);
-      });
-}
-
-caf::behavior appender(appender_pointer self, store_actor store, std::string run_id, int64_t epoch,
-                       std::vector<stored_event> events, caf::actor report_to) {
-  auto& st = self->state;
-  st.store = std::move(store);
-  st.run_id = std::move(run_id);
-  st.epoch = epoch;
-  st.events = std::move(events);
-  st.report_to = std::move(report_to);
-  st.latency_ms.reserve(st.events.size());
-  return {[=](go_atom) { append_next(self); }};
-}
-
 append_round troupe_appends(caf::actor_system& sys, const options& o) {
   empty_run_tables(o.url);
   auto store = start_store(sys, o);
@@ -359,26 +287,11 @@ append_round troupe_appends(caf::actor_system& sys, const options& o) {
     fail("claimed " + std::to_string(epochs.size()) + " of " + std::to_string(o.runs) + " runs");
   // The commits of the set-up are reported within a second of the workers going idle.
   auto commits_before = commits(o.url, std::chrono::milliseconds(1500));
-  std::vector<caf::actor> appenders;
-  for (int i = 0; i < o.runs; ++i) {
-    auto id = run_id_of(i);
-    std::vector<stored_event> events;
-    for (int k = 0; k < o.events; ++k)
-      events.push_back(make_event(id, k));
-    appenders.push_back(sys.spawn(appender, store, id, epochs[id], std::move(events), caf::actor{self}));
-  }
+  auto appended = troupe::bench::run_appenders(sys, store, epochs, o.runs, o.events);
   append_round out;
-  auto t0 = steady::now();
-  for (auto& a : appenders)
-    self->send(a, go_atom::value);
-  steady::rep last_end = 0;
-  for (int i = 0; i < o.runs; ++i)
-    self->receive([&](report_atom, std::vector<double>& lat, int errors, steady::rep end) {
-      out.latency_ms.insert(out.latency_ms.end(), lat.begin(), lat.end());
-      out.errors += errors;
-      last_end = std::max(last_end, end);
-    });
-  out.wall_s = std::chrono::duration<double>(steady::time_point(steady::duration(last_end)) - t0).count();
+  out.latency_ms = std::move(appended.latency_ms);
+  out.errors = appended.errors;
+  out.wall_s = appended.wall_s;
   out.per_s = static_cast<double>(out.latency_ms.size()) / out.wall_s;
   stop_store(sys, store);
   out.commits = commits(o.url, std::chrono::milliseconds(300)) - commits_before;

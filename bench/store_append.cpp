@@ -23,6 +23,7 @@
 #include "protocol/timestamp.hpp"
 
 #include "bench_stats.hpp"
+#include "store_appenders.hpp"
 
 #include <CLI/CLI.hpp>
 #include <caf/all.hpp>
@@ -50,8 +51,8 @@ using troupe::bench::median;
 using troupe::bench::percentile;
 using troupe::bench::seconds_since;
 
-using go_atom = caf::atom_constant<caf::atom("bench_go")>;
-using report_atom = caf::atom_constant<caf::atom("bench_rep")>;
+using troupe::bench::make_event;
+using troupe::bench::run_id_of;
 
 struct options {
   std::string dir;
@@ -61,29 +62,6 @@ struct options {
   int batch = 100;
   int rounds = 3;
 };
-
-std::string run_id_of(int i) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "run_bench%06d%018d", i, i); // the length of a real run id
-  return buf;
-}
-
-// A tool_result event as a run stores it: about 600 bytes of JSON.
-stored_event make_event(const std::string& run_id, int64_t sequence) {
-  protocol::agent_event e;
-  e.type = "tool_result";
-  e.sequence = sequence;
-  e.run_id = run_id;
-  e.session_id = "sess_3f9a1c0b7e2d4a6f8b5c";
-  e.timestamp = protocol::iso_now();
-  e.content = "notes/\nnotes/welcome.txt (19 bytes)\nreport.md (2048 bytes)\nsrc/main.py (733 bytes)\n";
-  e.tool_name = "list_dir";
-  e.tool_args = R"({"path":".","recursive":true})";
-  e.tool_call_id = "call_" + std::to_string(sequence) + "_0";
-  e.duration_ms = 1.37;
-  e.metadata = R"({"iteration":3,"tool_status":"ok","truncated":false})";
-  return {sequence, e.type, protocol::to_json(e)};
-}
 
 // --- a fresh database with `runs` running runs, made through the store actor ---------------------------
 
@@ -247,82 +225,15 @@ struct actor_round {
   std::vector<double> latency_ms;
 };
 
-// One run's appender: the next event once the previous one is acknowledged.
-struct appender_state {
-  store_actor store;
-  std::string run_id;
-  int64_t epoch = 0;
-  std::vector<stored_event> events;
-  caf::actor report_to;
-  std::size_t next = 0;
-  int errors = 0;
-  std::vector<double> latency_ms;
-  steady::time_point sent;
-};
-
-using appender_pointer = caf::stateful_actor<appender_state>*;
-
-void append_next(appender_pointer self) {
-  auto& st = self->state;
-  if (st.next == st.events.size()) {
-    self->send(st.report_to, report_atom::value, std::move(st.latency_ms), st.errors,
-               steady::now().time_since_epoch().count());
-    self->quit();
-    return;
-  }
-  st.sent = steady::now();
-  self->request(st.store, caf::infinite, append_atom::value, st.run_id, st.epoch, st.events[st.next])
-    .then(
-      [=](bool) {
-        auto& st = self->state;
-        st.latency_ms.push_back(std::chrono::duration<double, std::milli>(steady::now() - st.sent).count());
-        ++st.next;
-        append_next(self);
-      },
-      [=](caf::error&) {
-        auto& st = self->state;
-        ++st.errors;
-        st.next = st.events.size(); // fenced: the run stops, as a run attempt would
-        append_next(self);
-      });
-}
-
-caf::behavior appender(appender_pointer self, store_actor store, std::string run_id, int64_t epoch,
-                       std::vector<stored_event> events, caf::actor report_to) {
-  auto& st = self->state;
-  st.store = std::move(store);
-  st.run_id = std::move(run_id);
-  st.epoch = epoch;
-  st.events = std::move(events);
-  st.report_to = std::move(report_to);
-  st.latency_ms.reserve(st.events.size());
-  return {[=](go_atom) { append_next(self); }};
-}
-
 actor_round actor_rate(caf::actor_system& sys, const std::string& path, const options& o) {
   auto p = prepare_store(sys, path, o.runs);
-  caf::scoped_actor self{sys};
-  std::vector<caf::actor> appenders;
-  for (int i = 0; i < o.runs; ++i) {
-    auto id = run_id_of(i);
-    std::vector<stored_event> events;
-    for (int k = 0; k < o.events; ++k)
-      events.push_back(make_event(id, k));
-    appenders.push_back(sys.spawn(appender, p.store, id, p.epochs[id], std::move(events), caf::actor{self}));
-  }
+  auto appended = troupe::bench::run_appenders(sys, p.store, p.epochs, o.runs, o.events);
   actor_round out;
-  auto t0 = steady::now();
-  for (auto& a : appenders)
-    self->send(a, go_atom::value);
-  steady::rep last_end = 0;
-  for (int i = 0; i < o.runs; ++i)
-    self->receive([&](report_atom, std::vector<double>& lat, int errors, steady::rep end) {
-      out.latency_ms.insert(out.latency_ms.end(), lat.begin(), lat.end());
-      out.errors += errors;
-      last_end = std::max(last_end, end);
-    });
-  out.wall_s = std::chrono::duration<double>(steady::time_point(steady::duration(last_end)) - t0).count();
+  out.latency_ms = std::move(appended.latency_ms);
+  out.errors = appended.errors;
+  out.wall_s = appended.wall_s;
   out.appends_per_s = static_cast<double>(out.latency_ms.size()) / out.wall_s;
+  caf::scoped_actor self{sys};
   for (int i = 0; i < o.runs; ++i)
     self->request(p.store, caf::infinite, get_run_atom::value, run_id_of(i))
       .receive([&](run_record& r) { out.wrong_counts += r.event_count == o.events ? 0 : 1; },
