@@ -549,6 +549,26 @@ TEST_CASE("an unopenable response store path is an error that names the file", "
   CHECK(std::get<std::string>(store).find("/proc/nonexistent/dir/troupe.db") != std::string::npos);
 }
 
+// Runs body(w, client, self) on `writers` threads released together, writer w through `first` or
+// `second` in turn (two instances on one database, as two troupe processes).
+template <class Body>
+void all_at_once(int writers, responses_client& first, responses_client& second, Body body) {
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < writers; ++w) {
+    threads.emplace_back([&, w] {
+      auto& client = w % 2 == 0 ? first : second;
+      caf::scoped_actor self{client.sys};
+      while (!go)
+        std::this_thread::yield();
+      body(w, client, self);
+    });
+  }
+  go = true;
+  for (auto& t : threads)
+    t.join();
+}
+
 TEST_CASE("8 writers adding to one conversation at once, through two store instances, store every item once at "
           "positions without gap (RS-12, RS-54)",
           "[response_store][contract][concurrency]") {
@@ -560,25 +580,14 @@ TEST_CASE("8 writers adding to one conversation at once, through two store insta
   constexpr int writers = 8;
   constexpr int per_writer = 25;
   std::atomic<int> refused{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  for (int w = 0; w < writers; ++w) {
-    threads.emplace_back([&, w] {
-      auto& client = w % 2 == 0 ? first : second;
-      caf::scoped_actor self{client.sys};
-      while (!go)
-        std::this_thread::yield();
-      for (int i = 0; i < per_writer; ++i) {
-        auto id = "msg_" + std::to_string(w) + "_" + std::to_string(i);
-        self->request(client.store, std::chrono::seconds(30), add_conversation_items_atom::value,
-                      std::string("conv_1"), nobody, std::vector<stored_item>{item(id)})
-          .receive([](std::vector<stored_item>&) {}, [&](caf::error&) { ++refused; });
-      }
-    });
-  }
-  go = true;
-  for (auto& t : threads)
-    t.join();
+  all_at_once(writers, first, second, [&](int w, responses_client& client, caf::scoped_actor& self) {
+    for (int i = 0; i < per_writer; ++i) {
+      auto id = "msg_" + std::to_string(w) + "_" + std::to_string(i);
+      self->request(client.store, std::chrono::seconds(30), add_conversation_items_atom::value,
+                    std::string("conv_1"), nobody, std::vector<stored_item>{item(id)})
+        .receive([](std::vector<stored_item>&) {}, [&](caf::error&) { ++refused; });
+    }
+  });
   CHECK(refused == 0);
 
   constexpr std::size_t total = writers * per_writer;
@@ -609,28 +618,17 @@ TEST_CASE("of 8 responses committed at once against one conversation revision, e
     std::vector<std::optional<int64_t>> revisions(writers);
     std::atomic<int> conflicts{0};
     std::atomic<int> other{0};
-    std::atomic<bool> go{false};
-    std::vector<std::thread> threads;
-    for (int w = 0; w < writers; ++w) {
-      threads.emplace_back([&, w] {
-        auto& client = w % 2 == 0 ? first : second;
-        caf::scoped_actor self{client.sys};
-        auto suffix = std::to_string(round) + "_" + std::to_string(w);
-        auto c = commit("resp_" + suffix, {"msg_seed", "msg_" + suffix}, {item("msg_" + suffix)});
-        c.events = {{0, R"({"type":"response.created"})"}};
-        c.conversation_id = "conv_1";
-        c.conversation_append = {"msg_" + suffix};
-        c.expected_revision = round; // every writer read the same revision
-        while (!go)
-          std::this_thread::yield();
-        self->request(client.store, std::chrono::seconds(30), save_response_atom::value, std::move(c))
-          .receive([&](int64_t revision) { revisions[static_cast<std::size_t>(w)] = revision; },
-                   [&](caf::error& e) { ++(code_of(e) == errc::conflict ? conflicts : other); });
-      });
-    }
-    go = true;
-    for (auto& t : threads)
-      t.join();
+    all_at_once(writers, first, second, [&](int w, responses_client& client, caf::scoped_actor& self) {
+      auto suffix = std::to_string(round) + "_" + std::to_string(w);
+      auto c = commit("resp_" + suffix, {"msg_seed", "msg_" + suffix}, {item("msg_" + suffix)});
+      c.events = {{0, R"({"type":"response.created"})"}};
+      c.conversation_id = "conv_1";
+      c.conversation_append = {"msg_" + suffix};
+      c.expected_revision = round; // every writer read the same revision
+      self->request(client.store, std::chrono::seconds(30), save_response_atom::value, std::move(c))
+        .receive([&](int64_t revision) { revisions[static_cast<std::size_t>(w)] = revision; },
+                 [&](caf::error& e) { ++(code_of(e) == errc::conflict ? conflicts : other); });
+    });
     CHECK(other == 0);
     CHECK(conflicts == writers - 1);
     int winners = 0;
