@@ -28,6 +28,9 @@ struct approval_registry_state {
   static inline const char* name = "approval_registry";
   store_actor store;
   std::unordered_map<std::string, pending_approval> pending;
+  // Settled but not yet stored: a retried call of the same run waits for the store's answer here, since
+  // a read of the store could still see the approval pending.
+  std::unordered_map<std::string, pending_approval> settling;
 };
 
 using registry_pointer = approval_registry_actor::stateful_pointer<approval_registry_state>;
@@ -57,9 +60,9 @@ void arm(registry_pointer self, const approval_record& r) {
 void settle(registry_pointer self, const std::string& id, const std::string& status, std::string reason,
             std::optional<promise> requester = std::nullopt) {
   auto it = self->state.pending.find(id);
-  auto entry = std::move(it->second);
+  auto before = it->second.record;
+  auto& entry = self->state.settling[id] = std::move(it->second);
   self->state.pending.erase(it);
-  auto before = entry.record;
   auto& r = entry.record;
   r.status = status;
   r.approved = status == "approved";
@@ -67,19 +70,23 @@ void settle(registry_pointer self, const std::string& id, const std::string& sta
   r.resolution_reason = std::move(reason);
   self->request(self->state.store, caf::infinite, save_approval_atom::value, r)
     .then(
-      [entry, requester](approval_record& stored) mutable {
-        for (auto& w : entry.waiters)
+      [self, id, requester](approval_record& stored) mutable {
+        auto waiters = std::move(self->state.settling[id].waiters);
+        self->state.settling.erase(id);
+        for (auto& w : waiters)
           w.deliver(stored);
         if (requester)
           requester->deliver(stored);
       },
       // A transition the store did not keep did not happen (AS-81): the approval is pending again, its
       // waiters wait on, and only a resolver hears why. An expiry is tried again a moment later.
-      [self, entry, before, requester, status](caf::error& err) mutable {
+      [self, id, before, requester, status](caf::error& err) mutable {
         spdlog::error("approvals: {} could not be stored {}: {}", before.request_id, status, message_of(err));
         if (requester)
           requester->deliver(err);
-        self->state.pending.emplace(before.request_id, pending_approval{before, std::move(entry.waiters)});
+        auto waiters = std::move(self->state.settling[id].waiters);
+        self->state.settling.erase(id);
+        self->state.pending.emplace(before.request_id, pending_approval{before, std::move(waiters)});
         if (status == "expired")
           self->delayed_send(self, std::chrono::seconds(1), expire_atom::value, before.request_id);
       });
@@ -139,6 +146,12 @@ approval_registry_actor::behavior_type approval_registry_behavior(registry_point
       for (auto& [id, p] : self->state.pending)
         if (same_call(p.record, wanted))
           return p.record;
+      for (auto& [id, p] : self->state.settling)
+        if (same_call(p.record, wanted)) { // decided; its answer once stored
+          auto rp = self->make_response_promise<approval_record>();
+          p.waiters.push_back(rp);
+          return rp;
+        }
       // A resolved approval of an earlier attempt of this run decides the retried call too.
       auto rp = self->make_response_promise<approval_record>();
       protocol::approval_query of_run;
