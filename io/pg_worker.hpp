@@ -88,9 +88,12 @@ void flush(Pointer self) {
       if (ops.size() == 1)
         return carry_out(ops[0]);
       if (!savepoints) {
-        for (auto& op : ops)
-          if (!carry_out(op))
-            return !(refused = true);
+        for (auto& op : ops) {
+          if (!carry_out(op)) {
+            refused = true;
+            return false; // rolled back: the batch runs again with savepoints
+          }
+        }
         return true;
       }
       for (auto& op : ops) {
