@@ -77,7 +77,7 @@ struct options {
   std::string url;
   std::string pgbench;
   int runs = 64;
-  int events = 50;
+  int events = 200;
   int seconds = 10;
   int claims = 20000;
   int claimers = 8;
@@ -85,6 +85,8 @@ struct options {
   int rounds = 3;
   int pool_size = 8;
   int pool_batch = 64;
+  int active = 0;
+  double spill_ms = 100;
 };
 
 [[noreturn]] void fail(const std::string& what) {
@@ -142,6 +144,8 @@ store_actor start_store(caf::actor_system& sys, const options& o) {
   s.url = o.url;
   s.pool.size = static_cast<std::size_t>(o.pool_size);
   s.pool.batch = static_cast<std::size_t>(o.pool_batch);
+  s.pool.active = static_cast<std::size_t>(o.active);
+  s.pool.spill_after_seconds = o.spill_ms / 1000;
   auto spawned = io::spawn_pg_stores(sys, s);
   if (auto err = std::get_if<std::string>(&spawned))
     fail(*err);
@@ -522,6 +526,10 @@ int main(int argc, char** argv) {
   app.add_option("--pool-size", o.pool_size, "the store's connections")->check(CLI::PositiveNumber);
   app.add_option("--pool-batch", o.pool_batch, "messages a worker carries out per transaction")
     ->check(CLI::PositiveNumber);
+  app.add_option("--active", o.active, "transactions the store runs at once (0: the cores, at least 2)")
+    ->check(CLI::NonNegativeNumber);
+  app.add_option("--spill-ms", o.spill_ms, "how long a message waits for a busy connection's next transaction")
+    ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   if (o.url.empty())
     fail("no PostgreSQL URL (--url or TROUPE_POSTGRES_URL)");
@@ -619,6 +627,7 @@ int main(int argc, char** argv) {
   auto payload = make_event(run_id_of(0), 7).json.size();
   std::printf(
     "{\"server_version\":\"%s\",\"synchronous_commit\":\"%s\",\"fsync\":\"%s\",\"pool_size\":%d,\"pool_batch\":%d,"
+    "\"active_transactions\":%d,\"spill_ms\":%.0f,"
     "\"rounds\":%d,\"payload_bytes\":%zu,"
     "\"append_runs\":%d,\"append_events_per_run\":%d,\"appends_per_round\":%d,\"pgbench_seconds\":%d,"
     "\"append_troupe_per_s\":%s,\"append_pgbench_pool_tps\":%s,\"append_pgbench_runs_tps\":%s,"
@@ -635,7 +644,9 @@ int main(int argc, char** argv) {
     "\"claim_batch\":%d,\"claim_batch_troupe_per_s\":%s,\"claim_batch_pgbench_per_s\":%s,"
     "\"claim_batch_troupe_per_s_median\":%.1f,\"claim_batch_pgbench_per_s_median\":%.1f,\"claim_batch_ratio\":%.3f,"
     "\"claim_errors\":%d,\"claim_duplicates\":%d,\"claim_missing\":%d}\n",
-    server_version.c_str(), synchronous_commit.c_str(), fsync.c_str(), o.pool_size, o.pool_batch, o.rounds, payload,
+    server_version.c_str(), synchronous_commit.c_str(), fsync.c_str(), o.pool_size, o.pool_batch,
+    o.active > 0 ? o.active : static_cast<int>(std::max(2u, std::thread::hardware_concurrency())), o.spill_ms, o.rounds,
+    payload,
     o.runs, o.events, o.runs * o.events, o.seconds, json_list(a_troupe).c_str(), json_list(a_pool).c_str(),
     json_list(a_runs).c_str(), m(a_troupe), m(a_pool), m(a_runs), ratio(m(a_troupe), m(a_pool)),
     json_list(ratios(a_troupe, a_pool), "%.3f").c_str(), ratio(m(a_troupe), m(a_runs)), percentile(a_latency, 50),

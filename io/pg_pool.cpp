@@ -10,6 +10,7 @@
 #include <chrono>
 #include <deque>
 #include <optional>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -19,6 +20,7 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 using sweep_atom = caf::atom_constant<caf::atom("pgsweep")>;
+using spill_atom = caf::atom_constant<caf::atom("pgspill")>;
 
 struct job {
   std::string key;
@@ -37,12 +39,17 @@ struct pool_state {
   std::vector<std::vector<std::string>> holding; // per worker: the keys of those messages
   std::unordered_set<std::string> busy_keys;
   std::deque<job> jobs;
+  bool spill_pending = false; // a spill_atom is on its way
 };
 
 using pool_pointer = caf::stateful_actor<pool_state>*;
 
+clock::duration seconds(double s) {
+  return std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(s));
+}
+
 clock::duration acquire_timeout(const pool_state& st) {
-  return std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(st.settings.acquire_timeout_seconds));
+  return seconds(st.settings.acquire_timeout_seconds);
 }
 
 void release(pool_state& st, std::size_t w) {
@@ -53,12 +60,27 @@ void release(pool_state& st, std::size_t w) {
 }
 
 // Hands each idle worker the oldest jobs, up to a batch, whose keys no other worker holds. Jobs of one
-// key may share a batch: the worker carries them out in order.
+// key may share a batch: the worker carries them out in order. Past `active` busy workers, an idle one
+// is handed jobs only once the oldest has waited `spill_after`; until then a spill_atom is on its way.
 void dispatch(pool_pointer self) {
   auto& st = self->state;
+  auto busy = static_cast<std::size_t>(std::count_if(st.given.begin(), st.given.end(), [](auto n) { return n != 0; }));
   for (std::size_t w = 0; w < st.workers.size() && !st.jobs.empty(); ++w) {
     if (st.given[w] != 0)
       continue;
+    if (busy >= st.settings.active) {
+      auto spill_at = st.jobs.front().queued + seconds(st.settings.spill_after_seconds);
+      auto now = clock::now();
+      if (now < spill_at) {
+        if (!st.spill_pending) {
+          st.spill_pending = true;
+          self->delayed_send(self, std::chrono::duration_cast<std::chrono::microseconds>(spill_at - now)
+                                     + std::chrono::microseconds(1),
+                             spill_atom::value);
+        }
+        return;
+      }
+    }
     std::unordered_set<std::string> mine;
     for (auto it = st.jobs.begin(); it != st.jobs.end() && st.given[w] < st.settings.batch;) {
       bool free = it->key.empty() || mine.count(it->key) != 0 || st.busy_keys.count(it->key) == 0;
@@ -76,6 +98,8 @@ void dispatch(pool_pointer self) {
       it->answer.delegate(st.workers[w], std::move(it->msg));
       it = st.jobs.erase(it);
     }
+    if (st.given[w] != 0)
+      ++busy;
   }
 }
 
@@ -134,6 +158,8 @@ caf::behavior pool_behavior(caf::stateful_actor<pool_state>* self, pool_settings
   st.key_of = std::move(key_of);
   st.make = std::move(make);
   st.settings.batch = std::max<std::size_t>(st.settings.batch, 1);
+  if (st.settings.active == 0)
+    st.settings.active = std::max(2u, std::thread::hardware_concurrency());
   st.workers.resize(std::max<std::size_t>(settings.size, 1));
   st.given.resize(st.workers.size());
   st.holding.resize(st.workers.size());
@@ -177,6 +203,10 @@ caf::behavior pool_behavior(caf::stateful_actor<pool_state>* self, pool_settings
         if (st.given[i] == 0)
           release(st, i);
       }
+      dispatch(self);
+    },
+    [self](spill_atom) {
+      self->state.spill_pending = false;
       dispatch(self);
     },
     [self, period](sweep_atom) {

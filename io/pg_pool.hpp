@@ -3,7 +3,11 @@
 // workers, up to `batch` at a time, which a worker carries out in one transaction (a group commit)
 // and answers to their callers directly. Messages about one thing (the same run, the same response)
 // go to one worker at a time, in the order they came, so a run's pipelined appends commit and are
-// answered in order; others run side by side. A message that finds no worker free within
+// answered in order; others run side by side, at most `active` transactions at once: on a machine
+// with few cores more concurrent transactions only split the same CPU into smaller commits, while
+// messages held for a busy worker's next transaction share its commit. A message held `spill_after`
+// takes another worker all the same, so a slow transaction (a lock wait, a long read) does not stall
+// the rest. A message that finds no worker free within
 // `acquire_timeout_seconds` is answered errc::unavailable ("store_unavailable", 503 with
 // Retry-After: 1 at the edge).
 #pragma once
@@ -33,6 +37,8 @@ struct pool_settings {
   std::size_t size = 8;                 // cluster.pg.pool_size
   double acquire_timeout_seconds = 5;   // cluster.pg.acquire_timeout_seconds
   std::size_t batch = 64;               // messages handed to a worker at once
+  std::size_t active = 0;               // cluster.pg.active_transactions (0: the cores, at least 2)
+  double spill_after_seconds = 0.1;     // how long a message waits for a busy worker's next batch
   double watch_seconds = 10;            // how often a worker looks for long transactions (CJ-11)
   double long_transaction_seconds = 60; // what it warns of
   std::shared_ptr<node_metrics> metrics; // told the waits, statements and transactions (may be null)

@@ -20,6 +20,7 @@ pg_store_settings postgres_settings(const protocol::config& cfg) {
   s.limits.idle_in_transaction_seconds = cfg.postgres.idle_in_transaction_seconds;
   s.limits.lock_timeout_seconds = cfg.postgres.lock_timeout_seconds;
   s.pool.size = static_cast<std::size_t>(cfg.postgres.pool_size);
+  s.pool.active = static_cast<std::size_t>(cfg.postgres.active_transactions);
   s.pool.acquire_timeout_seconds = cfg.postgres.acquire_timeout_seconds;
   return s;
 }

@@ -222,6 +222,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   store.string("postgres_url", c.postgres_url);
   auto pg = root.child("cluster").child("pg");
   pg.integer("pool_size", c.postgres.pool_size, 1, 1024);
+  pg.integer("active_transactions", c.postgres.active_transactions, 0, 1024);
   pg.seconds("acquire_timeout_seconds", c.postgres.acquire_timeout_seconds, 0.001);
   pg.seconds("statement_timeout_seconds", c.postgres.statement_timeout_seconds, 0.001);
   pg.seconds("idle_in_transaction_seconds", c.postgres.idle_in_transaction_seconds, 0.001);

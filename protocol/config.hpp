@@ -122,6 +122,7 @@ struct responses_config {
 // cluster.pg.*: the PostgreSQL pool and the bounds each connection sets (CJ-4).
 struct postgres_config {
   int64_t pool_size = 8;
+  int64_t active_transactions = 0; // 0: as many as the machine has cores, at least 2
   double acquire_timeout_seconds = 5;
   double statement_timeout_seconds = 5;
   double idle_in_transaction_seconds = 10;

@@ -343,24 +343,27 @@ TEST_CASE("store.postgres_url (or TROUPE_POSTGRES_URL) selects PostgreSQL, bound
   REQUIRE(defaults.ok());
   CHECK(defaults.value.postgres_url.empty());
   CHECK(defaults.value.postgres.pool_size == 8);
+  CHECK(defaults.value.postgres.active_transactions == 0);
   CHECK(defaults.value.postgres.acquire_timeout_seconds == 5);
   CHECK(defaults.value.postgres.statement_timeout_seconds == 5);
   CHECK(defaults.value.postgres.idle_in_transaction_seconds == 10);
   CHECK(defaults.value.postgres.lock_timeout_seconds == 2);
 
-  auto r = parse(R"({"store":{"postgres_url":"postgresql://file/db"},"cluster":{"pg":{"pool_size":3}}})",
+  auto r = parse(R"({"store":{"postgres_url":"postgresql://file/db"},"cluster":{"pg":{"pool_size":3,"active_transactions":4}}})",
                  {{"TROUPE_POSTGRES_URL", "postgresql://env/db"}});
   REQUIRE(r.ok());
   CHECK(r.value.postgres_url == "postgresql://env/db");
   CHECK(r.value.postgres.pool_size == 3);
+  CHECK(r.value.postgres.active_transactions == 4);
 
-  auto bad = parse(R"({"cluster":{"pg":{"pool_size":0,"lock_timeout_seconds":"soon"}}})");
-  CHECK(bad.errors.size() == 2);
+  auto bad = parse(R"({"cluster":{"pg":{"pool_size":0,"lock_timeout_seconds":"soon","active_transactions":-1}}})");
+  CHECK(bad.errors.size() == 3);
   auto names = [&](const std::string& key) {
     return std::any_of(bad.errors.begin(), bad.errors.end(), [&](auto& e) { return e.rfind(key + ": ", 0) == 0; });
   };
   CHECK(names("cluster.pg.pool_size"));
   CHECK(names("cluster.pg.lock_timeout_seconds"));
+  CHECK(names("cluster.pg.active_transactions"));
 }
 
 TEST_CASE("an unknown key given with --set is refused like one in the file", "[config]") {
