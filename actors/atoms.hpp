@@ -90,4 +90,13 @@ using compact_atom = caf::atom_constant<caf::atom("compact")>;
 using release_slot_atom = caf::atom_constant<caf::atom("rel_slot")>;
 using acquire_slot_atom = caf::atom_constant<caf::atom("acq_slot")>;
 
+// Cluster membership (actors/node_store.hpp, actors/cluster_membership.hpp).
+using join_atom = caf::atom_constant<caf::atom("join")>;
+using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
+using declare_dead_atom = caf::atom_constant<caf::atom("dead_nodes")>;
+using list_nodes_atom = caf::atom_constant<caf::atom("list_nodes")>;
+using node_state_atom = caf::atom_constant<caf::atom("node_state")>;
+using fence_atom = caf::atom_constant<caf::atom("fence")>;
+using unfence_atom = caf::atom_constant<caf::atom("unfence")>;
+
 } // namespace troupe

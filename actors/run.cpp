@@ -548,7 +548,7 @@ run_actor::behavior_type run_behavior(run_actor::stateful_pointer<run_state> sel
       return true;
     },
     [=](ping_atom) { return true; },
-    [=](fenced_atom) { self->state.fenced(make_error(errc::conflict, "the lease keeper lost the run's lease")); },
+    [=](fenced_atom) { self->state.fenced(make_error(errc::conflict, "the run's lease is no longer held")); },
     [=](upstream_atom, uint64_t tag, std::vector<protocol::responses::upstream_event>& events) {
       self->state.loop->on_upstream(tag, events);
     },

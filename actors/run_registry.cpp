@@ -55,6 +55,7 @@ struct run_registry_state {
   int claim_reserved = 0; // slots the claim in flight may fill
   bool claim_again = false;
   bool stopping = false; // shutdown: nothing new starts
+  bool fenced = false;   // the node fenced itself (CJ-14): nothing starts until it may work again
   std::optional<steady::time_point> wake_at; // a delayed queued run becomes ready
 };
 
@@ -182,7 +183,7 @@ void grant_slots(registry_pointer self) {
 void schedule(registry_pointer self) {
   auto& st = self->state;
   grant_slots(self);
-  if (!st.env->store || st.stopping)
+  if (!st.env->store || st.stopping || st.fenced)
     return;
   if (st.claiming) {
     st.claim_again = true;
@@ -201,8 +202,8 @@ void schedule(registry_pointer self) {
         auto& st = self->state;
         st.claiming = false;
         st.claim_reserved = 0;
-        if (st.stopping)
-          return; // claimed during shutdown: still `running`, so the next start recovers them
+        if (st.stopping || st.fenced)
+          return; // claimed during shutdown or a fence: still `running`, so recovery takes them
         for (auto& r : claim.runs) {
           if (auto waited = waited_ms(r); waited && r.attempts == 1)
             st.env->metrics->run_started(*waited);
@@ -310,10 +311,16 @@ void watcher_left(registry_pointer self, const caf::actor_addr& addr) {
   st.watching.erase(it);
 }
 
+caf::error fenced_refusal() {
+  return make_error(errc::unavailable, "This node lost contact with the database and stopped its work; retry");
+}
+
 // A chat run's attempt: begun in the store (AS-10), then launched. The id is reserved while the store
 // begins the attempt, so a concurrent request for it is refused.
 caf::result<run_actor> spawn_run(registry_pointer self, run_spec spec, caf::actor subscriber) {
   auto& st = self->state;
+  if (st.fenced)
+    return fenced_refusal();
   if (st.live.count(spec.run_id) != 0 || st.reserved.count(spec.run_id) != 0)
     return make_error(errc::conflict, "Run already exists");
   if (!st.env->store)
@@ -341,6 +348,8 @@ caf::result<run_actor> spawn_run(registry_pointer self, run_spec spec, caf::acto
 // A background run: stored `queued` (the answer means durable), then claimed by the scheduler.
 caf::result<run_record> submit(registry_pointer self, run_spec spec) {
   auto& st = self->state;
+  if (st.fenced)
+    return fenced_refusal();
   if (!st.env->store)
     return make_error(errc::unavailable, "Durable run store not available");
   spec.max_attempts = st.options.run_max_attempts;
@@ -355,13 +364,12 @@ caf::result<run_record> submit(registry_pointer self, run_spec spec) {
   return rp;
 }
 
-// The periodic recovery sweep (AS-83): lapsed leases re-queued or failed, and the failed runs' ends
-// announced, since no attempt will announce them.
+// A recovery sweep (AS-83): lapsed leases re-queued or failed, and the failed runs' ends announced,
+// since no attempt will announce them.
 void sweep_lapsed_leases(registry_pointer self) {
   auto& st = self->state;
   if (!st.env->store || st.stopping)
     return;
-  self->delayed_send(self, millis(st.options.run_recovery_interval_seconds), tick_atom::value);
   self->request(st.env->store, caf::infinite, recover_atom::value, false, protocol::lapsed_lease_ends())
     .then(
       [=](recovery_report& r) {
@@ -380,6 +388,14 @@ void sweep_lapsed_leases(registry_pointer self) {
         schedule(self);
       },
       [](caf::error& err) { spdlog::error("recovery: sweep failed: {}", message_of(err)); });
+}
+
+// The node fenced itself: its attempts stop where they are, writing nothing more (CJ-14).
+void fence(registry_pointer self) {
+  auto& st = self->state;
+  st.fenced = true;
+  for (auto& [id, attempt] : st.live)
+    self->send(attempt.run, fenced_atom::value);
 }
 
 run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
@@ -444,7 +460,20 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
         wake.reset();
       schedule(self);
     },
-    [=](tick_atom) { sweep_lapsed_leases(self); },
+    [=](tick_atom) {
+      if (!self->state.env->store || self->state.stopping)
+        return;
+      self->delayed_send(self, millis(self->state.options.run_recovery_interval_seconds), tick_atom::value);
+      sweep_lapsed_leases(self);
+    },
+    [=](recover_atom) { sweep_lapsed_leases(self); },
+    [=](fence_atom) { fence(self); },
+    [=](unfence_atom, std::string& worker_id) {
+      auto& st = self->state;
+      st.options.worker_id = std::move(worker_id);
+      st.fenced = false;
+      schedule(self);
+    },
     [=](count_atom) { return static_cast<uint64_t>(self->state.live.size()); },
     [=](release_slot_atom, const std::string& run_id) {
       auto attempt = sending_attempt(self, run_id);

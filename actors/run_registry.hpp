@@ -21,7 +21,7 @@ struct scheduler_options {
   int run_max_attempts = 3;
   double run_lease_seconds = 300;
   double run_recovery_interval_seconds = 15;
-  std::string worker_id; // worker-<hex>, fresh per process
+  std::string worker_id; // worker-<hex>, fresh per process; node-<hex> claims as worker-<hex>
 };
 
 using run_registry_actor = caf::typed_actor<
@@ -43,6 +43,13 @@ using run_registry_actor = caf::typed_actor<
   caf::reacts_to<schedule_atom>,
   // The recovery sweep (every service.run_recovery_interval_seconds).
   caf::reacts_to<tick_atom>,
+  // One recovery sweep now: nodes were declared dead, their leases expired (CJ-13).
+  caf::reacts_to<recover_atom>,
+  // The node fenced itself (CJ-14): every live attempt stops without another write, nothing is
+  // claimed, and new runs are refused (errc::unavailable) until unfenced.
+  caf::reacts_to<fence_atom>,
+  // The node may work again, under this worker id (a fresh node id after a rejoin).
+  caf::reacts_to<unfence_atom, std::string>,
   // The number of live attempts.
   caf::replies_to<count_atom>::with<uint64_t>>::extend_with<run_slots_actor>;
 

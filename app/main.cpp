@@ -1,5 +1,6 @@
 // troupe's entry point: parses the command line, loads the configuration and wires the node.
 #include "actors/approval_registry.hpp"
+#include "actors/cluster_membership.hpp"
 #include "actors/errors.hpp"
 #include "actors/run_registry.hpp"
 #include "actors/tool_router.hpp"
@@ -7,10 +8,12 @@
 #include "io/admission.hpp"
 #include "io/agent_routes.hpp"
 #include "io/builtin_tools.hpp"
+#include "io/cluster_routes.hpp"
 #include "io/data_dir.hpp"
 #include "io/http_server.hpp"
 #include "io/mcp_http_transport.hpp"
 #include "io/mcp_stdio_transport.hpp"
+#include "io/migration_files.hpp"
 #include "io/model_catalog.hpp"
 #include "io/openai_chat_client.hpp"
 #include "io/policy_routes.hpp"
@@ -41,7 +44,9 @@
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <optional>
 #include <thread>
+#include <variant>
 
 #include <sys/resource.h>
 #ifdef __GLIBC__
@@ -331,9 +336,64 @@ void recover_previous_runs(caf::actor_system& sys, const store_actor& store) {
       [&](caf::error& err) { spdlog::error("serve: recovering runs failed: {}", message_of(err)); });
 }
 
+// A `troupe serve` on PostgreSQL is a node of a cluster (CJ-12): it joins before it claims anything,
+// and declares the silent nodes dead, so their runs are swept up by the first recovery sweep.
+struct cluster_node {
+  std::shared_ptr<node_status> status = std::make_shared<node_status>();
+  membership_options membership;
+  bool others_alive = false; // another node works on the same database
+};
+
+std::variant<cluster_node, std::string> join_cluster(caf::actor_system& sys, const protocol::config& cfg,
+                                                     const node_store_actor& nodes) {
+  cluster_node node;
+  auto& m = node.membership;
+  m.node.node_id = new_node_id();
+  m.node.name = cfg.cluster.name.empty() ? io::migration_node() : cfg.cluster.name;
+  m.node.endpoint = (cfg.cluster.advertise_host.empty() ? cfg.cluster.host : cfg.cluster.advertise_host) + ":"
+                    + std::to_string(cfg.cluster.port);
+  m.node.version = TROUPE_VERSION;
+  m.heartbeat_seconds = cfg.cluster.heartbeat_seconds;
+  m.node_expiry_seconds = cfg.cluster.node_expiry_seconds;
+  m.fence_margin_seconds = cfg.cluster.fence_margin_seconds;
+  caf::scoped_actor self{sys};
+  std::string failure;
+  auto failed = [&](caf::error& err) { failure = message_of(err); };
+  m.joined_at = std::chrono::steady_clock::now();
+  auto timeout = std::chrono::seconds(30);
+  self->request(nodes, timeout, join_atom::value, m.node).receive([](bool) {}, failed);
+  if (!failure.empty())
+    return "cannot join the cluster: " + failure;
+  self->request(nodes, timeout, declare_dead_atom::value, m.node_expiry_seconds)
+    .receive(
+      [](std::vector<std::string>& dead) {
+        for (auto& id : dead)
+          spdlog::warn("cluster: node {} was silent: declared dead, its runs are ready for any node", id);
+      },
+      failed);
+  self->request(nodes, timeout, list_nodes_atom::value)
+    .receive(
+      [&](node_list& list) {
+        for (auto& n : list)
+          if (n.node_id != m.node.node_id && (n.state == "alive" || n.state == "draining"))
+            node.others_alive = true;
+      },
+      failed);
+  if (!failure.empty())
+    return "cannot join the cluster: " + failure;
+  node.status->set(m.node.node_id, node_status::state::alive);
+  spdlog::info("cluster: node {} ({}) joined{}", m.node.node_id, m.node.name,
+               node.others_alive ? " beside live nodes" : "");
+  return node;
+}
+
+// `node`: the cluster node this process is, or null on the embedded store.
 run_registry_actor start_runs(caf::actor_system& sys, const protocol::config& cfg,
-                              std::shared_ptr<run_environment> env) {
-  recover_previous_runs(sys, env->store);
+                              std::shared_ptr<run_environment> env, const cluster_node* node) {
+  // The embedded store is this process's alone: what the previous one left running is recovered at
+  // once. A node leaves that to the death declarations, which know whose work it was (CJ-13).
+  if (!node)
+    recover_previous_runs(sys, env->store);
   // Restores pending approvals (AS-81) after recovery, so those of runs it failed are denied at once.
   env->approvals = spawn_approval_registry(sys, env->store);
   scheduler_options sched;
@@ -341,6 +401,8 @@ run_registry_actor start_runs(caf::actor_system& sys, const protocol::config& cf
   sched.run_max_attempts = cfg.service.run_max_attempts;
   sched.run_lease_seconds = cfg.service.run_lease_seconds;
   sched.run_recovery_interval_seconds = cfg.service.run_recovery_interval_seconds;
+  if (node)
+    sched.worker_id = worker_of(node->membership.node.node_id);
   return spawn_run_registry(sys, env, sched);
 }
 
@@ -403,6 +465,14 @@ void drain(io::http_server& server, const run_registry_actor& registry, double g
   server.stop();
 }
 
+// The node's attempts have stopped: what it still held goes to the others, and its row says `left`.
+void leave_cluster(caf::actor_system& sys, const cluster_membership_actor& membership) {
+  caf::scoped_actor self{sys};
+  self->request(membership, std::chrono::seconds(10), node_state_atom::value, std::string("left"))
+    .receive([](bool) { spdlog::info("cluster: node left"); },
+             [](caf::error& err) { spdlog::error("cluster: leaving failed: {}", message_of(err)); });
+}
+
 int serve(const cli_options& cli) {
   auto r = load_config(cli);
   if (!r.ok())
@@ -439,11 +509,28 @@ int serve(const cli_options& cli) {
   auto sandbox = make_exec_sandbox(cfg);
   auto tools = make_tools(sys, cfg, sandbox);
   auto ports = make_model_ports(cfg);
+  std::optional<cluster_node> node;
+  if (stores.nodes) {
+    auto joined = join_cluster(sys, cfg, stores.nodes);
+    if (auto err = std::get_if<std::string>(&joined)) {
+      std::cerr << "troupe: " << *err << "\n";
+      return 2;
+    }
+    node = std::move(std::get<cluster_node>(joined));
+  }
   auto env = make_run_environment(cfg, ports, tools, stores.runs);
   env->metrics = metrics;
-  auto registry = start_runs(sys, cfg, env);
+  auto registry = start_runs(sys, cfg, env, node ? &*node : nullptr);
+  cluster_membership_actor membership;
+  if (node)
+    membership = spawn_cluster_membership(sys, stores.nodes, registry, node->status, node->membership);
   auto responses = make_response_environment(cfg, ports, tools, stores.responses);
-  fail_unfinished_responses(sys, responses->store); // RS-55
+  // RS-55: responses left in progress by a previous process fail at start. While other nodes work on
+  // the same database, those may be theirs: they are left alone.
+  if (node && node->others_alive)
+    spdlog::info("serve: other nodes are alive; responses in progress are left to them");
+  else
+    fail_unfinished_responses(sys, responses->store);
   auto response_registry = spawn_response_registry(sys, responses, io::registry_options(cfg));
   caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs
   auto surface = make_workspace_surface(sys, cfg, stores.workspaces);
@@ -454,6 +541,8 @@ int serve(const cli_options& cli) {
   io::add_policy_routes(*routes, sys, env->approvals, env->store, cfg);
   io::add_responses_routes(*routes, sys, response_registry, responses->store, ports.models, cfg);
   io::add_workspace_routes(*routes, surface);
+  if (node)
+    io::add_cluster_routes(*routes, sys, stores.nodes, node->status, cfg);
   io::http_server server(http_options(cfg, surface), routes);
   uint16_t port = 0;
   try {
@@ -474,7 +563,9 @@ int serve(const cli_options& cli) {
   sigwait(&signals, &sig);
   spdlog::info("serve: signal {} received; draining for up to {}s", sig, cfg.service.shutdown_grace_seconds);
   drain(server, registry, cfg.service.shutdown_grace_seconds);
-  for (auto& actor : {caf::actor_cast<caf::actor>(registry), caf::actor_cast<caf::actor>(response_registry),
+  if (membership)
+    leave_cluster(sys, membership);
+  for (auto& actor : {caf::actor_cast<caf::actor>(membership), caf::actor_cast<caf::actor>(stores.nodes),caf::actor_cast<caf::actor>(registry), caf::actor_cast<caf::actor>(response_registry),
                       caf::actor_cast<caf::actor>(env->approvals), caf::actor_cast<caf::actor>(env->store),
                       caf::actor_cast<caf::actor>(responses->store), caf::actor_cast<caf::actor>(surface->logs),
                       caf::actor_cast<caf::actor>(stores.workspaces)})

@@ -5,6 +5,7 @@
 
 #include "io/pg_connection.hpp"
 #include "io/pg_migrations.hpp"
+#include "io/pg_node_store.hpp"
 #include "io/pg_worker.hpp"
 #include "io/response_store_port.hpp"
 #include "io/response_store_statements.hpp"
@@ -92,6 +93,31 @@ caf::behavior worker_behavior(worker_pointer self, caf::actor pool, pg_store_set
       workspace_store::port_behavior<handlers>(pg::engine<workspaces_db, worker_pointer>{self, st.workspaces.get()}));
 }
 
+// The node store's worker: one connection of its own, so a heartbeat never waits behind the stores'
+// work (CJ-4).
+struct node_worker_state {
+  static inline const char* name = "pg_node_worker";
+  pg::worker_core core;
+  std::unique_ptr<node_store::nodes_db> nodes;
+};
+
+using node_worker_pointer = caf::stateful_actor<node_worker_state>*;
+
+caf::behavior node_worker_behavior(node_worker_pointer self, caf::actor pool, pg_store_settings settings) {
+  auto& st = self->state;
+  st.core.db_session = std::make_unique<pg::session>(settings.url, settings.limits);
+  st.core.pool = std::move(pool);
+  st.core.settings = settings.pool;
+  st.nodes = std::make_unique<node_store::nodes_db>();
+  st.core.stores = {st.nodes.get()};
+  pg::flush_on_exit(self);
+  caf::message_handler own{
+    [self](flush_atom) { pg::flush(self); },
+    [](pg::watch_atom) {}, // the stores' first worker watches the database
+  };
+  return own.or_else(node_store::port_behavior(pg::engine<node_store::nodes_db, node_worker_pointer>{self, st.nodes.get()}));
+}
+
 // What a store message is about, so messages about one thing keep their order: a run (or the id the
 // first argument names), a response or conversation, a workspace log. Writers of one conversation
 // from different responses run side by side: the conversation's row lock orders them (RS-54).
@@ -153,8 +179,14 @@ std::variant<store_ports, std::string> spawn_pg_stores(caf::actor_system& sys, c
   auto pool = pg::spawn_pool(sys, settings.pool, subject_of, [&sys, settings, audit](const caf::actor& pool) {
     return sys.spawn<caf::detached>(worker_behavior, pool, settings, audit);
   });
+  auto node_pool_settings = settings.pool;
+  node_pool_settings.size = 1;
+  node_pool_settings.active = 1;
+  auto nodes = pg::spawn_pool(
+    sys, node_pool_settings, [](const caf::message&) { return std::string{}; },
+    [&sys, settings](const caf::actor& pool) { return sys.spawn<caf::detached>(node_worker_behavior, pool, settings); });
   return store_ports{caf::actor_cast<store_actor>(pool), caf::actor_cast<response_store_actor>(pool),
-                     caf::actor_cast<workspace_store_actor>(pool)};
+                     caf::actor_cast<workspace_store_actor>(pool), caf::actor_cast<node_store_actor>(nodes)};
 }
 
 } // namespace troupe::io

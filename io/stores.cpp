@@ -44,7 +44,7 @@ std::variant<store_ports, std::string> open_stores(caf::actor_system& sys, const
     if (err)
       return *err;
   return store_ports{std::get<store_actor>(runs), std::get<response_store_actor>(responses),
-                     std::get<workspace_store_actor>(workspaces)};
+                     std::get<workspace_store_actor>(workspaces), {}};
 }
 
 std::string describe_store(const protocol::config& cfg) {

@@ -5,6 +5,7 @@
 
 #include "actors/response_store.hpp"
 #include "actors/metrics.hpp"
+#include "actors/node_store.hpp"
 #include "actors/store.hpp"
 #include "actors/workspace_store.hpp"
 #include "protocol/config.hpp"
@@ -22,6 +23,7 @@ struct store_ports {
   store_actor runs;
   response_store_actor responses;
   workspace_store_actor workspaces;
+  node_store_actor nodes; // PostgreSQL only: a cluster's membership
 };
 
 // Opens (creating and migrating) the configured stores; an error is the message troupe exits 2 with.

@@ -6,11 +6,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 namespace troupe::protocol {
 
 namespace {
+
+// 2 -> "2", 0.25 -> "0.25": seconds as an error message quotes them.
+std::string format_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", s);
+  std::string out = buf;
+  while (out.back() == '0')
+    out.pop_back();
+  if (out.back() == '.')
+    out.pop_back();
+  return out;
+}
 
 std::string trimmed(std::string_view s) {
   auto b = s.find_first_not_of(" \t\r\n");
@@ -220,7 +233,15 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   auto store = root.child("store");
   store.string("path", c.store_path);
   store.string("postgres_url", c.postgres_url);
-  auto pg = root.child("cluster").child("pg");
+  auto cluster = root.child("cluster");
+  cluster.string("name", c.cluster.name);
+  cluster.string("host", c.cluster.host);
+  cluster.integer("port", c.cluster.port, 0, 65535);
+  cluster.string("advertise_host", c.cluster.advertise_host);
+  cluster.seconds("heartbeat_seconds", c.cluster.heartbeat_seconds, 0.01);
+  cluster.seconds("node_expiry_seconds", c.cluster.node_expiry_seconds, 0.03);
+  cluster.seconds("fence_margin_seconds", c.cluster.fence_margin_seconds, 0.001);
+  auto pg = cluster.child("pg");
   pg.integer("pool_size", c.postgres.pool_size, 1, 1024);
   pg.integer("active_transactions", c.postgres.active_transactions, 0, 1024);
   pg.seconds("acquire_timeout_seconds", c.postgres.acquire_timeout_seconds, 0.001);
@@ -297,6 +318,17 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
       if (c.workspaces.credentials[i].token_sha256 == sha256_hex(t))
         errors.push_back("workspaces.credentials[" + std::to_string(i) + "].token_sha256: the SHA-256 of the service "
                          "token, which is tenant default's; a token belongs to one tenant");
+
+  // CJ-12: a node must miss 3 heartbeats before it is dead, and fence itself while it still has one
+  // heartbeat of time left before the others may take its work.
+  auto& cl = c.cluster;
+  if (cl.node_expiry_seconds < 3 * cl.heartbeat_seconds)
+    errors.push_back("cluster.node_expiry_seconds: expected at least 3 heartbeats (cluster.heartbeat_seconds "
+                     + format_seconds(cl.heartbeat_seconds) + " x 3), got " + format_seconds(cl.node_expiry_seconds));
+  else if (cl.fence_margin_seconds >= cl.node_expiry_seconds - cl.heartbeat_seconds)
+    errors.push_back("cluster.fence_margin_seconds: expected less than cluster.node_expiry_seconds - "
+                     "cluster.heartbeat_seconds (" + format_seconds(cl.node_expiry_seconds - cl.heartbeat_seconds)
+                     + "), got " + format_seconds(cl.fence_margin_seconds));
 
   if (c.model.provider == "openai" && c.model.base_url.empty())
     errors.push_back("model.base_url: expected the upstream's URL (e.g. http://127.0.0.1:11434/v1) when "

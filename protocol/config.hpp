@@ -129,6 +129,18 @@ struct postgres_config {
   double lock_timeout_seconds = 2;
 };
 
+// cluster.*: how a node joins, proves it lives and fences itself (CJ-12 to CJ-14). A node is a
+// `troupe serve` on PostgreSQL.
+struct cluster_config {
+  std::string name;           // cluster.name: the node's name in GET /v1/cluster ("": the host name)
+  std::string host = "127.0.0.1"; // cluster.host: where its node actor listens
+  int64_t port = 18742;       // cluster.port
+  std::string advertise_host; // cluster.advertise_host: what peers dial ("": cluster.host)
+  double heartbeat_seconds = 2;
+  double node_expiry_seconds = 10;
+  double fence_margin_seconds = 2;
+};
+
 struct config {
   service_config service;
   responses_config responses;
@@ -145,6 +157,7 @@ struct config {
   std::string workspaces_root;  // default <data_dir>/workspaces
   std::string postgres_url;     // store.postgres_url: set, every store is on PostgreSQL (CJ-1)
   postgres_config postgres;     // cluster.pg.*
+  cluster_config cluster;       // cluster.* but cluster.pg
 };
 
 // Every problem found, each `<json path>: <what is expected>, got <what was there>`.

@@ -98,9 +98,13 @@ function clean_env(extra = {}) {
 export const on_postgres = process.env.TROUPE_TEST_STORE === 'postgres';
 
 function postgres_database_for(data_dir) {
+  return postgres_database('it_' + crypto.createHash('sha256').update(path.resolve(data_dir)).digest('hex').slice(0, 20));
+}
+
+// The URL of database `name` on the throwaway server (TROUPE_POSTGRES_URL), created when missing.
+export function postgres_database(name) {
   const server = process.env.TROUPE_POSTGRES_URL;
   if (!server) throw new Error('TROUPE_TEST_STORE=postgres needs TROUPE_POSTGRES_URL (run through scripts/pg-throwaway)');
-  const name = 'it_' + crypto.createHash('sha256').update(path.resolve(data_dir)).digest('hex').slice(0, 20);
   const exists = spawnSync('psql', [server, '-tAc', `SELECT 1 FROM pg_database WHERE datname = '${name}'`],
     { encoding: 'utf8' });
   if (exists.status !== 0) throw new Error(`psql failed: ${exists.stderr}`);
@@ -534,7 +538,11 @@ export class scenario_context {
       service: { host: '127.0.0.1', port: 0, shutdown_grace_seconds: 5 },
       data_dir,
     });
-    if (on_postgres) base.store = { postgres_url: postgres_database_for(data_dir) };
+    // A node on PostgreSQL declares a silent one dead after CJ-47's short expiry, not the default 10 s.
+    if (on_postgres) {
+      base.store = { postgres_url: postgres_database_for(data_dir) };
+      base.cluster = { heartbeat_seconds: 0.25, node_expiry_seconds: 2, fence_margin_seconds: 0.5 };
+    }
     const cfg = raw_config ?? deep_merge(base, config);
     const config_file = path.join(dir, 'troupe.json');
     fs.writeFileSync(config_file, JSON.stringify(cfg, null, 2));

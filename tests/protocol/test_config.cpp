@@ -331,9 +331,9 @@ TEST_CASE("an unknown key is refused with its path and the nearest known key whe
 }
 
 TEST_CASE("keys of features troupe does not have are unknown keys", "[config]") {
-  auto r = parse(R"({"cluster":{"heartbeat_seconds":2},"jobs":{}})");
+  auto r = parse(R"({"cluster":{"tls":{}},"jobs":{}})");
   CHECK(r.errors.size() == 2);
-  CHECK(has_error(r, "cluster.heartbeat_seconds: unknown key"));
+  CHECK(has_error(r, "cluster.tls: unknown key"));
   CHECK(has_error(r, "jobs: unknown key"));
 }
 
@@ -402,4 +402,29 @@ TEST_CASE("the nearest known key is suggested only for a likely typo", "[config]
   CHECK(nearest_key("apikeys", known) == "api_keys");
   CHECK(nearest_key("colour", known).empty());
   CHECK(nearest_key(std::string(100000, 'm'), known).empty()); // bounded work for any length
+}
+
+TEST_CASE("cluster.* timings must let a node miss 3 heartbeats and fence itself a heartbeat before it is declared "
+          "dead (CJ-12)",
+          "[config]") {
+  auto defaults = parse("");
+  REQUIRE(defaults.ok());
+  CHECK(defaults.value.cluster.heartbeat_seconds == 2);
+  CHECK(defaults.value.cluster.node_expiry_seconds == 10);
+  CHECK(defaults.value.cluster.fence_margin_seconds == 2);
+  CHECK(defaults.value.cluster.host == "127.0.0.1");
+  CHECK(defaults.value.cluster.port == 18742);
+
+  auto test_timings = parse(R"({"cluster":{"heartbeat_seconds":0.25,"node_expiry_seconds":2,"fence_margin_seconds":0.5}})");
+  CHECK(test_timings.ok());
+
+  auto too_few_beats = parse(R"({"cluster":{"heartbeat_seconds":4,"node_expiry_seconds":10}})");
+  REQUIRE(too_few_beats.errors.size() == 1);
+  CHECK(too_few_beats.errors[0] == "cluster.node_expiry_seconds: expected at least 3 heartbeats "
+                                   "(cluster.heartbeat_seconds 4 x 3), got 10");
+
+  auto late_fence = parse(R"({"cluster":{"heartbeat_seconds":2,"node_expiry_seconds":10,"fence_margin_seconds":8}})");
+  REQUIRE(late_fence.errors.size() == 1);
+  CHECK(late_fence.errors[0] == "cluster.fence_margin_seconds: expected less than cluster.node_expiry_seconds - "
+                                "cluster.heartbeat_seconds (8), got 8");
 }

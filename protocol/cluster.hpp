@@ -1,0 +1,30 @@
+// A cluster's nodes as GET /v1/cluster shows them (CJ-17), and a node's own state as
+// GET /v1/cluster/health does.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace troupe::protocol {
+
+struct node_row {
+  std::string node_id;  // node-<16 hex>, fresh per start
+  std::string name;     // cluster.name, or the host name
+  std::string endpoint; // host:port its peers reach it on
+  std::string version;
+  std::string state;        // alive | draining | dead | left
+  std::string started_at;   // AS-78 timestamps, from the database clock
+  std::string heartbeat_at;
+  double heartbeat_age_seconds = 0;
+  int64_t leases_held = 0; // runs it holds
+};
+
+// {"object":"list","data":[{"object":"cluster.node",...}],"node_id":<this node>}. `reachable` is
+// null for other nodes while nothing connects the nodes but the database.
+std::string cluster_json(const std::vector<node_row>& nodes, const std::string& self_id);
+
+// {"state":"alive","node_id":...}
+std::string cluster_health_json(const std::string& state, const std::string& node_id);
+
+} // namespace troupe::protocol

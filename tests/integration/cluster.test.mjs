@@ -1,0 +1,138 @@
+// Two nodes on one PostgreSQL (CJ-12 to CJ-14, CJ-47, CJ-48): a node killed with SIGKILL is declared
+// dead by the other within expiry + heartbeat, which takes its runs over at once; a node frozen past
+// its expiry comes back fenced, writes nothing more of what it held and rejoins under a new id. Run
+// through scripts/pg-throwaway (ctest: integration_cluster); CJ-47's short timings.
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import { postgres_database, scenario, until, user } from './harness.mjs';
+import { all_events, check_recovered_log, kill9, post_run, terminal, types, wait_all } from './run_checks.mjs';
+
+const timings = { heartbeat_seconds: 0.25, node_expiry_seconds: 2, fence_margin_seconds: 0.5 };
+
+// Both nodes' config: one fresh database, CJ-47's timings, leases of 6 s, runs of about 2 s.
+function cluster_config(database) {
+  return {
+    store: { postgres_url: database },
+    cluster: timings,
+    service: { run_concurrency: 0, run_max_attempts: 3, run_lease_seconds: 6, run_recovery_interval_seconds: 1 },
+    model: {
+      script: [
+        { content: 'Looking first.', delay_ms: 50, tool_calls: [{ name: 'list_dir', arguments: { path: '.' } }] },
+        { content: 'Done after a think.', delay_ms: 2000 },
+      ],
+    },
+  };
+}
+
+async function two_nodes(s) {
+  const database = postgres_database('cluster_' + crypto.randomBytes(6).toString('hex'));
+  const config = cluster_config(database);
+  const a = await s.troupe({ config });
+  const b = await s.troupe({ config });
+  return { a, b };
+}
+
+async function cluster_view(node) {
+  const res = await node.request('GET', '/v1/cluster');
+  assert.equal(res.status, 200, `GET /v1/cluster: ${res.text}`);
+  return res.json;
+}
+
+// Posts `n` runs, alternately to each node; answers their ids.
+async function post_alternately(nodes, n, prefix) {
+  const ids = [];
+  for (let i = 0; i < n; i++) {
+    const id = `${prefix}-${String(i).padStart(3, '0')}`;
+    await post_run(nodes[i % nodes.length], { messages: [user(`run ${i}`)], metadata: { run_id: id } });
+    ids.push(id);
+  }
+  return ids;
+}
+
+// Each run completed once: one session_end, sequences without gap or repeat, attempts in order.
+async function check_completed(node, ids) {
+  const done = await wait_all(node, ids, (r) => terminal.has(r.status),
+    { timeout_ms: 90_000, message: 'every run to be terminal' });
+  const attempts = new Map();
+  for (const id of ids) {
+    const run = done.get(id);
+    assert.equal(run.status, 'completed', `${id}: ${JSON.stringify(run)}`);
+    const events = await all_events(node, id);
+    assert.equal(run.event_count, events.length, `${id}: event_count is the log length`);
+    const parts = check_recovered_log(run, events);
+    assert.equal(parts.length, run.attempts, `${id}: one session_start per attempt: ${types(events)}`);
+    assert.equal(events.filter((e) => e.type === 'session_end').length, 1, `${id}: one session_end: ${types(events)}`);
+    attempts.set(id, run.attempts);
+  }
+  return attempts;
+}
+
+scenario('a node killed with SIGKILL is declared dead by the other, which runs its runs again at once and every run completes once (CJ-13, CJ-48)', async (s) => {
+  const { a, b } = await two_nodes(s);
+  const view = await cluster_view(a);
+  assert.equal(view.data.length, 2, JSON.stringify(view));
+  assert.ok(view.data.every((n) => n.state === 'alive' && /^node-[0-9a-f]{16}$/.test(n.node_id)), JSON.stringify(view));
+  const b_id = (await b.request('GET', '/v1/cluster/health')).json.node_id;
+  const a_id = view.node_id;
+  assert.notEqual(a_id, b_id);
+
+  const ids = await post_alternately([a, b], 100, 'kill');
+  // Each node claims what was posted to it; B is killed while it holds at least 20 running runs.
+  const holding = await until(async () => {
+    const b_row = (await cluster_view(a)).data.find((n) => n.node_id === b_id);
+    return b_row.leases_held >= 20 && b_row;
+  }, { timeout_ms: 20_000, interval_ms: 20, message: 'node B to hold 20 runs' });
+  await kill9(b);
+  const killed_at = Date.now();
+
+  // CJ-48: B's runs start their next attempt on A within expiry + heartbeat + 0.5 s.
+  const limit_ms = (timings.node_expiry_seconds + timings.heartbeat_seconds + 0.5) * 1000;
+  await until(async () => {
+    const b_row = (await cluster_view(a)).data.find((n) => n.node_id === b_id);
+    return b_row.state === 'dead' && b_row.leases_held === 0;
+  }, { timeout_ms: limit_ms + 2000, interval_ms: 20, message: 'B to be declared dead with its leases released' });
+  const declared_ms = Date.now() - killed_at;
+  assert.ok(declared_ms <= limit_ms, `B was declared dead and its runs released ${declared_ms} ms after the kill (limit ${limit_ms})`);
+  assert.ok(holding.leases_held >= 20);
+
+  const attempts = await check_completed(a, ids);
+  const moved = [...attempts.values()].filter((n) => n === 2).length;
+  assert.ok(moved >= 20, `at least the 20 runs B held ran a second attempt on A: ${moved}`);
+  assert.ok([...attempts.values()].every((n) => n <= 2), `no run ran more than twice: ${JSON.stringify([...attempts])}`);
+
+  const after = await cluster_view(a);
+  assert.equal(after.data.find((n) => n.node_id === a_id).state, 'alive');
+  assert.equal((await a.request('GET', '/v1/cluster/health')).status, 200);
+}, { timeout: 180_000 });
+
+scenario('a node frozen past its expiry fences itself when it wakes, writes nothing more of its runs, and rejoins under a new node id (CJ-14, CJ-21)', async (s) => {
+  const { a, b } = await two_nodes(s);
+  const b_id = (await b.request('GET', '/v1/cluster/health')).json.node_id;
+  const ids = await post_alternately([a, b], 20, 'freeze');
+  await until(async () => (await cluster_view(a)).data.find((n) => n.node_id === b_id).leases_held >= 5,
+    { timeout_ms: 20_000, interval_ms: 20, message: 'node B to hold runs' });
+
+  // SIGSTOP: B's clocks stop with it; A declares it dead and takes its runs over.
+  b.signal('SIGSTOP');
+  try {
+    await until(async () => (await cluster_view(a)).data.find((n) => n.node_id === b_id).state === 'dead',
+      { timeout_ms: 10_000, interval_ms: 20, message: 'B to be declared dead while frozen' });
+  } finally {
+    b.signal('SIGCONT');
+  }
+
+  // B wakes past its deadline: it fences, finds its row dead and rejoins under a fresh id.
+  const rejoined = await until(async () => {
+    const health = await b.request('GET', '/v1/cluster/health');
+    return health.status === 200 && health.json.node_id !== b_id && health.json;
+  }, { timeout_ms: 10_000, interval_ms: 20, message: 'B to rejoin under a new node id' });
+  assert.match(rejoined.node_id, /^node-[0-9a-f]{16}$/);
+  await until(() => b.stderr.includes('node_declared_dead'), { timeout_ms: 5_000, message: 'B to log node_declared_dead' });
+
+  // Whatever B's stopped attempts tried after A took their runs was refused: each log is one attempt
+  // after another, and each run completed once.
+  await check_completed(a, ids);
+  const view = await cluster_view(a);
+  assert.equal(view.data.find((n) => n.node_id === b_id).state, 'dead');
+  assert.equal(view.data.find((n) => n.node_id === rejoined.node_id).state, 'alive');
+}, { timeout: 180_000 });
