@@ -3,10 +3,6 @@
 #include "protocol/auth.hpp"
 #include "protocol/ids.hpp"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -241,13 +237,7 @@ std::variant<identity, problem> jwt_identity(const auth_config& cfg, const heade
     return invalid; // HS256 only: `none` and every other algorithm are refused
 
   auto signature = base64url_decode(t.substr(dot2 + 1));
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int mac_len = 0;
-  auto signing_input = t.substr(0, dot2);
-  if (!signature
-      || !HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-               reinterpret_cast<const unsigned char*>(signing_input.data()), signing_input.size(), mac, &mac_len)
-      || signature->size() != mac_len || CRYPTO_memcmp(signature->data(), mac, mac_len) != 0)
+  if (!signature || !equal_in_constant_time(*signature, hmac_sha256(key, t.substr(0, dot2))))
     return invalid;
 
   auto claims = decode_object(t.substr(dot1 + 1, dot2 - dot1 - 1));

@@ -1,5 +1,8 @@
 #include "protocol/ids.hpp"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
@@ -68,13 +71,39 @@ std::string uuid7_id(std::string_view prefix) {
 std::string sha256_hex(std::string_view text) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  return lower_hex(std::string_view(reinterpret_cast<const char*>(digest), sizeof digest));
+}
+
+std::string lower_hex(std::string_view bytes) {
   std::string out;
-  out.reserve(2 * SHA256_DIGEST_LENGTH);
-  for (auto b : digest) {
+  out.reserve(2 * bytes.size());
+  for (unsigned char b : bytes) {
     out.push_back(hex_digits[b >> 4]);
     out.push_back(hex_digits[b & 0xf]);
   }
   return out;
+}
+
+std::string hmac_sha256(std::string_view key, std::string_view message) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  // RFC 2104 hashes a key longer than the 64-byte block first; doing it here gives the same mac and
+  // keeps any key length within HMAC()'s int.
+  std::string hashed_key;
+  if (key.size() > 64) {
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), digest);
+    hashed_key.assign(reinterpret_cast<const char*>(digest), sizeof digest);
+    key = hashed_key;
+  }
+  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+            reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &len))
+    throw std::runtime_error("HMAC-SHA256 failed");
+  return std::string(reinterpret_cast<const char*>(mac), len);
+}
+
+bool equal_in_constant_time(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 const char* const id_text_rule =

@@ -31,3 +31,21 @@ TEST_CASE("ids drawn many times are well-formed and never repeat", "[ids]") { //
   CHECK(id.compare(0, 5, "resp_") == 0);
   CHECK(id[5 + 12] == '7');
 }
+
+TEST_CASE("hmac_sha256 gives RFC 4231's macs, for a short key and one longer than the block", "[ids]") {
+  // The cluster handshake (CJ-23) and the JWT check (AS-6) rest on it.
+  CHECK(lower_hex(hmac_sha256("Jefe", "what do ya want for nothing?"))
+        == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  CHECK(lower_hex(hmac_sha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First"))
+        == "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+}
+
+TEST_CASE("lower_hex writes two lowercase digits a byte and the constant-time compare needs equal length",
+          "[ids]") {
+  CHECK(lower_hex(std::string("\x00\x0f\xa0\xff", 4)) == "000fa0ff");
+  CHECK(lower_hex("") == "");
+  CHECK(equal_in_constant_time("abc", "abc"));
+  CHECK_FALSE(equal_in_constant_time("abc", "abd"));
+  CHECK_FALSE(equal_in_constant_time("abc", "abcd"));
+  CHECK(equal_in_constant_time("", ""));
+}
