@@ -24,11 +24,13 @@ function cluster_config(database) {
   };
 }
 
-async function two_nodes(s) {
+// Nodes A and B on one fresh database; B reaches it through `b_url(database)` when given.
+async function two_nodes(s, { b_url, model } = {}) {
   const database = postgres_database('cluster_' + crypto.randomBytes(6).toString('hex'));
   const config = cluster_config(database);
+  if (model) config.model = model;
   const a = await s.troupe({ config });
-  const b = await s.troupe({ config });
+  const b = await s.troupe({ config: b_url ? { ...config, store: { postgres_url: await b_url(database) } } : config });
   return { a, b };
 }
 
@@ -136,3 +138,101 @@ scenario('a node frozen past its expiry fences itself when it wakes, writes noth
   assert.equal(view.data.find((n) => n.node_id === b_id).state, 'dead');
   assert.equal(view.data.find((n) => n.node_id === rejoined.node_id).state, 'alive');
 }, { timeout: 180_000 });
+
+scenario('a node cut off from PostgreSQL stops its runs before the other may claim them, nothing of it lands afterwards, and it rejoins under a new id (CJ-14, CJ-50)', async (s) => {
+  let proxy;
+  const long_runs = { script: [{ content: 'Thinking for a while.', delay_ms: 4000 }, { content: 'unused' }] };
+  const { a, b } = await two_nodes(s, {
+    model: long_runs,
+    b_url: async (database) => {
+      const through = await s.stall_proxy(database);
+      proxy = through.proxy;
+      return through.url;
+    },
+  });
+  const b_id = (await b.request('GET', '/v1/cluster/health')).json.node_id;
+  const ids = [];
+  for (let i = 0; i < 10; i++) {
+    const id = `cut-${i}`;
+    await post_run(b, { messages: [user(`run ${i}`)], metadata: { run_id: id } });
+    ids.push(id);
+  }
+  await until(async () => (await cluster_view(a)).data.find((n) => n.node_id === b_id).leases_held === 10,
+    { timeout_ms: 20_000, interval_ms: 20, message: 'node B to hold the 10 runs' });
+
+  await proxy.stall();
+  const stalled_at = Date.now();
+  // B fences within expiry - margin (+ a heartbeat's lateness and this poll's): its health turns 503.
+  const fence_limit_ms = (timings.node_expiry_seconds - timings.fence_margin_seconds + 0.25) * 1000;
+  await until(async () => (await b.request('GET', '/v1/cluster/health')).status === 503,
+    { timeout_ms: 5_000, interval_ms: 10, message: 'B to fence itself' });
+  const fenced_ms = Date.now() - stalled_at;
+  assert.ok(fenced_ms <= fence_limit_ms, `B fenced ${fenced_ms} ms after the stall (limit ${fence_limit_ms})`);
+  // B's log says when each attempt stopped.
+  const stopped_at = () => [...b.stderr.matchAll(/^(\S+) \S+ run (\S+): attempt 1 stops: the run's lease is no longer held/gm)]
+    .map((m) => Date.parse(m[1]));
+  await until(() => stopped_at().length === 10,
+    { timeout_ms: 2_000, message: `B to stop its 10 attempts (stopped ${stopped_at().length})` });
+
+  // A declares B dead after the expiry and runs the 10 again.
+  await until(async () => (await list_runs_of(a, ids)).every((r) => r.attempts === 2),
+    { timeout_ms: 10_000, interval_ms: 20, message: 'A to claim the 10 runs' });
+
+  await proxy.resume();
+  const rejoined = await until(async () => {
+    const health = await b.request('GET', '/v1/cluster/health');
+    return health.status === 200 && health.json.node_id !== b_id && health.json;
+  }, { timeout_ms: 15_000, interval_ms: 20, message: 'B to rejoin under a new node id' });
+  assert.match(rejoined.node_id, /^node-[0-9a-f]{16}$/);
+
+  // Whatever B held back during the stall was refused: each log is attempt 1 then attempt 2.
+  const attempts = await check_completed(a, ids);
+  assert.ok([...attempts.values()].every((n) => n === 2), JSON.stringify([...attempts]));
+  // Every attempt of B stopped before A started any second attempt, and A waited for B's expiry.
+  const second_starts = [];
+  for (const id of ids) {
+    const starts = (await all_events(a, id)).filter((e) => e.type === 'session_start');
+    second_starts.push(Date.parse(starts[1].timestamp));
+  }
+  const last_stop = Math.max(...stopped_at());
+  const first_claim = Math.min(...second_starts);
+  assert.ok(last_stop < first_claim, `B's last stop (${new Date(last_stop).toISOString()}) precedes A's first claim (${new Date(first_claim).toISOString()})`);
+  assert.ok(first_claim - stalled_at >= (timings.node_expiry_seconds - timings.heartbeat_seconds) * 1000,
+    `A claimed ${first_claim - stalled_at} ms after the stall, not before B could have expired`);
+}, { timeout: 180_000 });
+
+async function list_runs_of(node, ids) {
+  const runs = [];
+  for (const id of ids) {
+    const res = await node.request('GET', `/v1/runs/${id}`);
+    assert.equal(res.status, 200, res.text);
+    runs.push(res.json);
+  }
+  return runs;
+}
+
+scenario('a run held by one node is cancelled through the other: answered at once through the database, and the holder stops at its next write or renewal without another event (CJ-25 fallback, AS-52)', async (s) => {
+  const { a, b } = await two_nodes(s, { model: { script: [{ content: 'A long think.', delay_ms: 8000 }] } });
+  const b_id = (await b.request('GET', '/v1/cluster/health')).json.node_id;
+  await post_run(b, { messages: [user('long')], metadata: { run_id: 'far-cancel' } });
+  await until(async () => (await cluster_view(a)).data.find((n) => n.node_id === b_id).leases_held === 1,
+    { timeout_ms: 20_000, interval_ms: 20, message: 'node B to run far-cancel' });
+
+  const sent = Date.now();
+  const res = await a.request('POST', '/v1/runs/far-cancel/cancel');
+  const answered_ms = Date.now() - sent;
+  assert.equal(res.status, 200, res.text);
+  assert.equal(res.json.status, 'cancelled', res.text);
+  assert.ok(answered_ms < 1000, `answered in ${answered_ms} ms`);
+
+  // B learns of it when its lease renewal (every lease/3 = 2 s) or its next write is refused.
+  await until(() => /run far-cancel: attempt 1 stops/.test(b.stderr),
+    { timeout_ms: 3_500, interval_ms: 20, message: 'B to stop the cancelled attempt' });
+  const events = await all_events(a, 'far-cancel');
+  const last = events[events.length - 1];
+  assert.equal(last.type, 'error', types(events));
+  assert.equal(last.content, 'Run cancelled');
+  const run = (await a.request('GET', '/v1/runs/far-cancel')).json;
+  assert.equal(run.status, 'cancelled');
+  assert.equal(run.event_count, events.length, 'nothing was written after the cancel');
+}, { timeout: 120_000 });

@@ -341,6 +341,30 @@ export class fake_upstream extends child {
   }
 }
 
+// tests/pg_stall_proxy.mjs in front of `target` (host:port): a partition from PostgreSQL on command.
+export class pg_stall_proxy extends child {
+  constructor(target, options) {
+    super('pg stall proxy', process.execPath, [path.join(source_dir, 'tests', 'pg_stall_proxy.mjs'), '--target', target],
+      options);
+  }
+
+  async ready() {
+    const m = await this.line(/^stall proxy on (\d+), control on (\d+)$/);
+    this.port = Number(m[1]);
+    this.control_url = `http://127.0.0.1:${m[2]}`;
+    return this;
+  }
+
+  async set(command) {
+    const res = await fetch(`${this.control_url}/${command}`, { method: 'POST' });
+    if (res.status !== 200) throw new Error(`pg stall proxy /${command} → ${res.status}`);
+    return res.json();
+  }
+
+  stall() { return this.set('stall'); }
+  resume() { return this.set('resume'); }
+}
+
 // Parses SSE text into frames {id, event, data, json, comment}; returns [frames, rest].
 export function parse_sse(text) {
   const frames = [];
@@ -568,6 +592,16 @@ export class scenario_context {
       throw new Error(`troupe ${args.join(' ')} did not exit within ${timeout_ms} ms\n${p.describe()}`);
     }
     return { ...e, stdout: p.stdout, stderr: p.stderr };
+  }
+
+  // A stall proxy in front of the PostgreSQL server at `url`; answers it and the URL through it.
+  async stall_proxy(url) {
+    const u = new URL(url);
+    const p = new pg_stall_proxy(`${u.hostname}:${u.port}`, { env: process.env });
+    this.children.push(p);
+    await p.ready();
+    u.port = String(p.port);
+    return { proxy: p, url: u.toString() };
   }
 
   async upstream() {
