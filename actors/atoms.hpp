@@ -98,5 +98,7 @@ using list_nodes_atom = caf::atom_constant<caf::atom("list_nodes")>;
 using node_state_atom = caf::atom_constant<caf::atom("node_state")>;
 using fence_atom = caf::atom_constant<caf::atom("fence")>;
 using unfence_atom = caf::atom_constant<caf::atom("unfence")>;
+using handback_atom = caf::atom_constant<caf::atom("handback")>;
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
 
 } // namespace troupe

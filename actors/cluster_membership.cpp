@@ -174,10 +174,14 @@ cluster_membership_actor::behavior_type membership_behavior(membership_pointer s
     },
     [=](node_state_atom, std::string& state) -> caf::result<bool> {
       auto& st = self->state;
-      st.leaving = true;
-      auto rp = self->make_response_promise<bool>();
       auto id = st.options.node.node_id;
       auto timeout = millis(st.options.node_expiry_seconds);
+      if (state == "draining") {
+        st.status->set(id, node_status::state::draining);
+        return self->delegate(st.nodes, node_state_atom::value, id, state);
+      }
+      st.leaving = true;
+      auto rp = self->make_response_promise<bool>();
       self->request(st.nodes, timeout, fence_atom::value, id)
         .then(
           [=](int64_t released) mutable {
@@ -201,6 +205,8 @@ const char* to_string(node_status::state s) {
       return "alive";
     case node_status::state::fenced:
       return "fenced";
+    case node_status::state::draining:
+      return "draining";
     case node_status::state::left:
       return "left";
   }

@@ -25,7 +25,7 @@ namespace troupe {
 // What the edge reads of its node (GET /v1/cluster/health, /ready); written by the membership actor.
 class node_status {
 public:
-  enum class state { alive, fenced, left };
+  enum class state { alive, fenced, draining, left };
 
   std::string node_id() const {
     std::lock_guard<std::mutex> hold(mutex_);
@@ -60,7 +60,9 @@ struct membership_options {
 using cluster_membership_actor = caf::typed_actor<
   caf::reacts_to<heartbeat_atom>, // every heartbeat_seconds
   caf::reacts_to<fence_atom>,     // the fence deadline is looked at
-  // The node leaves (CJ-15): its attempts were stopped; its leases expire and its row says `left`.
+  // CJ-15: `draining` (the node takes no new work; its row and health say so), or `left` (its
+  // attempts were stopped and handed back: what it still holds has its lease expired, and its row
+  // says `left`).
   caf::replies_to<node_state_atom, std::string>::with<bool>>;
 
 // `node` was joined just before (its first heartbeat counts from then).

@@ -27,6 +27,7 @@ struct run_spec {
   std::string request_body = "{}"; // the body as received: a retry re-executes it (AS-53)
   int attempt = 1;
   int max_attempts = 1;       // chat runs are never retried (AS-53)
+  int handoffs = 0;           // earlier attempts handed back, which count against no limit (CJ-16)
   int64_t first_sequence = 0; // an attempt continues the run's event sequence (AS-51)
   int64_t lease_epoch = 0;    // every write of the attempt is fenced by it (AS-82)
 };

@@ -28,6 +28,8 @@ using node_store_actor = caf::typed_actor<
   // Declares dead every live node whose heartbeat is older than the given seconds and expires its
   // leases at once in the same transaction, so its runs are claimable now (CJ-13); answers their ids.
   caf::replies_to<declare_dead_atom, double>::with<std::vector<std::string>>,
+  // Declares this node dead, whatever its heartbeat (the process that ran it is gone), likewise.
+  caf::replies_to<declare_dead_atom, std::string>::with<std::vector<std::string>>,
   // Every node not long gone, oldest first, with the leases each holds.
   caf::replies_to<list_nodes_atom>::with<node_list>,
   // Moves the node to `draining` or `left`; false when its row is no longer live.

@@ -438,7 +438,7 @@ struct run_state : loop_dialect {
   // left is re-queued instead of failing the run (AS-53).
   void fail(std::string message, const char* error_type, bool retryable = false) {
     emit(protocol::run_events::error{message, error_type, since_start_ms()});
-    if (retryable && spec.run_kind != "chat" && spec.attempt < spec.max_attempts) {
+    if (retryable && spec.run_kind != "chat" && spec.attempt - spec.handoffs < spec.max_attempts) {
       requeue(std::move(message));
       return;
     }

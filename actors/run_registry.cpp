@@ -97,6 +97,7 @@ std::optional<run_spec> spec_of(const run_record& r) {
   spec.request_body = r.request;
   spec.attempt = r.attempts;
   spec.max_attempts = r.max_attempts;
+  spec.handoffs = r.handoffs;
   spec.first_sequence = r.event_count;
   spec.lease_epoch = r.lease_epoch;
   return spec;
@@ -467,6 +468,10 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
       sweep_lapsed_leases(self);
     },
     [=](recover_atom) { sweep_lapsed_leases(self); },
+    [=](drain_atom) {
+      self->state.stopping = true;
+      return static_cast<uint64_t>(self->state.background_live);
+    },
     [=](fence_atom) { fence(self); },
     [=](unfence_atom, std::string& worker_id) {
       auto& st = self->state;

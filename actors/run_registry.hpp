@@ -39,6 +39,9 @@ using run_registry_actor = caf::typed_actor<
   // Shutdown after the grace period: chat runs are cancelled; background attempts stop where they
   // are and the next start recovers them (AS-83).
   caf::reacts_to<cancel_all_atom>,
+  // A draining node (CJ-15): nothing more is claimed or swept; live attempts go on. Answers how many
+  // background attempts still work (one waiting on an approval does not: it is handed back at once).
+  caf::replies_to<drain_atom>::with<uint64_t>,
   // Claims ready queued runs while there is capacity.
   caf::reacts_to<schedule_atom>,
   // The recovery sweep (every service.run_recovery_interval_seconds).

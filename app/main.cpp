@@ -359,11 +359,24 @@ std::variant<cluster_node, std::string> join_cluster(caf::actor_system& sys, con
   caf::scoped_actor self{sys};
   std::string failure;
   auto failed = [&](caf::error& err) { failure = message_of(err); };
-  m.joined_at = std::chrono::steady_clock::now();
   auto timeout = std::chrono::seconds(30);
+  // This process holds the data dir's lock, so the node that last ran on it is gone for certain:
+  // its runs are taken over now rather than after its expiry.
+  auto id_file = std::filesystem::path(cfg.data_dir) / "node_id";
+  std::string previous;
+  if (std::ifstream in{id_file}; in && std::getline(in, previous) && !previous.empty())
+    self->request(nodes, timeout, declare_dead_atom::value, previous)
+      .receive(
+        [&](std::vector<std::string>& dead) {
+          if (!dead.empty())
+            spdlog::warn("cluster: node {}, this data dir's previous process, is dead; its runs are ready", previous);
+        },
+        failed);
+  m.joined_at = std::chrono::steady_clock::now();
   self->request(nodes, timeout, join_atom::value, m.node).receive([](bool) {}, failed);
   if (!failure.empty())
     return "cannot join the cluster: " + failure;
+  std::ofstream(id_file, std::ios::trunc) << m.node.node_id << "\n";
   self->request(nodes, timeout, declare_dead_atom::value, m.node_expiry_seconds)
     .receive(
       [](std::vector<std::string>& dead) {
@@ -465,12 +478,47 @@ void drain(io::http_server& server, const run_registry_actor& registry, double g
   server.stop();
 }
 
-// The node's attempts have stopped: what it still held goes to the others, and its row says `left`.
-void leave_cluster(caf::actor_system& sys, const cluster_membership_actor& membership) {
+// CJ-15: a draining node claims nothing more and gives its running background work
+// `drain_grace_seconds` to finish (a run waiting on an approval is handed back at once); a second
+// signal cuts that short. Its HTTP surface stays up meanwhile, for the streams.
+void drain_node(caf::actor_system& sys, const run_registry_actor& registry, const cluster_membership_actor& membership,
+                double grace_seconds, const sigset_t& signals) {
   caf::scoped_actor self{sys};
+  auto failed = [](caf::error& err) { spdlog::error("cluster: draining: {}", message_of(err)); };
+  self->request(membership, std::chrono::seconds(10), node_state_atom::value, std::string("draining"))
+    .receive([](bool) {}, failed);
+  using clock = std::chrono::steady_clock;
+  auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(grace_seconds));
+  while (clock::now() < deadline) {
+    uint64_t live = 0;
+    self->request(registry, std::chrono::seconds(10), drain_atom::value).receive([&](uint64_t n) { live = n; }, failed);
+    if (live == 0)
+      return;
+    timespec pause{0, 100'000'000};
+    if (sigtimedwait(&signals, nullptr, &pause) > 0) {
+      spdlog::warn("cluster: a second signal: the {} running attempts are handed back now", live);
+      return;
+    }
+  }
+  spdlog::info("cluster: drain grace over; what still runs is handed back");
+}
+
+// After the drain: what the node still held goes back to the queue uncharged (CJ-16), what remains
+// has its lease expired, and its row says `left`.
+void leave_cluster(caf::actor_system& sys, const store_actor& store, const cluster_membership_actor& membership,
+                   const std::string& node_id) {
+  caf::scoped_actor self{sys};
+  auto failed = [](caf::error& err) { spdlog::error("cluster: leaving: {}", message_of(err)); };
+  self->request(store, std::chrono::seconds(30), handback_atom::value, worker_of(node_id),
+                protocol::handed_back_end(node_id))
+    .receive(
+      [](int64_t n) {
+        if (n > 0)
+          spdlog::info("cluster: {} runs handed back to the other nodes", n);
+      },
+      failed);
   self->request(membership, std::chrono::seconds(10), node_state_atom::value, std::string("left"))
-    .receive([](bool) { spdlog::info("cluster: node left"); },
-             [](caf::error& err) { spdlog::error("cluster: leaving failed: {}", message_of(err)); });
+    .receive([](bool) { spdlog::info("cluster: node left"); }, failed);
 }
 
 int serve(const cli_options& cli) {
@@ -562,9 +610,11 @@ int serve(const cli_options& cli) {
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("serve: signal {} received; draining for up to {}s", sig, cfg.service.shutdown_grace_seconds);
+  if (membership)
+    drain_node(sys, registry, membership, cfg.cluster.drain_grace_seconds, signals);
   drain(server, registry, cfg.service.shutdown_grace_seconds);
   if (membership)
-    leave_cluster(sys, membership);
+    leave_cluster(sys, env->store, membership, node->status->node_id());
   for (auto& actor : {caf::actor_cast<caf::actor>(membership), caf::actor_cast<caf::actor>(stores.nodes),caf::actor_cast<caf::actor>(registry), caf::actor_cast<caf::actor>(response_registry),
                       caf::actor_cast<caf::actor>(env->approvals), caf::actor_cast<caf::actor>(env->store),
                       caf::actor_cast<caf::actor>(responses->store), caf::actor_cast<caf::actor>(surface->logs),

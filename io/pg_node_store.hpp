@@ -25,19 +25,30 @@ inline constexpr char join_node[] =
   "INSERT INTO nodes (node_id, name, endpoint, version, state) VALUES (?1, ?2, ?3, ?4, 'alive')";
 inline constexpr char beat[] = R"sql(
   UPDATE nodes SET heartbeat_at = now() WHERE node_id = ?1 AND state IN ('alive', 'draining') RETURNING state)sql";
-// The dead nodes' runs get a lease that expired long ago, which the next recovery sweep takes.
+// Nothing here waits on a lock: a row held by a transaction of a node that froze mid-way is skipped
+// and taken at a later heartbeat, so the declaring node's own heartbeats never queue behind it.
 inline constexpr char declare_dead[] = R"sql(
-  WITH dead AS (
-    UPDATE nodes SET state = 'dead'
+  WITH silent AS (
+    SELECT node_id FROM nodes
     WHERE state IN ('alive', 'draining') AND heartbeat_at < now() - make_interval(secs => ?1)
-    RETURNING node_id),
-  expired AS (
-    UPDATE runs SET lease_expires_at = '1970-01-01T00:00:00.000000+00:00'
-    FROM dead WHERE runs.status = 'running' AND runs.worker_id = 'worker-' || substr(dead.node_id, 6)
-    RETURNING 1)
-  SELECT node_id FROM dead)sql";
+    FOR UPDATE SKIP LOCKED)
+  UPDATE nodes SET state = 'dead' FROM silent WHERE nodes.node_id = silent.node_id RETURNING nodes.node_id)sql";
+// A node this process succeeds on the same data dir: dead for certain, whatever its heartbeat says.
+inline constexpr char declare_one_dead[] = R"sql(
+  UPDATE nodes SET state = 'dead' WHERE node_id = ?1 AND state IN ('alive', 'draining') RETURNING node_id)sql";
+// The dead nodes' runs get a lease that expired long ago, which the next recovery sweep takes.
+inline constexpr char expire_dead_leases[] = R"sql(
+  UPDATE runs SET lease_expires_at = '1970-01-01T00:00:00.000000+00:00'
+  WHERE run_id IN (
+    SELECT r.run_id FROM runs r JOIN nodes n ON r.worker_id = 'worker-' || substr(n.node_id, 6)
+    WHERE n.state = 'dead' AND r.status = 'running' AND r.lease_expires_at <> '1970-01-01T00:00:00.000000+00:00'
+    FOR UPDATE OF r SKIP LOCKED))sql";
+// A run whose row is locked (a write of the node stuck before a partition) keeps its lease, which
+// then lapses on its own.
 inline constexpr char expire_leases[] = R"sql(
-  UPDATE runs SET lease_expires_at = '1970-01-01T00:00:00.000000+00:00' WHERE status = 'running' AND worker_id = 'worker-' || substr(?1, 6))sql";
+  UPDATE runs SET lease_expires_at = '1970-01-01T00:00:00.000000+00:00'
+  WHERE run_id IN (SELECT run_id FROM runs WHERE status = 'running' AND worker_id = 'worker-' || substr(?1, 6)
+                   FOR UPDATE SKIP LOCKED))sql";
 // Rows of nodes gone a day are of no more use to anyone.
 inline constexpr char forget_gone[] =
   "DELETE FROM nodes WHERE state IN ('dead', 'left') AND heartbeat_at < now() - interval '1 day'";
@@ -67,13 +78,15 @@ public:
   }
 
   outcome<std::vector<std::string>> declare_dead(double expiry_seconds) {
-    std::vector<std::string> dead;
     auto q = sql(statements::declare_dead);
     q.bind(1, std::optional<double>(expiry_seconds));
-    while (q.row())
-      dead.push_back(q.text(0));
-    sql(statements::forget_gone).done();
-    return dead;
+    return declared(q);
+  }
+
+  outcome<std::vector<std::string>> declare_dead(const std::string& node_id) {
+    auto q = sql(statements::declare_one_dead);
+    q.bind(1, node_id);
+    return declared(q);
   }
 
   outcome<node_list> list() {
@@ -90,6 +103,19 @@ public:
     return changes();
   }
 
+private:
+  // The ids `q` marked dead; every dead node's runs get their leases expired (those missed before too).
+  template <class Query>
+  std::vector<std::string> declared(Query& q) {
+    std::vector<std::string> dead;
+    while (q.row())
+      dead.push_back(q.text(0));
+    sql(statements::expire_dead_leases).done();
+    sql(statements::forget_gone).done();
+    return dead;
+  }
+
+public:
   outcome<bool> move_to(const std::string& node_id, const std::string& state) {
     sql(statements::set_state).bind(1, node_id).bind(2, state).done();
     return changes() == 1;
@@ -107,6 +133,9 @@ caf::message_handler port_behavior(Engine engine) {
     },
     [=](declare_dead_atom, double expiry) {
       return engine.template write<std::vector<std::string>>([=](nodes_db& db) { return db.declare_dead(expiry); });
+    },
+    [=](declare_dead_atom, std::string& node_id) {
+      return engine.template write<std::vector<std::string>>([=](nodes_db& db) { return db.declare_dead(node_id); });
     },
     [=](list_nodes_atom) { return engine.template read<node_list>([](nodes_db& db) { return db.list(); }); },
     [=](node_state_atom, std::string& id, std::string& state) {

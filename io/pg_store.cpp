@@ -185,6 +185,9 @@ std::variant<store_ports, std::string> spawn_pg_stores(caf::actor_system& sys, c
   auto nodes = pg::spawn_pool(
     sys, node_pool_settings, [](const caf::message&) { return std::string{}; },
     [&sys, settings](const caf::actor& pool) { return sys.spawn<caf::detached>(node_worker_behavior, pool, settings); });
+  // Stopping the stores stops the node store with them: their callers know the stores' ports only.
+  caf::actor_cast<caf::abstract_actor*>(pool)->attach_functor(
+    [nodes](const caf::error&) { caf::anon_send_exit(nodes, caf::exit_reason::user_shutdown); });
   return store_ports{caf::actor_cast<store_actor>(pool), caf::actor_cast<response_store_actor>(pool),
                      caf::actor_cast<workspace_store_actor>(pool), caf::actor_cast<node_store_actor>(nodes)};
 }

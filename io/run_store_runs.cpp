@@ -32,6 +32,7 @@ run_record read_run(const Query& q) {
     *field = q.text(i++);
   r.lease_epoch = q.integer(i++);
   r.request = q.text(i++);
+  r.handoffs = static_cast<int>(q.integer(i++));
   return r;
 }
 
@@ -274,7 +275,7 @@ outcome<recovery_report> store_db<Conn>::recover(bool all_running, const protoco
   for (auto& id : lapsed) {
     auto r = *lock(id);
     r.lease_epoch += 1;
-    if (r.attempts < r.max_attempts) {
+    if (r.attempts - r.handoffs < r.max_attempts) {
       append_closing(r, ends.requeued);
       requeue(id, r.lease_epoch, ends.requeued.message, 0);
       ++report.requeued;
@@ -286,6 +287,19 @@ outcome<recovery_report> store_db<Conn>::recover(bool all_running, const protoco
     }
   }
   return report;
+}
+
+template <class Conn>
+outcome<int64_t> store_db<Conn>::hand_back(const std::string& worker_id, const protocol::attempt_end& end) {
+  auto held = ids(store_sql::held_runs, worker_id);
+  for (auto& id : held) {
+    auto r = *lock(id);
+    r.lease_epoch += 1;
+    append_closing(r, end);
+    requeue(id, r.lease_epoch, end.message, 0);
+    sql(store_sql::count_handoff).bind(1, id).done();
+  }
+  return static_cast<int64_t>(held.size());
 }
 
 template <class Conn>

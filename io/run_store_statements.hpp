@@ -11,7 +11,7 @@ namespace troupe::io::store_sql {
 #define TROUPE_RUN_COLUMNS                                                                                        \
   "run_id, run_kind, session_id, tenant_key, user_key, status, created_at, updated_at, started_at, completed_at, " \
   "cancelled_at, duration_ms, event_count, error, metadata, generation_options, attempts, max_attempts, "          \
-  "lease_expires_at, retry_after, worker_id, last_error, lease_epoch, request"
+  "lease_expires_at, retry_after, worker_id, last_error, lease_epoch, request, handoffs"
 #define TROUPE_APPROVAL_COLUMNS                                                                                    \
   "request_id, run_id, session_id, tenant_key, user_key, task_id, tool_call_id, tool_name, tool_args, reason, "    \
   "decision_level, pattern_matched, policy_scope, policy_action, policy_matched, status, approved, "               \
@@ -71,6 +71,11 @@ inline constexpr char finish_run[] = R"sql(
     lease_expires_at = '', updated_at = ?4, lease_epoch = ?7
   WHERE run_id = ?1)sql";
 
+// The background runs a worker holds (a draining node's, CJ-16), and the handoff each then counts;
+// its chat runs were cancelled with their clients' streams.
+inline constexpr char held_runs[] =
+  "SELECT run_id FROM runs WHERE status = 'running' AND worker_id = ?1 AND run_kind <> 'chat'";
+inline constexpr char count_handoff[] = "UPDATE runs SET handoffs = handoffs + 1 WHERE run_id = ?1";
 inline constexpr char requeue_run[] = R"sql(
   UPDATE runs SET status = 'queued', last_error = ?3, retry_after = ?4, lease_expires_at = '',
     lease_epoch = ?2, updated_at = ?5

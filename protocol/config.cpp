@@ -241,6 +241,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   cluster.seconds("heartbeat_seconds", c.cluster.heartbeat_seconds, 0.01);
   cluster.seconds("node_expiry_seconds", c.cluster.node_expiry_seconds, 0.03);
   cluster.seconds("fence_margin_seconds", c.cluster.fence_margin_seconds, 0.001);
+  cluster.seconds("drain_grace_seconds", c.cluster.drain_grace_seconds, 0);
   auto pg = cluster.child("pg");
   pg.integer("pool_size", c.postgres.pool_size, 1, 1024);
   pg.integer("active_transactions", c.postgres.active_transactions, 0, 1024);

@@ -139,6 +139,7 @@ struct cluster_config {
   double heartbeat_seconds = 2;
   double node_expiry_seconds = 10;
   double fence_margin_seconds = 2;
+  double drain_grace_seconds = 30; // on SIGTERM, how long running work may finish before it is handed back
 };
 
 struct config {

@@ -178,6 +178,10 @@ lapse_ends lapsed_lease_ends() {
   return {{"Recovered stale running lease", "lease_expired"}, {"Run lease expired and no attempts remain", "lease_expired"}};
 }
 
+attempt_end handed_back_end(const std::string& node_id) {
+  return {"Handed back by draining node " + node_id, "handed_back"};
+}
+
 stored_event closing_event(const run_record& run, const attempt_end& end) {
   auto e = error_event(run.run_id, run.session_id, run.event_count, end.message, end.error_type);
   return {e.sequence, e.type, to_json(e)};

@@ -35,6 +35,7 @@ struct run_record {
   std::string generation_options = "{}"; // model, temperature, top_p, max_tokens
   int attempts = 0;
   int max_attempts = 1;
+  int handoffs = 0; // attempts a draining node handed back: not counted against max_attempts (CJ-16)
   std::string lease_expires_at;
   std::string retry_after;
   std::string worker_id;
@@ -73,6 +74,9 @@ struct lapse_ends {
   attempt_end failed;
 };
 lapse_ends lapsed_lease_ends();
+
+// How an attempt a draining node handed back ends (CJ-16).
+attempt_end handed_back_end(const std::string& node_id);
 
 // The `error` event `end` closes `run`'s attempt with: at the run's next sequence (its event_count),
 // stamped now. What a store knows only inside its transaction goes in here, the event's shape never

@@ -236,3 +236,44 @@ scenario('a run held by one node is cancelled through the other: answered at onc
   assert.equal(run.status, 'cancelled');
   assert.equal(run.event_count, events.length, 'nothing was written after the cancel');
 }, { timeout: 120_000 });
+
+scenario('a node stopped with SIGTERM lets its short runs finish, hands its long ones back uncharged to the other node and leaves (CJ-15, CJ-16, CJ-52 b)', async (s) => {
+  const database = postgres_database('cluster_' + crypto.randomBytes(6).toString('hex'));
+  const config = cluster_config(database);
+  // One attempt allowed: a handback that counted as an attempt would fail the long runs.
+  config.service.run_max_attempts = 1;
+  config.cluster.drain_grace_seconds = 6;
+  config.model = { script: [{ content: 'short' }], scripts: { short: [{ content: 'short and done', delay_ms: 2000 }], long: [{ content: 'long and done', delay_ms: 15000 }] } };
+  const a = await s.troupe({ config });
+  const b = await s.troupe({ config });
+  const b_id = (await b.request('GET', '/v1/cluster/health')).json.node_id;
+  const short = [], long = [];
+  for (let i = 0; i < 10; i++) {
+    short.push(`drain-short-${i}`);
+    await post_run(b, { messages: [user('short')], model: 'scripted:short', metadata: { run_id: short[i] } });
+  }
+  for (let i = 0; i < 5; i++) {
+    long.push(`drain-long-${i}`);
+    await post_run(b, { messages: [user('long')], model: 'scripted:long', metadata: { run_id: long[i] } });
+  }
+  await until(async () => (await cluster_view(a)).data.find((n) => n.node_id === b_id).leases_held === 15,
+    { timeout_ms: 20_000, interval_ms: 20, message: 'node B to hold the 15 runs' });
+
+  b.signal('SIGTERM');
+  await until(async () => (await cluster_view(a)).data.find((n) => n.node_id === b_id).state === 'draining',
+    { timeout_ms: 5_000, interval_ms: 20, message: 'B to say it drains' });
+  const exit = await b.wait_exit(30_000);
+  assert.equal(exit?.code, 0, `B exits 0 after its drain: ${JSON.stringify(exit)}`);
+  assert.equal((await cluster_view(a)).data.find((n) => n.node_id === b_id).state, 'left');
+
+  const attempts = await check_completed(a, [...short, ...long]);
+  for (const id of short) assert.equal(attempts.get(id), 1, `${id} finished on B within the grace`);
+  for (const id of long) {
+    assert.equal(attempts.get(id), 2, `${id} ran again on A`);
+    const events = await all_events(a, id);
+    const handed = events.find((e) => e.type === 'error');
+    assert.equal(handed.content, `Handed back by draining node ${b_id}`, types(events));
+    assert.equal(handed.metadata.error_type, 'handed_back');
+    assert.equal(events[events.length - 1].content, 'long and done');
+  }
+}, { timeout: 180_000 });

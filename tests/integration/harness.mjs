@@ -565,7 +565,7 @@ export class scenario_context {
     // A node on PostgreSQL declares a silent one dead after CJ-47's short expiry, not the default 10 s.
     if (on_postgres) {
       base.store = { postgres_url: postgres_database_for(data_dir) };
-      base.cluster = { heartbeat_seconds: 0.25, node_expiry_seconds: 2, fence_margin_seconds: 0.5 };
+      base.cluster = { heartbeat_seconds: 0.25, node_expiry_seconds: 2, fence_margin_seconds: 0.5, drain_grace_seconds: 5 };
     }
     const cfg = raw_config ?? deep_merge(base, config);
     const config_file = path.join(dir, 'troupe.json');

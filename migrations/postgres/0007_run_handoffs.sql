@@ -1,0 +1,3 @@
+-- A run handed back by a draining node (CJ-16) counts a handoff, not an attempt: retry limits count
+-- attempts - handoffs.
+ALTER TABLE runs ADD COLUMN handoffs bigint NOT NULL DEFAULT 0;
