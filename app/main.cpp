@@ -479,8 +479,8 @@ void drain(io::http_server& server, const run_registry_actor& registry, double g
 }
 
 // CJ-15: a draining node claims nothing more and gives its running background work
-// `drain_grace_seconds` to finish (a run waiting on an approval is handed back at once); a second
-// signal cuts that short. Its HTTP surface stays up meanwhile, for the streams.
+// `drain_grace_seconds` to finish (a run waiting on an approval is not waited for: it is handed back
+// with the rest); a second signal cuts that short. Its HTTP surface stays up meanwhile, for the streams.
 void drain_node(caf::actor_system& sys, const run_registry_actor& registry, const cluster_membership_actor& membership,
                 double grace_seconds, const sigset_t& signals) {
   caf::scoped_actor self{sys};
