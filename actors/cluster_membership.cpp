@@ -25,6 +25,7 @@ struct membership_state {
   bool fenced = false;
   bool rejoining = false;     // the row was declared dead: the next beat joins under a new id
   bool leaving = false;
+  bool draining = false;      // what its status says once it works again
 };
 
 using membership_pointer = cluster_membership_actor::stateful_pointer<membership_state>;
@@ -35,6 +36,10 @@ steady::duration seconds(double s) {
 
 std::chrono::milliseconds millis(double s) {
   return std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, s) * 1000.0) + 1);
+}
+
+node_status::state working_state(const membership_state& st) {
+  return st.draining ? node_status::state::draining : node_status::state::alive;
 }
 
 // Fencing never waits on the database: it is decided here, on this node's clock alone (CJ-14).
@@ -67,7 +72,7 @@ void heartbeat_landed(membership_pointer self, steady::time_point sent) {
             spdlog::info("cluster: {} runs of node {} are ready for any node", released, id);
           self->send(self->state.registry, unfence_atom::value, worker_of(id));
           self->send(self->state.registry, recover_atom::value);
-          self->state.status->set(id, node_status::state::alive);
+          self->state.status->set(id, working_state(self->state));
         },
         [=](caf::error& err) {
           spdlog::error("cluster: releasing node {}'s runs failed: {}", id, message_of(err));
@@ -104,7 +109,7 @@ void rejoin(membership_pointer self) {
         st.options.node = row;
         st.last_ok = sent;
         st.fenced = false;
-        st.status->set(row.node_id, node_status::state::alive);
+        st.status->set(row.node_id, working_state(st));
         self->send(st.registry, unfence_atom::value, worker_of(row.node_id));
       },
       [=](caf::error& err) {
@@ -177,6 +182,7 @@ cluster_membership_actor::behavior_type membership_behavior(membership_pointer s
       auto id = st.options.node.node_id;
       auto timeout = millis(st.options.node_expiry_seconds);
       if (state == "draining") {
+        st.draining = true;
         st.status->set(id, node_status::state::draining);
         return self->delegate(st.nodes, node_state_atom::value, id, state);
       }

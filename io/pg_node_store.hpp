@@ -1,7 +1,7 @@
 // The node store port (actors/node_store.hpp) on PostgreSQL: the `nodes` table of migration 0006,
 // every time from the database's clock. A node's runs are those whose worker_id is its own
-// (worker_of: node-<hex> holds as worker-<hex>). Its worker has a connection of its own (CJ-4), so heartbeats
-// never queue behind the stores' work. Included by io/pg_store.cpp only.
+// (worker_of: node-<hex> holds as worker-<hex>). Its worker has a connection of its own (CJ-4), so
+// heartbeats never queue behind the stores' work. Included by io/pg_store.cpp only.
 #pragma once
 
 #include "actors/node_store.hpp"
@@ -19,6 +19,10 @@ using outcome = std::variant<T, caf::error>;
 namespace statements {
 
 // AS-78's spelling of a timestamptz column, in UTC.
+// The worker id a node's runs carry (actors/cluster_membership.hpp's worker_of), and a lease that
+// expired long ago, which the next recovery sweep takes.
+#define TROUPE_WORKER_OF(node_id) "'worker-' || substr(" node_id ", 6)"
+#define TROUPE_EXPIRED "'1970-01-01T00:00:00.000000+00:00'"
 #define TROUPE_PG_TIMESTAMP(column) "to_char(" column " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
 
 inline constexpr char join_node[] =
@@ -36,31 +40,33 @@ inline constexpr char declare_dead[] = R"sql(
 // A node this process succeeds on the same data dir: dead for certain, whatever its heartbeat says.
 inline constexpr char declare_one_dead[] = R"sql(
   UPDATE nodes SET state = 'dead' WHERE node_id = ?1 AND state IN ('alive', 'draining') RETURNING node_id)sql";
-// The dead nodes' runs get a lease that expired long ago, which the next recovery sweep takes.
-inline constexpr char expire_dead_leases[] = R"sql(
-  UPDATE runs SET lease_expires_at = '1970-01-01T00:00:00.000000+00:00'
-  WHERE run_id IN (
-    SELECT r.run_id FROM runs r JOIN nodes n ON r.worker_id = 'worker-' || substr(n.node_id, 6)
-    WHERE n.state = 'dead' AND r.status = 'running' AND r.lease_expires_at <> '1970-01-01T00:00:00.000000+00:00'
-    FOR UPDATE OF r SKIP LOCKED))sql";
+// The dead nodes' runs get an expired lease.
+inline constexpr char expire_dead_leases[] =
+  "UPDATE runs SET lease_expires_at = " TROUPE_EXPIRED " WHERE run_id IN ("
+  " SELECT r.run_id FROM runs r JOIN nodes n ON r.worker_id = " TROUPE_WORKER_OF("n.node_id")
+  " WHERE n.state = 'dead' AND r.status = 'running' AND r.lease_expires_at <> " TROUPE_EXPIRED
+  " FOR UPDATE OF r SKIP LOCKED)";
 // A run whose row is locked (a write of the node stuck before a partition) keeps its lease, which
 // then lapses on its own.
-inline constexpr char expire_leases[] = R"sql(
-  UPDATE runs SET lease_expires_at = '1970-01-01T00:00:00.000000+00:00'
-  WHERE run_id IN (SELECT run_id FROM runs WHERE status = 'running' AND worker_id = 'worker-' || substr(?1, 6)
-                   FOR UPDATE SKIP LOCKED))sql";
+inline constexpr char expire_leases[] =
+  "UPDATE runs SET lease_expires_at = " TROUPE_EXPIRED " WHERE run_id IN ("
+  " SELECT run_id FROM runs WHERE status = 'running' AND worker_id = " TROUPE_WORKER_OF("?1")
+  " FOR UPDATE SKIP LOCKED)";
 // Rows of nodes gone a day are of no more use to anyone.
 inline constexpr char forget_gone[] =
   "DELETE FROM nodes WHERE state IN ('dead', 'left') AND heartbeat_at < now() - interval '1 day'";
 inline constexpr char list_nodes[] = "SELECT n.node_id, n.name, n.endpoint, n.version, n.state, "
                                      TROUPE_PG_TIMESTAMP("n.started_at") ", " TROUPE_PG_TIMESTAMP("n.heartbeat_at") ", "
                                      "EXTRACT(EPOCH FROM now() - n.heartbeat_at)::float8, "
-                                     "(SELECT count(*) FROM runs r WHERE r.status = 'running' AND r.worker_id = 'worker-' || substr(n.node_id, 6)) "
+                                     "(SELECT count(*) FROM runs r WHERE r.status = 'running' AND r.worker_id = "
+                                     TROUPE_WORKER_OF("n.node_id") ") "
                                      "FROM nodes n ORDER BY n.started_at, n.node_id LIMIT 1000";
 inline constexpr char set_state[] =
   "UPDATE nodes SET state = ?2 WHERE node_id = ?1 AND state IN ('alive', 'draining')";
 
 #undef TROUPE_PG_TIMESTAMP
+#undef TROUPE_EXPIRED
+#undef TROUPE_WORKER_OF
 
 } // namespace statements
 
