@@ -79,7 +79,8 @@ struct approval_list {
 struct recovery_report {
   int64_t requeued = 0;
   int64_t failed = 0;
-  std::vector<std::string> failed_run_ids; // their pending approvals are denied (AS-81)
+  int64_t completed = 0; // their attempt had stored its session_end; only the transition was lost
+  std::vector<std::string> ended_run_ids; // failed or completed: their pending approvals are denied (AS-81)
 };
 
 // How a run ended; sent to its subscriber after the terminal event.

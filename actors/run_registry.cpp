@@ -365,7 +365,7 @@ caf::result<run_record> submit(registry_pointer self, run_spec spec) {
   return rp;
 }
 
-// A recovery sweep (AS-83): lapsed leases re-queued or failed, and the failed runs' ends announced,
+// A recovery sweep (AS-83): lapsed leases re-queued, failed or completed, and those runs' ends announced,
 // since no attempt will announce them.
 void sweep_lapsed_leases(registry_pointer self) {
   auto& st = self->state;
@@ -375,7 +375,7 @@ void sweep_lapsed_leases(registry_pointer self) {
     .then(
       [=](recovery_report& r) {
         auto& env = self->state.env;
-        for (auto& id : r.failed_run_ids) {
+        for (auto& id : r.ended_run_ids) {
           if (env->approvals) // AS-81: a run that is gone can no longer be approved
             self->send(env->approvals, run_ended_atom::value, id, std::string("run_terminated"));
           // The streams following the run are told, and read the error event recovery stored (AS-74).
@@ -384,8 +384,9 @@ void sweep_lapsed_leases(registry_pointer self) {
                   [=](caf::error& err) { spdlog::error("recovery: run {}: {}", id, message_of(err)); });
         }
         env->metrics->runs_recovered(r.requeued, r.failed);
-        if (r.requeued + r.failed > 0)
-          spdlog::warn("recovery: {} runs with a lapsed lease re-queued, {} failed", r.requeued, r.failed);
+        if (r.requeued + r.failed + r.completed > 0)
+          spdlog::warn("recovery: {} runs with a lapsed lease re-queued, {} failed, {} completed", r.requeued,
+                       r.failed, r.completed);
         schedule(self);
       },
       [](caf::error& err) { spdlog::error("recovery: sweep failed: {}", message_of(err)); });

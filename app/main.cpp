@@ -330,8 +330,9 @@ void recover_previous_runs(caf::actor_system& sys, const store_actor& store) {
   self->request(store, caf::infinite, recover_atom::value, true, protocol::lapsed_lease_ends())
     .receive(
       [](recovery_report& r) {
-        if (r.requeued + r.failed > 0)
-          spdlog::warn("serve: recovered runs of the previous process: {} re-queued, {} failed", r.requeued, r.failed);
+        if (r.requeued + r.failed + r.completed > 0)
+          spdlog::warn("serve: recovered runs of the previous process: {} re-queued, {} failed, {} completed",
+                       r.requeued, r.failed, r.completed);
       },
       [&](caf::error& err) { spdlog::error("serve: recovering runs failed: {}", message_of(err)); });
 }

@@ -75,7 +75,7 @@ private:
   void start_attempt(const std::string& run_id, const std::string& worker_id, double lease_seconds);
   std::optional<run_record> held(const std::string& run_id, int64_t lease_epoch);
   bool insert_event(const std::string& run_id, const stored_event& e);
-  void append_closing(run_record& r, const protocol::attempt_end& end);
+  bool close_interrupted(run_record& r, const protocol::attempt_end& end, bool run_ends);
   run_record finish(run_record r, const std::string& status, const std::string& error,
                     const protocol::trace_facts& facts);
   void requeue(const std::string& run_id, int64_t lease_epoch, const std::string& last_error, double retry_seconds);

@@ -202,15 +202,27 @@ bool store_db<Conn>::insert_event(const std::string& run_id, const stored_event&
   return q.done();
 }
 
-// Ends the attempt the store ends on its caller's word (cancel, recovery) with the caller's `error`
-// event at the run's next sequence, so a stream of the run replays a terminal event (AS-14, AS-90).
+// Ends the attempt the store ends on its caller's word (cancel, recovery, handback). An open attempt
+// gets the caller's `error` event at the run's next sequence, and so does one that wrote nothing when
+// the run ends with it, so a stream of the run replays a terminal event (AS-14, AS-90); an attempt
+// that wrote its own error, or nothing while the run goes on, gets nothing more. Answers true when the
+// attempt had stored its session_end: the run is complete, and the caller completes it.
 template <class Conn>
-void store_db<Conn>::append_closing(run_record& r, const protocol::attempt_end& end) {
+bool store_db<Conn>::close_interrupted(run_record& r, const protocol::attempt_end& end, bool run_ends) {
+  auto q = sql(store_sql::attempt_log);
+  q.bind(1, r.run_id);
+  auto log = q.row() ? protocol::interrupted_attempt(q.integer(0), r.event_count, q.text(1))
+                     : protocol::attempt_log::unwritten;
+  if (log == protocol::attempt_log::finished)
+    return true;
+  if (log == protocol::attempt_log::ended || (log == protocol::attempt_log::unwritten && !run_ends))
+    return false;
   insert_event(r.run_id, protocol::closing_event(r, end));
   r.event_count += 1;
-  auto q = sql(store_sql::set_event_count);
-  q.bind(1, r.run_id).bind(2, r.event_count);
-  q.done();
+  auto count = sql(store_sql::set_event_count);
+  count.bind(1, r.run_id).bind(2, r.event_count);
+  count.done();
+  return false;
 }
 
 template <class Conn>
@@ -275,14 +287,17 @@ outcome<recovery_report> store_db<Conn>::recover(bool all_running, const protoco
   for (auto& id : lapsed) {
     auto r = *lock(id);
     r.lease_epoch += 1;
-    if (r.attempts - r.handoffs < r.max_attempts) {
-      append_closing(r, ends.requeued);
+    bool attempts_left = r.attempts - r.handoffs < r.max_attempts;
+    if (close_interrupted(r, attempts_left ? ends.requeued : ends.failed, !attempts_left)) {
+      finish(r, "completed", "", protocol::unfinished_trace_facts(r));
+      report.ended_run_ids.push_back(id);
+      ++report.completed;
+    } else if (attempts_left) {
       requeue(id, r.lease_epoch, ends.requeued.message, 0);
       ++report.requeued;
     } else {
-      append_closing(r, ends.failed);
       finish(r, "failed", ends.failed.message, protocol::unfinished_trace_facts(r));
-      report.failed_run_ids.push_back(id);
+      report.ended_run_ids.push_back(id);
       ++report.failed;
     }
   }
@@ -295,7 +310,10 @@ outcome<int64_t> store_db<Conn>::hand_back(const std::string& worker_id, const p
   for (auto& id : held) {
     auto r = *lock(id);
     r.lease_epoch += 1;
-    append_closing(r, end);
+    if (close_interrupted(r, end, false)) {
+      finish(r, "completed", "", protocol::unfinished_trace_facts(r));
+      continue;
+    }
     requeue(id, r.lease_epoch, end.message, 0);
     sql(store_sql::count_handoff).bind(1, id).done();
   }
@@ -310,9 +328,10 @@ outcome<run_record> store_db<Conn>::cancel(const std::string& run_id, const prot
   if (protocol::is_terminal(r->status))
     return std::move(*r);
   r->lease_epoch += 1;
-  if (r->status == "running")
-    append_closing(*r, end);
   auto facts = protocol::unfinished_trace_facts(*r);
+  // An attempt that already stored its session_end finished the run: the cancel came too late.
+  if (r->status == "running" && close_interrupted(*r, end, true))
+    return finish(std::move(*r), "completed", "", facts);
   return finish(std::move(*r), "cancelled", end.message, facts);
 }
 

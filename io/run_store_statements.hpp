@@ -48,7 +48,7 @@ inline constexpr char insert_run[] = R"sql(
 inline constexpr char start_attempt[] = R"sql(
   UPDATE runs SET status = 'running', attempts = attempts + 1, lease_epoch = lease_epoch + 1,
     worker_id = ?2, lease_expires_at = ?3, retry_after = '', error = '', completed_at = '',
-    cancelled_at = '', duration_ms = NULL, updated_at = ?4,
+    cancelled_at = '', duration_ms = NULL, updated_at = ?4, attempt_first_sequence = event_count,
     started_at = CASE WHEN started_at = '' THEN ?4 ELSE started_at END
   WHERE run_id = ?1)sql";
 
@@ -95,6 +95,13 @@ inline constexpr char count_runs_by_status[] = "SELECT COUNT(*) FROM runs WHERE 
 inline constexpr char count_appended_event[] = R"sql(
   UPDATE runs SET event_count = ?3 + 1, updated_at = ?4
   WHERE run_id = ?1 AND lease_epoch = ?2 AND status = 'running' AND event_count = ?3)sql";
+
+// Where the running attempt's events begin, and the type of the log's last event (NULL when the log
+// is empty): what an end from outside needs to know of the attempt it ends (AS-14).
+inline constexpr char attempt_log[] = R"sql(
+  SELECT runs.attempt_first_sequence, run_events.type FROM runs
+  LEFT JOIN run_events ON run_events.run_id = runs.run_id AND run_events.sequence = runs.event_count - 1
+  WHERE runs.run_id = ?1)sql";
 
 inline constexpr char set_event_count[] = "UPDATE runs SET event_count = ?2 WHERE run_id = ?1";
 
@@ -220,7 +227,7 @@ inline constexpr char claim_ready_runs[] = R"sql(
   started AS (
     UPDATE runs SET status = 'running', attempts = attempts + 1, lease_epoch = lease_epoch + 1,
       worker_id = ?3, lease_expires_at = ?4, retry_after = '', error = '', completed_at = '',
-      cancelled_at = '', duration_ms = NULL, updated_at = ?1,
+      cancelled_at = '', duration_ms = NULL, updated_at = ?1, attempt_first_sequence = event_count,
       started_at = CASE WHEN started_at = '' THEN ?1 ELSE started_at END
     FROM picked WHERE runs.run_id = picked.run_id
     RETURNING runs.*)

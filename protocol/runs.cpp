@@ -187,6 +187,14 @@ stored_event closing_event(const run_record& run, const attempt_end& end) {
   return {e.sequence, e.type, to_json(e)};
 }
 
+attempt_log interrupted_attempt(int64_t first_sequence, int64_t event_count, std::string_view last_event_type) {
+  if (event_count <= first_sequence)
+    return attempt_log::unwritten;
+  if (last_event_type == "session_end")
+    return attempt_log::finished;
+  return last_event_type == "error" ? attempt_log::ended : attempt_log::open;
+}
+
 trace_facts unfinished_trace_facts(const run_record& run) {
   trace_facts f;
   f.trace_type = run.run_kind == "chat" ? "chat" : "background_run";

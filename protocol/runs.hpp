@@ -83,6 +83,15 @@ attempt_end handed_back_end(const std::string& node_id);
 // leaves protocol/.
 stored_event closing_event(const run_record& run, const attempt_end& end);
 
+// Where the attempt an end from outside interrupts stands in the log (AS-14), from where its events
+// began, the run's event count and the type of the log's last event: `open` when it wrote events but
+// no end of its own, so the end closes it with `closing_event`; `unwritten` when it wrote nothing
+// (not even its session_start), so only an end that ends the run adds its event; `ended` when its own
+// `error` is its last event, so nothing is added; `finished` when it wrote its session_end and only
+// the run's transition was lost, so the run is complete and never runs again.
+enum class attempt_log { unwritten, open, ended, finished };
+attempt_log interrupted_attempt(int64_t first_sequence, int64_t event_count, std::string_view last_event_type);
+
 // The query of an events page (AS-51); `limit` 0 means all.
 struct page_query {
   int64_t after_sequence = -1;

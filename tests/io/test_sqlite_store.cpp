@@ -645,7 +645,7 @@ TEST_CASE("recovery ends every recovered attempt with an error event at its next
   auto report = store_client::ok(c.recover(true));
   CHECK(report.requeued == 1);
   CHECK(report.failed == 1);
-  CHECK(report.failed_run_ids == std::vector<std::string>{"chat1"});
+  CHECK(report.ended_run_ids == std::vector<std::string>{"chat1"});
 
   auto bg = store_client::ok(c.events("bg", -1, 0));
   REQUIRE(sequences(bg) == std::vector<int64_t>{0, 1});
@@ -670,6 +670,89 @@ TEST_CASE("recovery ends every recovered attempt with an error event at its next
   REQUIRE(next.runs.size() == 1);
   CHECK(next.runs[0].event_count == 2);
   CHECK(store_client::ok(c.append("bg", next.runs[0].lease_epoch, 2, "session_start")));
+}
+
+TEST_CASE("recovery re-queues an attempt that wrote nothing without an event, so every attempt in the log "
+          "starts with session_start, and adds none to one that ended with its own error (AS-14, AS-83)",
+          "[store][contract][runs][recovery]") {
+  store_client c(fresh_db("recover-unwritten"));
+  auto first = c.create_and_claim("bg", "worker-1", 600, 3);
+  store_client::ok(c.append("bg", first.lease_epoch, 0, "session_start"));
+  CHECK(store_client::ok(c.recover(true)).requeued == 1); // closes the first attempt at sequence 1
+
+  auto second = store_client::ok(c.claim("worker-2", 600, 1)); // dies before its session_start
+  REQUIRE(second.runs.size() == 1);
+  auto report = store_client::ok(c.recover(true));
+  CHECK(report.requeued == 1);
+  auto log = store_client::ok(c.events("bg", -1, 0));
+  CHECK(sequences(log) == std::vector<int64_t>{0, 1});
+  CHECK(log.run.status == "queued");
+  CHECK(log.run.attempts == 2);
+
+  // the third attempt writes its own error, then dies before its transition
+  auto third = store_client::ok(c.claim("worker-3", 600, 1));
+  REQUIRE(third.runs.size() == 1);
+  store_client::ok(c.append("bg", third.runs[0].lease_epoch, 2, "session_start"));
+  store_client::ok(c.append("bg", third.runs[0].lease_epoch, 3, "error"));
+  report = store_client::ok(c.recover(true));
+  CHECK(report.failed == 1);
+  CHECK(report.ended_run_ids == std::vector<std::string>{"bg"});
+  log = store_client::ok(c.events("bg", -1, 0));
+  CHECK(sequences(log) == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(log.run.status == "failed");
+
+  // a run ended by recovery gets its error even when its last attempt wrote nothing: followers
+  // replay a terminal event (AS-90)
+  c.create_and_claim("silent", "worker-1", 600, 1);
+  report = store_client::ok(c.recover(true));
+  CHECK(report.failed == 1);
+  log = store_client::ok(c.events("silent", -1, 0));
+  REQUIRE(log.events.size() == 1);
+  CHECK(log.events[0].type == "error");
+  CHECK(log.run.status == "failed");
+}
+
+TEST_CASE("an attempt that stored its session_end completed its run: recovery, a handback and a cancel complete it "
+          "rather than run it again or append after its end (AS-14, AS-83, CJ-16)",
+          "[store][contract][runs][recovery]") {
+  store_client c(fresh_db("recover-finished"));
+  for (auto id : {"handed", "cancelled", "recovered"}) {
+    auto r = c.create_and_claim(id, id == std::string("recovered") ? "worker-2" : "worker-1", 600, 3);
+    store_client::ok(c.append(id, r.lease_epoch, 0, "session_start"));
+    store_client::ok(c.append(id, r.lease_epoch, 1, "session_end"));
+  }
+  CHECK(store_client::ok(c.cancel("cancelled")).status == "completed");
+  CHECK(store_client::ok(c.hand_back("worker-1")) == 1);
+  auto report = store_client::ok(c.recover(true));
+  CHECK(report.completed == 1);
+  CHECK(report.requeued == 0);
+  CHECK(report.ended_run_ids == std::vector<std::string>{"recovered"});
+  for (auto id : {"handed", "cancelled", "recovered"}) {
+    auto log = store_client::ok(c.events(id, -1, 0));
+    CHECK(sequences(log) == std::vector<int64_t>{0, 1});
+    CHECK(log.run.status == "completed");
+    CHECK(log.run.handoffs == 0);
+    CHECK(json_string(store_client::ok(c.trace(id)), "status") == "completed");
+  }
+}
+
+TEST_CASE("a handback adds no event to an attempt that wrote nothing and counts a handoff, not an attempt (CJ-16)",
+          "[store][contract][runs][recovery]") {
+  store_client c(fresh_db("handback-unwritten"));
+  auto opened = c.create_and_claim("opened", "worker-1", 600, 3);
+  store_client::ok(c.append("opened", opened.lease_epoch, 0, "session_start"));
+  c.create_and_claim("unwritten", "worker-1", 600, 3);
+  CHECK(store_client::ok(c.hand_back("worker-1")) == 2);
+
+  auto log = store_client::ok(c.events("opened", -1, 0));
+  REQUIRE(sequences(log) == std::vector<int64_t>{0, 1});
+  CHECK(log.events[1].type == "error");
+  CHECK(log.events[1].json.find(R"("error_type":"handed_back")") != std::string::npos);
+  log = store_client::ok(c.events("unwritten", -1, 0));
+  CHECK(log.events.empty());
+  CHECK(log.run.status == "queued");
+  CHECK(log.run.handoffs == 1);
+  CHECK(log.run.attempts == 1);
 }
 
 TEST_CASE("a terminal transition writes a trace readable by id and in the newest-first trace list (AS-55)",

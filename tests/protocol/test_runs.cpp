@@ -146,3 +146,15 @@ TEST_CASE("the metrics document leaves the store and its paths out when asked", 
   REQUIRE(without);
   CHECK(json::member(*without, "store") == nullptr);
 }
+
+TEST_CASE("an attempt ended from outside is open, unwritten, ended by its own error or finished by its session_end, "
+          "by where its events began and the log's last event (AS-14, AS-83)",
+          "[runs][recovery]") {
+  CHECK(interrupted_attempt(0, 0, "") == attempt_log::unwritten);
+  CHECK(interrupted_attempt(4, 4, "error") == attempt_log::unwritten); // the earlier attempt's closing error
+  CHECK(interrupted_attempt(4, 4, "session_end") == attempt_log::unwritten); // a reopened chat run's earlier end
+  CHECK(interrupted_attempt(4, 5, "session_start") == attempt_log::open);
+  CHECK(interrupted_attempt(0, 7, "tool_result") == attempt_log::open);
+  CHECK(interrupted_attempt(4, 9, "error") == attempt_log::ended);
+  CHECK(interrupted_attempt(4, 9, "session_end") == attempt_log::finished);
+}
