@@ -95,6 +95,7 @@ using join_atom = caf::atom_constant<caf::atom("join")>;
 using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
 using declare_dead_atom = caf::atom_constant<caf::atom("dead_nodes")>;
 using list_nodes_atom = caf::atom_constant<caf::atom("list_nodes")>;
+using cluster_id_atom = caf::atom_constant<caf::atom("cluster_id")>;
 using node_state_atom = caf::atom_constant<caf::atom("node_state")>;
 using fence_atom = caf::atom_constant<caf::atom("fence")>;
 using unfence_atom = caf::atom_constant<caf::atom("unfence")>;

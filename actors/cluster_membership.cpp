@@ -227,6 +227,13 @@ std::string worker_of(const std::string& node_id) {
   return "worker-" + node_id.substr(std::min<std::size_t>(node_id.size(), 5));
 }
 
+std::string node_of_worker(const std::string& worker_id) {
+  constexpr std::string_view prefix = "worker-";
+  if (worker_id.size() <= prefix.size() || worker_id.compare(0, prefix.size(), prefix) != 0)
+    return "";
+  return "node-" + worker_id.substr(prefix.size());
+}
+
 cluster_membership_actor spawn_cluster_membership(caf::actor_system& sys, node_store_actor nodes,
                                                   run_registry_actor registry, std::shared_ptr<node_status> status,
                                                   membership_options options) {

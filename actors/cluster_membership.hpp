@@ -76,4 +76,7 @@ std::string new_node_id();
 // The worker id node-<hex> claims runs as: worker-<hex> (AS-54).
 std::string worker_of(const std::string& node_id);
 
+// The node a worker id belongs to (node-<hex> for worker-<hex>); "" for one that is no node's.
+std::string node_of_worker(const std::string& worker_id);
+
 } // namespace troupe

@@ -32,6 +32,8 @@ using node_store_actor = caf::typed_actor<
   caf::replies_to<declare_dead_atom, std::string>::with<std::vector<std::string>>,
   // Every node not long gone, oldest first, with the leases each holds.
   caf::replies_to<list_nodes_atom>::with<node_list>,
+  // The database's cluster id (CJ-2), which the nodes' handshake proves (CJ-23).
+  caf::replies_to<cluster_id_atom>::with<std::string>,
   // Moves the node to `draining` or `left`; false when its row is no longer live.
   caf::replies_to<node_state_atom, std::string, std::string>::with<bool>,
   // Expires the leases of every run the node holds, once it stopped their attempts (it fenced itself,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "actors/approval_registry.hpp"
+#include "actors/cluster_messages.hpp"
 #include "actors/metrics.hpp"
 #include "actors/store.hpp"
 #include "actors/tool_port.hpp"
@@ -23,6 +24,7 @@ struct run_environment {
   protocol::policy_config policy;
   protocol::safety_config safety;
   approval_registry_actor approvals; // may be invalid: a call needing approval is then denied
+  cluster_peers_actor peers; // the other nodes (CJ-22); invalid without remoting: their runs end through the store
   double approval_timeout_seconds = 300;
   protocol::loop_settings loop = protocol::loop_settings::agent_service();
   std::string default_model = "scripted";

@@ -1,5 +1,7 @@
 #include "actors/run_registry.hpp"
 
+#include "actors/cluster_membership.hpp"
+
 #include "actors/errors.hpp"
 #include "actors/lease_keeper.hpp"
 #include "protocol/ids.hpp"
@@ -29,6 +31,7 @@ struct live_attempt {
   run_actor run;
   bool background = false;
   bool holds_slot = false; // counted in background_live; not while it waits on an approval
+  int64_t lease_epoch = 0;
 };
 
 // An attempt asking for its slot back after an approval wait (AS-53).
@@ -132,7 +135,7 @@ run_actor launch(registry_pointer self, run_spec spec, caf::actor extra) {
   auto run = spawn_run(self->system(), st.env, std::move(spec), std::move(subscribers), std::move(slots));
   self->monitor(run);
   st.attempt_of.emplace(run.address(), id);
-  st.live.emplace(id, live_attempt{run, background, background});
+  st.live.emplace(id, live_attempt{run, background, background, epoch});
   if (background)
     ++st.background_live;
   if (st.keeper)
@@ -261,6 +264,52 @@ void cancel_stored(registry_pointer self, const std::string& run_id,
         for (auto& p : promises)
           p.deliver(err);
       });
+}
+
+// Cancels this node's attempt of a run; answered once the attempt ended and its end is stored.
+caf::result<run_record> cancel_live(registry_pointer self, const std::string& run_id, const live_attempt& attempt) {
+  auto rp = self->make_response_promise<run_record>();
+  self->state.cancels[run_id].push_back(rp);
+  self->send(attempt.run, cancel_atom::value);
+  return rp;
+}
+
+// CJ-25: a run no attempt of this node holds. Held by another node, it is stopped there and read
+// back from the store; that node's silence, refusal or `not_here` ends it through the store instead,
+// which fences the holder out (it stops at its next write).
+void cancel_elsewhere(registry_pointer self, const std::string& run_id, caf::typed_response_promise<run_record> rp) {
+  auto& st = self->state;
+  self->request(st.env->store, caf::infinite, get_run_atom::value, run_id)
+    .then(
+      [=](run_record& r) mutable {
+        auto& st = self->state;
+        auto holder = node_of_worker(r.worker_id);
+        if (r.status != "running" || holder.empty() || r.worker_id == st.options.worker_id) {
+          cancel_stored(self, run_id, {rp});
+          return;
+        }
+        self->request(st.env->peers, caf::infinite, cancel_atom::value, holder, cancel_request{"run", run_id, r.lease_epoch})
+          .then(
+            [=](cancel_ack& ack) mutable {
+              if (ack.outcome != "stopped") {
+                cancel_stored(self, run_id, {rp});
+                return;
+              }
+              self->request(self->state.env->store, caf::infinite, get_run_atom::value, run_id)
+                .then(
+                  [=](run_record& ended) mutable {
+                    announce_end(self, ended);
+                    rp.deliver(ended);
+                  },
+                  [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+            },
+            [=](caf::error& err) mutable {
+              spdlog::info("cluster: node {} did not stop run {} ({}); ending it through the store", holder, run_id,
+                           message_of(err));
+              cancel_stored(self, run_id, {rp});
+            });
+      },
+      [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
 }
 
 void attempt_ended(registry_pointer self, const caf::actor_addr& addr) {
@@ -435,17 +484,24 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
     },
     [=](cancel_atom, std::string& run_id) -> caf::result<run_record> {
       auto& st = self->state;
-      if (auto it = st.live.find(run_id); it != st.live.end()) {
-        auto rp = self->make_response_promise<run_record>();
-        st.cancels[run_id].push_back(rp);
-        self->send(it->second.run, cancel_atom::value);
-        return rp;
-      }
+      if (auto it = st.live.find(run_id); it != st.live.end())
+        return cancel_live(self, run_id, it->second);
       if (!st.env->store)
         return make_error(errc::not_found, "Run not found");
       auto rp = self->make_response_promise<run_record>();
-      cancel_stored(self, run_id, {rp});
+      if (st.env->peers)
+        cancel_elsewhere(self, run_id, rp);
+      else
+        cancel_stored(self, run_id, {rp});
       return rp;
+    },
+    [=](cancel_atom, std::string& run_id, int64_t lease_epoch) -> caf::result<run_record> {
+      auto& st = self->state;
+      auto it = st.live.find(run_id);
+      if (it == st.live.end() || it->second.lease_epoch != lease_epoch)
+        return make_error(errc::not_found,
+                          "No attempt of run " + run_id + " at lease epoch " + std::to_string(lease_epoch) + " here");
+      return cancel_live(self, run_id, it->second);
     },
     [=](cancel_all_atom) {
       self->state.stopping = true;

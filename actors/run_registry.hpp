@@ -35,7 +35,12 @@ using run_registry_actor = caf::typed_actor<
   // holds, so events stored after the answer are never missed (AS-74).
   caf::replies_to<subscribe_atom, std::string, caf::actor>::with<bool>,
   // Cancels a run (AS-52) and answers its record once it is cancelled; a terminal run is unchanged.
+  // A run another node holds is stopped there through its node actor when remoting is on (CJ-25),
+  // else, or when that node does not answer, ended through the store.
   caf::replies_to<cancel_atom, std::string>::with<run_record>,
+  // CJ-25, asked by another node: stops this node's attempt of the run at that lease epoch and
+  // answers once its end is stored; errc::not_found when this node holds no such attempt.
+  caf::replies_to<cancel_atom, std::string, int64_t>::with<run_record>,
   // Shutdown after the grace period: chat runs are cancelled; background attempts stop where they
   // are and the next start recovers them (AS-83).
   caf::reacts_to<cancel_all_atom>,

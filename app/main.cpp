@@ -2,12 +2,14 @@
 #include "actors/approval_registry.hpp"
 #include "actors/cluster_membership.hpp"
 #include "actors/errors.hpp"
+#include "actors/node_actor.hpp"
 #include "actors/run_registry.hpp"
 #include "actors/tool_router.hpp"
 #include "actors/workspace_log.hpp"
 #include "io/admission.hpp"
 #include "io/agent_routes.hpp"
 #include "io/builtin_tools.hpp"
+#include "io/cluster_peers.hpp"
 #include "io/cluster_routes.hpp"
 #include "io/data_dir.hpp"
 #include "io/http_server.hpp"
@@ -342,21 +344,58 @@ void recover_previous_runs(caf::actor_system& sys, const store_actor& store) {
 struct cluster_node {
   std::shared_ptr<node_status> status = std::make_shared<node_status>();
   membership_options membership;
+  std::string cluster_id;
   bool others_alive = false; // another node works on the same database
+  node_actor actor;          // published for the other nodes; invalid without remoting
 };
 
-std::variant<cluster_node, std::string> join_cluster(caf::actor_system& sys, const protocol::config& cfg,
-                                                     const node_store_actor& nodes) {
+// The node this process will be: a fresh id and the cluster's id, before anything is published.
+std::variant<cluster_node, std::string> new_cluster_node(caf::actor_system& sys, const protocol::config& cfg,
+                                                         const node_store_actor& nodes) {
   cluster_node node;
   auto& m = node.membership;
   m.node.node_id = new_node_id();
   m.node.name = cfg.cluster.name.empty() ? io::migration_node() : cfg.cluster.name;
-  m.node.endpoint = (cfg.cluster.advertise_host.empty() ? cfg.cluster.host : cfg.cluster.advertise_host) + ":"
-                    + std::to_string(cfg.cluster.port);
   m.node.version = TROUPE_VERSION;
   m.heartbeat_seconds = cfg.cluster.heartbeat_seconds;
   m.node_expiry_seconds = cfg.cluster.node_expiry_seconds;
   m.fence_margin_seconds = cfg.cluster.fence_margin_seconds;
+  node.status->set(m.node.node_id, node_status::state::alive);
+  caf::scoped_actor self{sys};
+  std::string failure;
+  self->request(nodes, std::chrono::seconds(30), cluster_id_atom::value)
+    .receive([&](std::string& id) { node.cluster_id = std::move(id); },
+             [&](caf::error& err) { failure = "cannot read the cluster's id: " + message_of(err); });
+  if (!failure.empty())
+    return failure;
+  return node;
+}
+
+// CJ-22: the node actor, published where the other nodes reach it; answers the port, or why not.
+std::variant<uint16_t, std::string> publish_node(caf::actor_system& sys, const protocol::config& cfg,
+                                                 cluster_node& node, const node_store_actor& nodes,
+                                                 const run_registry_actor& registry) {
+  node_actor_options options;
+  options.cluster_id = node.cluster_id;
+  options.secret = cfg.cluster.secret;
+  if (!cfg.cluster.secret_previous.empty())
+    options.secret_previous = cfg.cluster.secret_previous;
+  options.status = node.status;
+  options.request_timeout_seconds = cfg.cluster.request_timeout_seconds;
+  node.actor = spawn_node_actor(sys, nodes, registry, std::move(options));
+  if (!io::is_private_host(cfg.cluster.host))
+    spdlog::warn("cluster: cluster.host {} is not a loopback or private address; the nodes' handshake neither "
+                 "encrypts nor signs what follows it, so bind a private interface",
+                 cfg.cluster.host);
+  return io::publish_node_actor(sys, node.actor, cfg.cluster.host, static_cast<uint16_t>(cfg.cluster.port));
+}
+
+// Joins under the endpoint the node actor listens on (`port`); answers why not, if it cannot.
+std::optional<std::string> join_cluster(caf::actor_system& sys, const protocol::config& cfg, cluster_node& node,
+                                        const node_store_actor& nodes, uint16_t port) {
+  auto& m = node.membership;
+  m.node.endpoint = (cfg.cluster.advertise_host.empty() ? cfg.cluster.host : cfg.cluster.advertise_host) + ":"
+                    + std::to_string(port);
   caf::scoped_actor self{sys};
   std::string failure;
   auto failed = [&](caf::error& err) { failure = message_of(err); };
@@ -395,10 +434,9 @@ std::variant<cluster_node, std::string> join_cluster(caf::actor_system& sys, con
       failed);
   if (!failure.empty())
     return "cannot join the cluster: " + failure;
-  node.status->set(m.node.node_id, node_status::state::alive);
-  spdlog::info("cluster: node {} ({}) joined{}", m.node.node_id, m.node.name,
+  spdlog::info("cluster: node {} ({}) joined at {}{}", m.node.node_id, m.node.name, m.node.endpoint,
                node.others_alive ? " beside live nodes" : "");
-  return node;
+  return std::nullopt;
 }
 
 // `node`: the cluster node this process is, or null on the embedded store.
@@ -545,6 +583,9 @@ int serve(const cli_options& cli) {
 
   caf::actor_system_config caf_cfg;
   tune_scheduler(caf_cfg);
+  bool remoting = !cfg.postgres_url.empty() && cfg.cluster.remoting;
+  if (remoting)
+    io::configure_remoting(caf_cfg, cfg.cluster);
   caf::actor_system sys{caf_cfg};
   auto metrics = std::make_shared<node_metrics>();
   auto opened = io::open_stores(sys, cfg, metrics);
@@ -560,16 +601,44 @@ int serve(const cli_options& cli) {
   auto ports = make_model_ports(cfg);
   std::optional<cluster_node> node;
   if (stores.nodes) {
-    auto joined = join_cluster(sys, cfg, stores.nodes);
-    if (auto err = std::get_if<std::string>(&joined)) {
+    auto prepared = new_cluster_node(sys, cfg, stores.nodes);
+    if (auto err = std::get_if<std::string>(&prepared)) {
       std::cerr << "troupe: " << *err << "\n";
       return 2;
     }
-    node = std::move(std::get<cluster_node>(joined));
+    node = std::move(std::get<cluster_node>(prepared));
   }
   auto env = make_run_environment(cfg, ports, tools, stores.runs);
   env->metrics = metrics;
+  if (node && remoting)
+    env->peers = io::spawn_cluster_peers(sys, stores.nodes,
+                                         {node->cluster_id, cfg.cluster.secret,
+                                          cfg.cluster.secret_previous.empty()
+                                            ? std::nullopt
+                                            : std::optional<std::string>(cfg.cluster.secret_previous),
+                                          node->status, cfg.cluster.request_timeout_seconds});
   auto registry = start_runs(sys, cfg, env, node ? &*node : nullptr);
+  // A node publishes its actor, then joins under the endpoint it listens on (cluster.port 0: a free one).
+  if (node) {
+    auto port = static_cast<uint16_t>(cfg.cluster.port);
+    std::optional<std::string> failure;
+    if (remoting) {
+      auto published = publish_node(sys, cfg, *node, stores.nodes, registry);
+      if (auto* err = std::get_if<std::string>(&published))
+        failure = *err;
+      else
+        port = std::get<uint16_t>(published);
+    }
+    if (!failure)
+      failure = join_cluster(sys, cfg, *node, stores.nodes, port);
+    if (failure) {
+      std::cerr << "troupe: " << *failure << "\n";
+      for (auto& actor : {caf::actor_cast<caf::actor>(registry), caf::actor_cast<caf::actor>(env->approvals),
+                          caf::actor_cast<caf::actor>(env->peers), caf::actor_cast<caf::actor>(node->actor)})
+        anon_send_exit(actor, caf::exit_reason::user_shutdown);
+      return 2;
+    }
+  }
   cluster_membership_actor membership;
   if (node)
     membership = spawn_cluster_membership(sys, stores.nodes, registry, node->status, node->membership);
@@ -616,7 +685,10 @@ int serve(const cli_options& cli) {
   drain(server, registry, cfg.service.shutdown_grace_seconds);
   if (membership)
     leave_cluster(sys, env->store, membership, node->status->node_id());
-  for (auto& actor : {caf::actor_cast<caf::actor>(membership), caf::actor_cast<caf::actor>(stores.nodes),caf::actor_cast<caf::actor>(registry), caf::actor_cast<caf::actor>(response_registry),
+  for (auto& actor : {caf::actor_cast<caf::actor>(membership), caf::actor_cast<caf::actor>(stores.nodes),
+                      caf::actor_cast<caf::actor>(node ? node->actor : node_actor{}),
+                      caf::actor_cast<caf::actor>(env->peers), caf::actor_cast<caf::actor>(registry),
+                      caf::actor_cast<caf::actor>(response_registry),
                       caf::actor_cast<caf::actor>(env->approvals), caf::actor_cast<caf::actor>(env->store),
                       caf::actor_cast<caf::actor>(responses->store), caf::actor_cast<caf::actor>(surface->logs),
                       caf::actor_cast<caf::actor>(stores.workspaces)})

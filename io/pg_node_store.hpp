@@ -61,6 +61,7 @@ inline constexpr char list_nodes[] = "SELECT n.node_id, n.name, n.endpoint, n.ve
                                      "(SELECT count(*) FROM runs r WHERE r.status = 'running' AND r.worker_id = "
                                      TROUPE_WORKER_OF("n.node_id") ") "
                                      "FROM nodes n ORDER BY n.started_at, n.node_id LIMIT 1000";
+inline constexpr char cluster_id[] = "SELECT cluster_id FROM cluster LIMIT 1";
 inline constexpr char set_state[] =
   "UPDATE nodes SET state = ?2 WHERE node_id = ?1 AND state IN ('alive', 'draining')";
 
@@ -104,6 +105,11 @@ public:
     return out;
   }
 
+  outcome<std::string> cluster_id() {
+    auto q = sql(statements::cluster_id);
+    return q.row() ? q.text(0) : std::string{};
+  }
+
   outcome<int64_t> expire_leases_of(const std::string& node_id) {
     sql(statements::expire_leases).bind(1, node_id).done();
     return changes();
@@ -144,6 +150,7 @@ caf::message_handler port_behavior(Engine engine) {
       return engine.template write<std::vector<std::string>>([=](nodes_db& db) { return db.declare_dead(node_id); });
     },
     [=](list_nodes_atom) { return engine.template read<node_list>([](nodes_db& db) { return db.list(); }); },
+    [=](cluster_id_atom) { return engine.template read<std::string>([](nodes_db& db) { return db.cluster_id(); }); },
     [=](node_state_atom, std::string& id, std::string& state) {
       return engine.template write<bool>([=](nodes_db& db) { return db.move_to(id, state); });
     },

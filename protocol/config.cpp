@@ -1,4 +1,5 @@
 #include "protocol/config.hpp"
+#include "protocol/cluster_handshake.hpp"
 
 #include "protocol/config_reader.hpp"
 #include "protocol/ids.hpp"
@@ -242,6 +243,11 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   cluster.seconds("node_expiry_seconds", c.cluster.node_expiry_seconds, 0.03);
   cluster.seconds("fence_margin_seconds", c.cluster.fence_margin_seconds, 0.001);
   cluster.seconds("drain_grace_seconds", c.cluster.drain_grace_seconds, 0);
+  cluster.boolean("remoting", c.cluster.remoting);
+  cluster.string("secret", c.cluster.secret);
+  cluster.string("secret_previous", c.cluster.secret_previous);
+  cluster.seconds("request_timeout_seconds", c.cluster.request_timeout_seconds, 0.001);
+  cluster.seconds("peer_timeout_seconds", c.cluster.peer_timeout_seconds, 0.01);
   auto pg = cluster.child("pg");
   pg.integer("pool_size", c.postgres.pool_size, 1, 1024);
   pg.integer("active_transactions", c.postgres.active_transactions, 0, 1024);
@@ -307,6 +313,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
       from_env(u.api_key_env.c_str(), u.api_key);
   std::string env_token;
   from_env("FASTREACT_SERVICE_TOKEN", env_token);
+  from_env("TROUPE_CLUSTER_SECRET", c.cluster.secret);
   for (auto* t : {&token, &alias, &env_token}) {
     auto v = trimmed(*t);
     if (!v.empty())
@@ -330,6 +337,17 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
     errors.push_back("cluster.fence_margin_seconds: expected less than cluster.node_expiry_seconds - "
                      "cluster.heartbeat_seconds (" + format_seconds(cl.node_expiry_seconds - cl.heartbeat_seconds)
                      + "), got " + format_seconds(cl.fence_margin_seconds));
+
+  // CJ-23: a node that talks to the others proves itself with the shared secret. The messages name
+  // the key and the length, never the secret.
+  if (!c.postgres_url.empty() && cl.remoting) {
+    if (auto problem = secret_problem(cl.secret))
+      errors.push_back(*problem);
+    if (!cl.secret_previous.empty() && cl.secret_previous.size() < cluster_secret_min_bytes)
+      errors.push_back("cluster.secret_previous: expected at least " + std::to_string(cluster_secret_min_bytes)
+                       + " bytes, got " + std::to_string(cl.secret_previous.size())
+                       + "; set the secret the cluster used before, or leave it empty");
+  }
 
   if (c.model.provider == "openai" && c.model.base_url.empty())
     errors.push_back("model.base_url: expected the upstream's URL (e.g. http://127.0.0.1:11434/v1) when "

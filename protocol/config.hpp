@@ -140,6 +140,12 @@ struct cluster_config {
   double node_expiry_seconds = 10;
   double fence_margin_seconds = 2;
   double drain_grace_seconds = 30; // on SIGTERM, how long running work may finish before it is handed back
+  // CAF remoting between nodes (CJ-22, CJ-23): off, every cross-node message takes its store fallback.
+  bool remoting = true;
+  std::string secret;          // cluster.secret, env TROUPE_CLUSTER_SECRET: the HMAC handshake's key
+  std::string secret_previous; // cluster.secret_previous: also verifies, while a new secret rolls out
+  double request_timeout_seconds = 2; // a request to another node; past it, the store fallback
+  double peer_timeout_seconds = 5;    // a silent connection to another node is closed
 };
 
 struct config {

@@ -66,6 +66,9 @@ export function fake_upstream_script() {
 }
 
 // The repository's config/troupe.json: the same text troupe embeds as its default.
+// The cluster secret of every node a suite starts (CJ-23): 32 bytes and more.
+export const cluster_secret = 'troupe-test-cluster-secret-0123456789abcdef';
+
 export function default_config() {
   return JSON.parse(fs.readFileSync(path.join(source_dir, 'config', 'troupe.json'), 'utf8'));
 }
@@ -558,14 +561,18 @@ export class scenario_context {
   async troupe({ config = {}, env = {}, args = [], data_dir, raw_config, wait = true } = {}) {
     const dir = this.tmpdir();
     data_dir ??= path.join(dir, 'data');
+    // A node on PostgreSQL publishes its node actor on a free port and proves itself with the
+    // suite's cluster secret (CJ-22, CJ-23).
     const base = deep_merge(default_config(), {
       service: { host: '127.0.0.1', port: 0, shutdown_grace_seconds: 5 },
+      cluster: { port: 0, secret: cluster_secret },
       data_dir,
     });
     // A node on PostgreSQL declares a silent one dead after CJ-47's short expiry, not the default 10 s.
     if (on_postgres) {
       base.store = { postgres_url: postgres_database_for(data_dir) };
-      base.cluster = { heartbeat_seconds: 0.25, node_expiry_seconds: 2, fence_margin_seconds: 0.5, drain_grace_seconds: 5 };
+      Object.assign(base.cluster,
+        { heartbeat_seconds: 0.25, node_expiry_seconds: 2, fence_margin_seconds: 0.5, drain_grace_seconds: 5 });
     }
     const cfg = raw_config ?? deep_merge(base, config);
     const config_file = path.join(dir, 'troupe.json');

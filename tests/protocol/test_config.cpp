@@ -349,7 +349,8 @@ TEST_CASE("store.postgres_url (or TROUPE_POSTGRES_URL) selects PostgreSQL, bound
   CHECK(defaults.value.postgres.idle_in_transaction_seconds == 10);
   CHECK(defaults.value.postgres.lock_timeout_seconds == 2);
 
-  auto r = parse(R"({"store":{"postgres_url":"postgresql://file/db"},"cluster":{"pg":{"pool_size":3,"active_transactions":4}}})",
+  auto r = parse(R"({"store":{"postgres_url":"postgresql://file/db"},
+                     "cluster":{"remoting":false,"pg":{"pool_size":3,"active_transactions":4}}})",
                  {{"TROUPE_POSTGRES_URL", "postgresql://env/db"}});
   REQUIRE(r.ok());
   CHECK(r.value.postgres_url == "postgresql://env/db");
@@ -364,6 +365,39 @@ TEST_CASE("store.postgres_url (or TROUPE_POSTGRES_URL) selects PostgreSQL, bound
   CHECK(names("cluster.pg.pool_size"));
   CHECK(names("cluster.pg.lock_timeout_seconds"));
   CHECK(names("cluster.pg.active_transactions"));
+}
+
+TEST_CASE("a node with remoting on needs cluster.secret or TROUPE_CLUSTER_SECRET of at least 32 bytes, and no error "
+          "shows it (CJ-23)",
+          "[config][cluster]") {
+  auto defaults = parse("");
+  REQUIRE(defaults.ok()); // the embedded store is no cluster: nothing to prove
+  CHECK(defaults.value.cluster.remoting);
+  CHECK(defaults.value.cluster.request_timeout_seconds == 2);
+  CHECK(defaults.value.cluster.peer_timeout_seconds == 5);
+
+  const std::string on_pg = R"({"store":{"postgres_url":"postgresql://h/db"})";
+  auto missing = parse(on_pg + "}");
+  REQUIRE(missing.errors.size() == 1);
+  CHECK(missing.errors[0].rfind("cluster.secret (env TROUPE_CLUSTER_SECRET): required while cluster.remoting is on", 0)
+        == 0);
+
+  auto short_one = parse(on_pg + R"(,"cluster":{"secret":"hunter2-but-longer"}})");
+  REQUIRE(short_one.errors.size() == 1);
+  CHECK(short_one.errors[0].find("got 18") != std::string::npos);
+  CHECK(short_one.errors[0].find("hunter2") == std::string::npos);
+
+  const std::string secret(32, 's');
+  auto from_env = parse(on_pg + "}", {{"TROUPE_CLUSTER_SECRET", secret}});
+  REQUIRE(from_env.ok());
+  CHECK(from_env.value.cluster.secret == secret);
+
+  auto previous = parse(on_pg + R"(,"cluster":{"secret":")" + secret + R"(","secret_previous":"old-and-short"}})");
+  REQUIRE(previous.errors.size() == 1);
+  CHECK(previous.errors[0].rfind("cluster.secret_previous: expected at least 32 bytes, got 13", 0) == 0);
+  CHECK(previous.errors[0].find("old-and-short") == std::string::npos);
+
+  CHECK(parse(on_pg + R"(,"cluster":{"remoting":false}})").ok()); // every message takes its store fallback
 }
 
 TEST_CASE("an unknown key given with --set is refused like one in the file", "[config]") {

@@ -1,0 +1,33 @@
+// The node actor (CJ-22 to CJ-25): what other nodes of the cluster reach of this one. It runs the
+// serving side of the HMAC handshake through a handshake_gate, keyed by the peer's CAF node, and
+// serves welcomed peers only: a cancel stops the attempt this node holds, a ping answers the node id.
+// Publishing it on a socket is the edge's work (io/cluster_peers.hpp).
+#pragma once
+
+#include "actors/cluster_membership.hpp"
+#include "actors/cluster_messages.hpp"
+#include "actors/node_store.hpp"
+#include "actors/run_registry.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace troupe {
+
+struct node_actor_options {
+  std::string cluster_id;
+  std::string secret;
+  std::optional<std::string> secret_previous;
+  std::shared_ptr<node_status> status;     // this node's id now (it changes on a rejoin)
+  double request_timeout_seconds = 2;      // a read of `nodes`, a cancel on this node
+  std::chrono::milliseconds nodes_fresh{500}; // a hello reads `nodes` at most this often
+};
+
+node_actor spawn_node_actor(caf::actor_system& sys, node_store_actor nodes, run_registry_actor registry,
+                            node_actor_options options);
+
+} // namespace troupe

@@ -1,0 +1,240 @@
+#include "io/cluster_peers.hpp"
+
+#include "actors/errors.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <unordered_map>
+#include <vector>
+
+namespace troupe::io {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+// Requests for a node whose connection and handshake are under way, at most this many.
+constexpr std::size_t max_waiting = 1024;
+
+struct waiting_cancel {
+  cancel_request request;
+  caf::typed_response_promise<cancel_ack> promise;
+};
+
+struct peer {
+  node_actor handle; // once welcomed
+  bool connecting = false;
+  std::vector<waiting_cancel> waiting;
+  steady::time_point retry_at{}; // after a failure, no new attempt before this (backoff up to 5 s)
+  int failures = 0;
+};
+
+struct peers_state {
+  static inline const char* name = "cluster_peers";
+  node_store_actor nodes;
+  cluster_peers_options options;
+  caf::io::middleman_actor middleman;
+  std::unordered_map<std::string, peer> peers; // by node id
+  std::unordered_map<caf::actor_addr, std::string> node_of_handle;
+};
+
+using peers_pointer = cluster_peers_actor::stateful_pointer<peers_state>;
+
+std::chrono::milliseconds timeout(peers_pointer self) {
+  return std::chrono::milliseconds(static_cast<int64_t>(self->state.options.request_timeout_seconds * 1000.0) + 1);
+}
+
+void forward(peers_pointer self, const std::string& node_id, const node_actor& handle, cancel_request request,
+             caf::typed_response_promise<cancel_ack> rp) {
+  self->request(handle, timeout(self), cancel_atom::value, std::move(request))
+    .then([=](cancel_ack& ack) mutable { rp.deliver(std::move(ack)); },
+          [=](caf::error& err) mutable {
+            // The node forgot this one (it rejoined as a new node): the next request proves it anew.
+            if (code_of(err) == errc::unauthorized)
+              self->state.peers.erase(node_id);
+            rp.deliver(std::move(err));
+          });
+}
+
+void failed(peers_pointer self, const std::string& node_id, const std::string& why) {
+  auto& p = self->state.peers[node_id];
+  p.connecting = false;
+  p.failures = std::min(p.failures + 1, 6);
+  p.retry_at = steady::now() + std::min<steady::duration>(std::chrono::milliseconds(100 << p.failures),
+                                                         std::chrono::seconds(5));
+  spdlog::warn("cluster: cannot reach node {}: {}", node_id, why);
+  auto waiting = std::exchange(p.waiting, {});
+  for (auto& w : waiting)
+    w.promise.deliver(make_error(errc::unavailable, "node " + node_id + " cannot be reached: " + why));
+}
+
+void welcomed(peers_pointer self, const std::string& node_id, const node_actor& handle) {
+  auto& st = self->state;
+  auto& p = st.peers[node_id];
+  p.handle = handle;
+  p.connecting = false;
+  p.failures = 0;
+  if (st.node_of_handle.emplace(handle.address(), node_id).second)
+    self->monitor(handle);
+  auto waiting = std::exchange(p.waiting, {});
+  for (auto& w : waiting)
+    forward(self, node_id, handle, std::move(w.request), std::move(w.promise));
+}
+
+// CJ-23 steps 1 and 3, as the connecting node: the server proves the secret first.
+void handshake(peers_pointer self, const std::string& node_id, const node_actor& handle) {
+  auto& opts = self->state.options;
+  auto me = opts.status->node_id();
+  auto hello = protocol::make_hello(opts.cluster_id, me);
+  auto fail = [=](caf::error& err) { failed(self, node_id, message_of(err)); };
+  self->request(handle, timeout(self), hello_atom::value, hello)
+    .then(
+      [=](protocol::cluster_challenge& challenge) {
+        auto& opts = self->state.options;
+        if (challenge.node_id != node_id
+            || !protocol::verify_server(challenge, opts.secret, opts.secret_previous, opts.cluster_id, me,
+                                        hello.nonce)) {
+          failed(self, node_id, "it did not prove the cluster secret");
+          return;
+        }
+        auto proof = protocol::client_proof(challenge, opts.secret, opts.cluster_id, me, hello.nonce);
+        self->request(handle, timeout(self), auth_atom::value, std::move(proof))
+          .then([=](protocol::cluster_welcome&) { welcomed(self, node_id, handle); }, fail);
+      },
+      fail);
+}
+
+// host:port as a node's row advertises it; an IPv6 host is in brackets.
+std::optional<std::pair<std::string, uint16_t>> split_endpoint(const std::string& endpoint) {
+  auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon + 1 >= endpoint.size())
+    return std::nullopt;
+  auto host = endpoint.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  uint32_t port = 0;
+  for (auto c : endpoint.substr(colon + 1)) {
+    if (c < '0' || c > '9' || (port = port * 10 + static_cast<uint32_t>(c - '0')) > 65535)
+      return std::nullopt;
+  }
+  if (host.empty() || port == 0)
+    return std::nullopt;
+  return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+void connect(peers_pointer self, const std::string& node_id) {
+  self->state.peers[node_id].connecting = true;
+  auto fail = [=](caf::error& err) { failed(self, node_id, message_of(err)); };
+  self->request(self->state.nodes, timeout(self), list_nodes_atom::value)
+    .then(
+      [=](node_list& list) {
+        auto row = std::find_if(list.begin(), list.end(), [&](const node_row& n) { return n.node_id == node_id; });
+        if (row == list.end() || (row->state != "alive" && row->state != "draining")) {
+          failed(self, node_id, "it is not alive in the cluster's nodes");
+          return;
+        }
+        auto endpoint = split_endpoint(row->endpoint);
+        if (!endpoint) {
+          failed(self, node_id, "its endpoint is not host:port");
+          return;
+        }
+        self->request(self->state.middleman, timeout(self), caf::connect_atom::value, endpoint->first, endpoint->second)
+          .then(
+            [=](caf::node_id&, caf::strong_actor_ptr& remote, std::set<std::string>&) {
+              if (!remote) {
+                failed(self, node_id, "nothing is published on its endpoint");
+                return;
+              }
+              handshake(self, node_id, caf::actor_cast<node_actor>(std::move(remote)));
+            },
+            fail);
+      },
+      fail);
+}
+
+bool from_this_process(peers_pointer self) {
+  auto& sender = self->current_sender();
+  return sender && sender->node() == self->node();
+}
+
+} // namespace
+
+void configure_remoting(caf::actor_system_config& cfg, const protocol::cluster_config& cluster) {
+  cfg.load<caf::io::middleman>();
+  cfg.set("middleman.enable-automatic-connections", false);
+  cfg.set("middleman.app-identifiers", std::vector<std::string>{std::string(protocol::cluster_protocol)});
+  cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::seconds(1)});
+  cfg.set("middleman.connection-timeout",
+          caf::timespan{std::chrono::milliseconds(static_cast<int64_t>(cluster.peer_timeout_seconds * 1000.0))});
+  add_cluster_message_types(cfg);
+}
+
+std::variant<uint16_t, std::string> publish_node_actor(caf::actor_system& sys, const node_actor& node,
+                                                       const std::string& host, uint16_t port) {
+  auto published = sys.middleman().publish(node, port, host.c_str());
+  if (!published)
+    return "cannot publish the node actor on " + host + ":" + std::to_string(port) + " (cluster.host, cluster.port): "
+           + sys.render(published.error());
+  return *published;
+}
+
+bool is_private_host(const std::string& host) {
+  if (host == "localhost")
+    return true;
+  std::array<unsigned char, 16> a{};
+  if (inet_pton(AF_INET, host.c_str(), a.data()) == 1)
+    return a[0] == 127 || a[0] == 10 || (a[0] == 172 && (a[1] & 0xf0) == 16) || (a[0] == 192 && a[1] == 168)
+           || (a[0] == 169 && a[1] == 254);
+  if (inet_pton(AF_INET6, host.c_str(), a.data()) == 1) {
+    static constexpr std::array<unsigned char, 16> loopback{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    return a == loopback || (a[0] & 0xfe) == 0xfc || (a[0] == 0xfe && (a[1] & 0xc0) == 0x80);
+  }
+  return false;
+}
+
+cluster_peers_actor spawn_cluster_peers(caf::actor_system& sys, node_store_actor nodes, cluster_peers_options options) {
+  return sys.spawn([nodes = std::move(nodes),
+                    options = std::move(options)](peers_pointer self) mutable -> cluster_peers_actor::behavior_type {
+    auto& st = self->state;
+    st.nodes = std::move(nodes);
+    st.options = std::move(options);
+    st.middleman = self->system().middleman().actor_handle();
+    // A connection that dropped: the next request connects and proves this node again.
+    self->set_down_handler([=](caf::down_msg& msg) {
+      auto& st = self->state;
+      auto it = st.node_of_handle.find(msg.source);
+      if (it == st.node_of_handle.end())
+        return;
+      if (auto p = st.peers.find(it->second); p != st.peers.end() && p->second.handle.address() == msg.source)
+        st.peers.erase(p);
+      st.node_of_handle.erase(it);
+    });
+    return {
+      [=](cancel_atom, std::string& node_id, cancel_request& request) -> caf::result<cancel_ack> {
+        if (!from_this_process(self))
+          return make_error(errc::forbidden, "cluster_peers serves this process's actors only");
+        auto& p = self->state.peers[node_id];
+        auto rp = self->make_response_promise<cancel_ack>();
+        if (p.handle) {
+          forward(self, node_id, p.handle, std::move(request), rp);
+          return rp;
+        }
+        if (steady::now() < p.retry_at || p.waiting.size() >= max_waiting)
+          return make_error(errc::unavailable, "node " + node_id + " cannot be reached now");
+        p.waiting.push_back({std::move(request), rp});
+        if (!p.connecting)
+          connect(self, node_id);
+        return rp;
+      },
+    };
+  });
+}
+
+} // namespace troupe::io
