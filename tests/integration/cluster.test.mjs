@@ -3,6 +3,7 @@
 // its expiry comes back fenced, writes nothing more of what it held and rejoins under a new id. Run
 // through scripts/pg-throwaway (ctest: integration_cluster); CJ-47's short timings.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import { deep_merge, postgres_database, scenario, until, user } from './harness.mjs';
 import { all_events, check_recovered_log, kill9, post_run, terminal, types, wait_all } from './run_checks.mjs';
@@ -34,7 +35,7 @@ async function two_nodes(s, { b_url, model, b_config = {} } = {}) {
   const b = await s.troupe({
     config: deep_merge(b_url ? { ...config, store: { postgres_url: await b_url(database) } } : config, b_config),
   });
-  return { a, b };
+  return { a, b, database, config };
 }
 
 async function cluster_view(node) {
@@ -223,14 +224,21 @@ async function attempts_ended(node, outcome) {
   return m ? Number(m[1]) : 0;
 }
 
-// A long run on B, seen from A as B's lease.
+// A long run on `node`, seen from `viewer` as that node's lease.
+async function hold_run(viewer, node, run_id) {
+  const node_id = (await node.request('GET', '/v1/cluster/health')).json.node_id;
+  await post_run(node, { messages: [user('long')], metadata: { run_id } });
+  await until(async () => (await cluster_view(viewer)).data.find((n) => n.node_id === node_id).leases_held === 1,
+    { timeout_ms: 20_000, interval_ms: 20, message: `node ${node_id} to run ${run_id}` });
+  return node_id;
+}
+
+const long_think = { script: [{ content: 'A long think.', delay_ms: 8000 }] };
+
 async function run_held_by_b(s, run_id, { b_config } = {}) {
-  const { a, b } = await two_nodes(s, { model: { script: [{ content: 'A long think.', delay_ms: 8000 }] }, b_config });
-  const b_id = (await b.request('GET', '/v1/cluster/health')).json.node_id;
-  await post_run(b, { messages: [user('long')], metadata: { run_id } });
-  await until(async () => (await cluster_view(a)).data.find((n) => n.node_id === b_id).leases_held === 1,
-    { timeout_ms: 20_000, interval_ms: 20, message: `node B to run ${run_id}` });
-  return { a, b };
+  const nodes = await two_nodes(s, { model: long_think, b_config });
+  nodes.b_id = await hold_run(nodes.a, nodes.b, run_id);
+  return nodes;
 }
 
 async function cancel_through(node, run_id) {
@@ -279,6 +287,45 @@ scenario('a run held by a node that cannot be reached is cancelled through the d
     { timeout_ms: 3_500, interval_ms: 20, message: 'B to stop the cancelled attempt' });
   assert.equal(await attempts_ended(b, 'fenced'), 1);
   await check_cancelled_log(a, 'far-cancel');
+}, { timeout: 120_000 });
+
+scenario('a CAF peer without the cluster secret reaches nothing: its cancels are refused, its third wrong proof mutes it, no actor type is spawnable, and a node with another secret is not trusted (CJ-23, CJ-24, CJ-52 c)', async (s) => {
+  const { a, b, b_id, database, config } = await run_held_by_b(s, 'guarded');
+  const a_id = (await a.request('GET', '/v1/cluster/health')).json.node_id;
+  const endpoint = (await cluster_view(a)).data.find((n) => n.node_id === b_id).endpoint;
+  const [host, port] = endpoint.split(':');
+  const cluster_id = spawnSync('psql', [database, '-tAc', 'SELECT cluster_id FROM cluster'], { encoding: 'utf8' }).stdout.trim();
+  assert.match(cluster_id, /^[0-9a-f]{32}$/);
+
+  // The intruder knows the endpoint, the cluster id and a live node's id; not the secret.
+  const intruder = spawnSync(process.env.TROUPE_CLUSTER_INTRUDER, [host, port, cluster_id, a_id, 'guarded'],
+    { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(intruder.status, 0, intruder.stderr);
+  const said = intruder.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  assert.deepEqual(said.map((x) => `${x.step} ${x.outcome}`), [
+    'connect connected',
+    'cancel cluster_unauthenticated', 'cancel cluster_unauthenticated', 'cancel cluster_unauthenticated',
+    'ping cluster_unauthenticated',
+    'proof bad_proof', 'proof bad_proof', 'proof bad_proof',
+    'proof hello:peer_muted',
+    'cancel cluster_unauthenticated',
+    'spawn refused', 'spawn refused', 'spawn refused',
+  ]);
+  const run = (await a.request('GET', '/v1/runs/guarded')).json;
+  assert.equal(run.status, 'running', 'the intruder stopped nothing');
+  assert.equal(await attempts_ended(b, 'cancelled'), 0);
+  assert.match(b.stderr, /a peer's proof was refused/);
+
+  // The nodes themselves still prove themselves to each other.
+  await cancel_through(a, 'guarded');
+  assert.equal(await attempts_ended(b, 'cancelled'), 1, b.stderr);
+
+  // A node with another secret: A does not trust it, and cancels its run through the database.
+  const c = await s.troupe({ config: deep_merge(config, { model: long_think, cluster: { secret: 'x'.repeat(40) } }) });
+  await hold_run(a, c, 'untrusted');
+  await cancel_through(a, 'untrusted');
+  assert.match(a.stderr, /cannot reach node node-[0-9a-f]{16}: it did not prove the cluster secret/);
+  assert.match(a.stderr, /did not stop run untrusted .*ending it through the store/);
 }, { timeout: 120_000 });
 
 scenario('a node stopped with SIGTERM lets its short runs finish, hands its long ones back uncharged to the other node and leaves (CJ-15, CJ-16, CJ-52 b)', async (s) => {
