@@ -1,5 +1,6 @@
 #include "actors/approval_registry.hpp"
 
+#include "actors/cluster_membership.hpp"
 #include "actors/errors.hpp"
 #include "protocol/ids.hpp"
 #include "protocol/json.hpp"
@@ -27,6 +28,7 @@ struct pending_approval {
 struct approval_registry_state {
   static inline const char* name = "approval_registry";
   store_actor store;
+  approval_options options;
   std::unordered_map<std::string, pending_approval> pending;
   // Settled but not yet stored: a retried call of the same run waits for the store's answer here, since
   // a read of the store could still see the approval pending.
@@ -56,7 +58,62 @@ void arm(registry_pointer self, const approval_record& r) {
   self->delayed_send(self, until(r.expires_at), expire_atom::value, r.request_id);
 }
 
-// Moves a pending approval to its final state: stored first, then every waiter is answered.
+// Answers the waiters of an approval that another node settled, with what the store holds.
+void deliver_stored(registry_pointer self, const std::string& id, std::vector<promise> waiters) {
+  self->request(self->state.store, caf::infinite, get_approval_atom::value, id)
+    .then(
+      [=](approval_record& stored) mutable {
+        for (auto& w : waiters)
+          w.deliver(stored);
+      },
+      [=](caf::error& err) mutable {
+        for (auto& w : waiters)
+          w.deliver(err);
+      });
+}
+
+// CJ-26: an approval resolved here whose run waits on another node; that node is told, once.
+void wake_holder(registry_pointer self, const approval_record& r) {
+  auto& peers = self->state.options.peers;
+  if (!peers)
+    return;
+  auto id = r.request_id;
+  self->request(self->state.store, caf::infinite, get_run_atom::value, r.run_id)
+    .then(
+      [=](run_record& run) {
+        auto node = node_of_worker(run.worker_id);
+        if (run.status != "running" || node.empty())
+          return;
+        self->request(peers, caf::infinite, resolve_atom::value, node, approval_resolution{id})
+          .then([](resolve_ack&) {},
+                [=](caf::error& err) {
+                  spdlog::info("approvals: node {} did not hear of {} ({}); it reads it at its next poll", node, id,
+                               message_of(err));
+                });
+      },
+      [](caf::error&) {});
+}
+
+// A waited approval's state in the store: once resolved (on another node), its waiters are answered.
+void refresh(registry_pointer self, const std::string& id) {
+  self->request(self->state.store, caf::infinite, get_approval_atom::value, id)
+    .then(
+      [=](approval_record& stored) {
+        auto& pending = self->state.pending;
+        auto it = pending.find(id);
+        if (stored.status == "pending" || it == pending.end())
+          return;
+        auto waiters = std::move(it->second.waiters);
+        pending.erase(it);
+        for (auto& w : waiters)
+          w.deliver(stored);
+      },
+      [](caf::error&) {});
+}
+
+// Moves a pending approval to its final state: stored first, then every waiter is answered. The
+// store takes it only while it is pending there; when another node settled it first, the waiters get
+// that node's outcome and the requester AS-48's not found.
 void settle(registry_pointer self, const std::string& id, const std::string& status, std::string reason,
             std::optional<promise> requester = std::nullopt) {
   auto it = self->state.pending.find(id);
@@ -68,28 +125,57 @@ void settle(registry_pointer self, const std::string& id, const std::string& sta
   r.approved = status == "approved";
   r.resolved_at = protocol::iso_now();
   r.resolution_reason = std::move(reason);
-  self->request(self->state.store, caf::infinite, save_approval_atom::value, r)
+  bool waited_here = !entry.waiters.empty();
+  self->request(self->state.store, caf::infinite, settle_approval_atom::value, r)
     .then(
-      [self, id, requester](approval_record& stored) mutable {
+      [self, id, requester, waited_here](approval_record& stored) mutable {
         auto waiters = std::move(self->state.settling[id].waiters);
         self->state.settling.erase(id);
         for (auto& w : waiters)
           w.deliver(stored);
-        if (requester)
+        if (requester) {
           requester->deliver(stored);
+          if (!waited_here)
+            wake_holder(self, stored);
+        }
       },
-      // A transition the store did not keep did not happen (AS-81): the approval is pending again, its
-      // waiters wait on, and only a resolver hears why. An expiry is tried again a moment later.
       [self, id, before, requester, status](caf::error& err) mutable {
-        spdlog::error("approvals: {} could not be stored {}: {}", before.request_id, status, message_of(err));
         if (requester)
           requester->deliver(err);
         auto waiters = std::move(self->state.settling[id].waiters);
         self->state.settling.erase(id);
+        if (code_of(err) == errc::not_found) {
+          deliver_stored(self, id, std::move(waiters));
+          return;
+        }
+        // A transition the store did not keep did not happen (AS-81): the approval is pending again,
+        // its waiters wait on, and only a resolver hears why. An expiry is tried again a moment later.
+        spdlog::error("approvals: {} could not be stored {}: {}", before.request_id, status, message_of(err));
         self->state.pending.emplace(before.request_id, pending_approval{before, std::move(waiters)});
         if (status == "expired")
           self->delayed_send(self, std::chrono::seconds(1), expire_atom::value, before.request_id);
       });
+}
+
+// CJ-26: a resolution of an approval this node does not hold (another node's run waits on it, or
+// it was opened after this node started): settled in the store, then its node is told.
+caf::result<approval_record> resolve_elsewhere(registry_pointer self, const std::string& id, bool approve,
+                                               const std::string& reason) {
+  approval_record r;
+  r.request_id = id;
+  r.status = approve ? "approved" : "denied";
+  r.approved = approve;
+  r.resolved_at = protocol::iso_now();
+  r.resolution_reason = reason;
+  auto rp = self->make_response_promise<approval_record>();
+  self->request(self->state.store, caf::infinite, settle_approval_atom::value, r)
+    .then(
+      [=](approval_record& stored) mutable {
+        rp.deliver(stored);
+        wake_holder(self, stored);
+      },
+      [=](caf::error& err) mutable { rp.deliver(err); });
+  return rp;
 }
 
 // Denies every pending approval of a run that ended (AS-81).
@@ -102,8 +188,12 @@ void deny_pending_of(registry_pointer self, const std::string& run_id, const std
     settle(self, id, "denied", reason);
 }
 
-approval_registry_actor::behavior_type approval_registry_behavior(registry_pointer self, store_actor store) {
+approval_registry_actor::behavior_type approval_registry_behavior(registry_pointer self, store_actor store,
+                                                                 approval_options options) {
   self->state.store = store;
+  self->state.options = std::move(options);
+  if (self->state.options.poll_seconds > 0)
+    self->send(self, tick_atom::value);
   // Pending approvals of the previous process: expired ones settle, the others wait their remaining time,
   // and those of a run that is over (it ended or was failed by recovery while no process could deny
   // them) are denied, so nobody approves a call no run will make.
@@ -161,7 +251,10 @@ approval_registry_actor::behavior_type approval_registry_behavior(registry_point
         .then(
           [=](approval_list& list) mutable {
             for (auto& r : list.page)
-              if (same_call(r, wanted) && r.status != "pending") {
+              if (same_call(r, wanted)) {
+                // Pending, it was opened by an attempt on a node that is gone: this node waits on it now.
+                if (r.status == "pending" && self->state.pending.emplace(r.request_id, pending_approval{r, {}}).second)
+                  arm(self, r);
                 rp.deliver(r);
                 return;
               }
@@ -195,11 +288,15 @@ approval_registry_actor::behavior_type approval_registry_behavior(registry_point
       return self->delegate(self->state.store, get_approval_atom::value, id);
     },
     [=](resolve_atom, const std::string& id, bool approve, const std::string& reason) -> caf::result<approval_record> {
-      if (self->state.pending.count(id) == 0)
-        return make_error(errc::not_found, "Approval request not found or already resolved");
+      auto why = reason.empty() ? std::string(approve ? "approved" : "denied") : reason;
+      bool in_cluster = self->state.options.poll_seconds > 0;
+      if (self->state.pending.count(id) == 0) {
+        if (!in_cluster || self->state.settling.count(id) != 0)
+          return make_error(errc::not_found, "Approval request not found or already resolved");
+        return resolve_elsewhere(self, id, approve, why);
+      }
       auto rp = self->make_response_promise<approval_record>();
-      settle(self, id, approve ? "approved" : "denied", reason.empty() ? (approve ? "approved" : "denied") : reason,
-             rp);
+      settle(self, id, approve ? "approved" : "denied", why, rp);
       return rp;
     },
     [=](run_ended_atom, const std::string& run_id, const std::string& reason) {
@@ -215,13 +312,21 @@ approval_registry_actor::behavior_type approval_registry_behavior(registry_point
       }
       settle(self, id, "expired", "approval_timeout");
     },
+    [=](wake_atom, const std::string& id) { refresh(self, id); },
+    [=](tick_atom) {
+      for (auto& [id, p] : self->state.pending)
+        if (!p.waiters.empty())
+          refresh(self, id);
+      self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(self->state.options.poll_seconds * 1000)),
+                         tick_atom::value);
+    },
   };
 }
 
 } // namespace
 
-approval_registry_actor spawn_approval_registry(caf::actor_system& sys, store_actor store) {
-  return sys.spawn(approval_registry_behavior, std::move(store));
+approval_registry_actor spawn_approval_registry(caf::actor_system& sys, store_actor store, approval_options options) {
+  return sys.spawn(approval_registry_behavior, std::move(store), std::move(options));
 }
 
 } // namespace troupe

@@ -45,6 +45,7 @@ using fenced_atom = caf::atom_constant<caf::atom("fenced")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using save_approval_atom = caf::atom_constant<caf::atom("save_appr")>;
 using get_approval_atom = caf::atom_constant<caf::atom("get_appr")>;
+using settle_approval_atom = caf::atom_constant<caf::atom("set_appr")>;
 using list_approvals_atom = caf::atom_constant<caf::atom("list_appr")>;
 using audit_atom = caf::atom_constant<caf::atom("audit")>;
 using open_approval_atom = caf::atom_constant<caf::atom("open_appr")>;

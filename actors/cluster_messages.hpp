@@ -32,6 +32,13 @@ struct cancel_ack {
   std::string outcome;
 };
 
+// CJ-26: the approval was resolved on another node; the node whose run waits on it reads it again.
+struct approval_resolution {
+  std::string request_id;
+};
+
+struct resolve_ack {};
+
 struct pong {
   std::string node_id;
 };
@@ -47,6 +54,16 @@ typename Inspector::result_type inspect(Inspector& f, cancel_ack& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, approval_resolution& x) {
+  return f(caf::meta::type_name("troupe.approval_resolution"), x.request_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, resolve_ack&) {
+  return f(caf::meta::type_name("troupe.resolve_ack"));
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pong& x) {
   return f(caf::meta::type_name("troupe.pong"), x.node_id);
 }
@@ -57,13 +74,17 @@ using node_actor = caf::typed_actor<
   caf::replies_to<hello_atom, protocol::cluster_hello>::with<protocol::cluster_challenge>,
   caf::replies_to<auth_atom, protocol::cluster_proof>::with<protocol::cluster_welcome>,
   caf::replies_to<cancel_atom, cancel_request>::with<cancel_ack>,
+  caf::replies_to<resolve_atom, approval_resolution>::with<resolve_ack>,
   caf::replies_to<ping_atom>::with<pong>>;
 
 // This node's way to another node's actor, by node id: it finds the node's endpoint in `nodes`,
 // connects, runs the handshake and forwards; any failure or a silence past
 // cluster.request_timeout_seconds answers an error, and the caller takes its store fallback. It
-// serves this node's actors only.
-using cluster_peers_actor = caf::typed_actor<caf::replies_to<cancel_atom, std::string, cancel_request>::with<cancel_ack>>;
+// serves this node's actors only. A message for this node itself is answered at once (its actors
+// already know).
+using cluster_peers_actor =
+  caf::typed_actor<caf::replies_to<cancel_atom, std::string, cancel_request>::with<cancel_ack>,
+                   caf::replies_to<resolve_atom, std::string, approval_resolution>::with<resolve_ack>>;
 
 // Registers every type above, the handshake's and troupe's error payload (`problem`), so that they
 // travel between nodes.

@@ -18,6 +18,7 @@ struct node_actor_state {
   static inline const char* name = "node_actor";
   node_store_actor nodes;
   run_registry_actor registry;
+  approval_registry_actor approvals;
   node_actor_options options;
   std::unique_ptr<protocol::handshake_gate> gate;
   std::string gate_node; // the node id the gate answers as
@@ -84,12 +85,13 @@ void answer_hello(node_pointer self, caf::typed_response_promise<protocol::clust
 } // namespace
 
 node_actor spawn_node_actor(caf::actor_system& sys, node_store_actor nodes, run_registry_actor registry,
-                            node_actor_options options) {
-  return sys.spawn([nodes = std::move(nodes), registry = std::move(registry),
+                            approval_registry_actor approvals, node_actor_options options) {
+  return sys.spawn([nodes = std::move(nodes), registry = std::move(registry), approvals = std::move(approvals),
                     options = std::move(options)](node_pointer self) mutable -> node_actor::behavior_type {
     auto& st = self->state;
     st.nodes = std::move(nodes);
     st.registry = std::move(registry);
+    st.approvals = std::move(approvals);
     st.options = std::move(options);
     // A welcomed peer whose connection went: its welcome goes with it (its mute, if any, stays).
     self->set_down_handler([=](caf::down_msg& msg) {
@@ -154,6 +156,13 @@ node_actor spawn_node_actor(caf::actor_system& sys, node_store_actor nodes, run_
                     rp.deliver(std::move(err));
                 });
         return rp;
+      },
+      // CJ-26: an approval was resolved on the asking node; the run waiting on it here hears of it now.
+      [=](resolve_atom, approval_resolution& resolution) -> caf::result<resolve_ack> {
+        if (auto refused = unwelcomed(self))
+          return std::move(*refused);
+        self->send(self->state.approvals, wake_atom::value, std::move(resolution.request_id));
+        return resolve_ack{};
       },
       [=](ping_atom) -> caf::result<pong> {
         if (auto refused = unwelcomed(self))

@@ -1,9 +1,11 @@
 // The node actor (CJ-22 to CJ-25): what other nodes of the cluster reach of this one. It runs the
 // serving side of the HMAC handshake through a handshake_gate, keyed by the peer's CAF node, and
-// serves welcomed peers only: a cancel stops the attempt this node holds, a ping answers the node id.
+// serves welcomed peers only: a cancel stops the attempt this node holds, a resolution wakes the run
+// waiting here on an approval resolved elsewhere, a ping answers the node id.
 // Publishing it on a socket is the edge's work (io/cluster_peers.hpp).
 #pragma once
 
+#include "actors/approval_registry.hpp"
 #include "actors/cluster_membership.hpp"
 #include "actors/cluster_messages.hpp"
 #include "actors/node_store.hpp"
@@ -28,6 +30,6 @@ struct node_actor_options {
 };
 
 node_actor spawn_node_actor(caf::actor_system& sys, node_store_actor nodes, run_registry_actor registry,
-                            node_actor_options options);
+                            approval_registry_actor approvals, node_actor_options options);
 
 } // namespace troupe

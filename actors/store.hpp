@@ -53,6 +53,9 @@ using store_actor = caf::typed_actor<
   caf::replies_to<get_trace_atom, std::string>::with<std::string>,
   // Stores an approval (new or transitioned) and answers it once durable (AS-81).
   caf::replies_to<save_approval_atom, protocol::approval_record>::with<protocol::approval_record>,
+  // Moves a pending approval to the record's final state (status, approved, resolved_at, reason) and
+  // answers it once durable; errc::not_found when it is not pending: one resolution wins (CJ-26).
+  caf::replies_to<settle_approval_atom, protocol::approval_record>::with<protocol::approval_record>,
   caf::replies_to<get_approval_atom, std::string>::with<protocol::approval_record>,
   caf::replies_to<list_approvals_atom, protocol::approval_query>::with<approval_list>,
   // Counts one request of user_key against its fixed window of `limit` per hour at `now` (epoch

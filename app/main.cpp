@@ -374,7 +374,8 @@ std::variant<cluster_node, std::string> new_cluster_node(caf::actor_system& sys,
 // CJ-22: the node actor, published where the other nodes reach it; answers the port, or why not.
 std::variant<uint16_t, std::string> publish_node(caf::actor_system& sys, const protocol::config& cfg,
                                                  cluster_node& node, const node_store_actor& nodes,
-                                                 const run_registry_actor& registry) {
+                                                 const run_registry_actor& registry,
+                                                 const approval_registry_actor& approvals) {
   node_actor_options options;
   options.cluster_id = node.cluster_id;
   options.secret = cfg.cluster.secret;
@@ -382,7 +383,7 @@ std::variant<uint16_t, std::string> publish_node(caf::actor_system& sys, const p
     options.secret_previous = cfg.cluster.secret_previous;
   options.status = node.status;
   options.request_timeout_seconds = cfg.cluster.request_timeout_seconds;
-  node.actor = spawn_node_actor(sys, nodes, registry, std::move(options));
+  node.actor = spawn_node_actor(sys, nodes, registry, approvals, std::move(options));
   if (!io::is_private_host(cfg.cluster.host))
     spdlog::warn("cluster: cluster.host {} is not a loopback or private address; the nodes' handshake neither "
                  "encrypts nor signs what follows it, so bind a private interface",
@@ -447,7 +448,11 @@ run_registry_actor start_runs(caf::actor_system& sys, const protocol::config& cf
   if (!node)
     recover_previous_runs(sys, env->store);
   // Restores pending approvals (AS-81) after recovery, so those of runs it failed are denied at once.
-  env->approvals = spawn_approval_registry(sys, env->store);
+  // A node also reads the approvals its runs wait on again, for those resolved on other nodes (CJ-26).
+  approval_options approvals;
+  approvals.peers = env->peers;
+  approvals.poll_seconds = node ? cfg.cluster.approval_poll_seconds : 0;
+  env->approvals = spawn_approval_registry(sys, env->store, std::move(approvals));
   scheduler_options sched;
   sched.run_concurrency = cfg.service.run_concurrency;
   sched.run_max_attempts = cfg.service.run_max_attempts;
@@ -623,7 +628,7 @@ int serve(const cli_options& cli) {
     auto port = static_cast<uint16_t>(cfg.cluster.port);
     std::optional<std::string> failure;
     if (remoting) {
-      auto published = publish_node(sys, cfg, *node, stores.nodes, registry);
+      auto published = publish_node(sys, cfg, *node, stores.nodes, registry, env->approvals);
       if (auto* err = std::get_if<std::string>(&published))
         failure = *err;
       else

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -23,15 +24,16 @@ using steady = std::chrono::steady_clock;
 // Requests for a node whose connection and handshake are under way, at most this many.
 constexpr std::size_t max_waiting = 1024;
 
-struct waiting_cancel {
-  cancel_request request;
-  caf::typed_response_promise<cancel_ack> promise;
+// A request waiting for its node's connection: sent once the node is welcomed, else failed.
+struct waiting_request {
+  std::function<void(const node_actor&)> send;
+  std::function<void(caf::error)> fail;
 };
 
 struct peer {
   node_actor handle; // once welcomed
   bool connecting = false;
-  std::vector<waiting_cancel> waiting;
+  std::vector<waiting_request> waiting;
   steady::time_point retry_at{}; // after a failure, no new attempt before this (backoff up to 5 s)
   int failures = 0;
 };
@@ -51,10 +53,11 @@ std::chrono::milliseconds timeout(peers_pointer self) {
   return std::chrono::milliseconds(static_cast<int64_t>(self->state.options.request_timeout_seconds * 1000.0) + 1);
 }
 
-void forward(peers_pointer self, const std::string& node_id, const node_actor& handle, cancel_request request,
-             caf::typed_response_promise<cancel_ack> rp) {
-  self->request(handle, timeout(self), cancel_atom::value, std::move(request))
-    .then([=](cancel_ack& ack) mutable { rp.deliver(std::move(ack)); },
+template <class Answer, class Atom, class Request>
+void forward(peers_pointer self, const std::string& node_id, const node_actor& handle, Atom atom, Request request,
+             caf::typed_response_promise<Answer> rp) {
+  self->request(handle, timeout(self), atom, std::move(request))
+    .then([=](Answer& answer) mutable { rp.deliver(std::move(answer)); },
           [=](caf::error& err) mutable {
             // The node forgot this one (it rejoined as a new node): the next request proves it anew.
             if (code_of(err) == errc::unauthorized)
@@ -72,7 +75,7 @@ void failed(peers_pointer self, const std::string& node_id, const std::string& w
   spdlog::warn("cluster: cannot reach node {}: {}", node_id, why);
   auto waiting = std::exchange(p.waiting, {});
   for (auto& w : waiting)
-    w.promise.deliver(make_error(errc::unavailable, "node " + node_id + " cannot be reached: " + why));
+    w.fail(make_error(errc::unavailable, "node " + node_id + " cannot be reached: " + why));
 }
 
 void welcomed(peers_pointer self, const std::string& node_id, const node_actor& handle) {
@@ -85,7 +88,7 @@ void welcomed(peers_pointer self, const std::string& node_id, const node_actor& 
     self->monitor(handle);
   auto waiting = std::exchange(p.waiting, {});
   for (auto& w : waiting)
-    forward(self, node_id, handle, std::move(w.request), std::move(w.promise));
+    w.send(handle);
 }
 
 // CJ-23 steps 1 and 3, as the connecting node: the server proves the secret first.
@@ -164,6 +167,30 @@ bool from_this_process(peers_pointer self) {
   return sender && sender->node() == self->node();
 }
 
+// `request` to node_id's actor, over the connection the node is welcomed on, made first when needed.
+// `to_self` answers a request for this node itself.
+template <class Answer, class Atom, class Request>
+caf::result<Answer> ask_node(peers_pointer self, const std::string& node_id, Atom atom, Request request,
+                             Answer to_self) {
+  if (!from_this_process(self))
+    return make_error(errc::forbidden, "cluster_peers serves this process's actors only");
+  if (node_id == self->state.options.status->node_id())
+    return to_self;
+  auto& p = self->state.peers[node_id];
+  auto rp = self->make_response_promise<Answer>();
+  if (p.handle) {
+    forward(self, node_id, p.handle, atom, std::move(request), rp);
+    return rp;
+  }
+  if (steady::now() < p.retry_at || p.waiting.size() >= max_waiting)
+    return make_error(errc::unavailable, "node " + node_id + " cannot be reached now");
+  p.waiting.push_back({[=](const node_actor& handle) { forward(self, node_id, handle, atom, request, rp); },
+                       [=](caf::error err) mutable { rp.deliver(std::move(err)); }});
+  if (!p.connecting)
+    connect(self, node_id);
+  return rp;
+}
+
 } // namespace
 
 void configure_remoting(caf::actor_system_config& cfg, const protocol::cluster_config& cluster) {
@@ -217,21 +244,11 @@ cluster_peers_actor spawn_cluster_peers(caf::actor_system& sys, node_store_actor
       st.node_of_handle.erase(it);
     });
     return {
-      [=](cancel_atom, std::string& node_id, cancel_request& request) -> caf::result<cancel_ack> {
-        if (!from_this_process(self))
-          return make_error(errc::forbidden, "cluster_peers serves this process's actors only");
-        auto& p = self->state.peers[node_id];
-        auto rp = self->make_response_promise<cancel_ack>();
-        if (p.handle) {
-          forward(self, node_id, p.handle, std::move(request), rp);
-          return rp;
-        }
-        if (steady::now() < p.retry_at || p.waiting.size() >= max_waiting)
-          return make_error(errc::unavailable, "node " + node_id + " cannot be reached now");
-        p.waiting.push_back({std::move(request), rp});
-        if (!p.connecting)
-          connect(self, node_id);
-        return rp;
+      [=](cancel_atom, std::string& node_id, cancel_request& request) {
+        return ask_node(self, node_id, cancel_atom::value, std::move(request), cancel_ack{"not_here"});
+      },
+      [=](resolve_atom, std::string& node_id, approval_resolution& resolution) {
+        return ask_node(self, node_id, resolve_atom::value, std::move(resolution), resolve_ack{});
       },
     };
   });

@@ -57,6 +57,8 @@ public:
   trace_list list_traces(const std::string& session_id, int64_t limit);
   std::optional<std::string> get_trace(const std::string& run_id);
   void save_approval(const protocol::approval_record& r);
+  // Moves a pending approval to r's final state; nullopt when it is not pending (any more).
+  std::optional<protocol::approval_record> settle_approval(const protocol::approval_record& r);
   std::optional<protocol::approval_record> get_approval(const std::string& request_id);
   approval_list list_approvals(const protocol::approval_query& filter);
   protocol::rate_limit_decision count_request(const std::string& user_key, int64_t limit, int64_t now);

@@ -109,6 +109,11 @@ typename Actor::behavior_type port_behavior(Engine engine, Extra... extra) {
       return engine.template read<std::string>(
         [=](auto& db) { return found(db.get_trace(run_id), not_found("Trace not found")); });
     },
+    [=](settle_approval_atom, protocol::approval_record& r) {
+      return engine.template write<protocol::approval_record>([r = std::move(r)](auto& db) {
+        return found(db.settle_approval(r), not_found("Approval request not found or already resolved"));
+      });
+    },
     [=](get_approval_atom, std::string& id) {
       return engine.template read<protocol::approval_record>(
         [=](auto& db) { return found(db.get_approval(id), not_found("Approval request not found")); });

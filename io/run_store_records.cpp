@@ -97,6 +97,17 @@ void store_db<Conn>::save_approval(const protocol::approval_record& r) {
 }
 
 template <class Conn>
+std::optional<protocol::approval_record> store_db<Conn>::settle_approval(const protocol::approval_record& r) {
+  auto q = sql(store_sql::settle_approval);
+  q.bind(1, r.request_id).bind(2, r.status);
+  q.bind(3, r.approved ? std::optional<double>(*r.approved ? 1 : 0) : std::nullopt);
+  q.bind(4, r.resolved_at).bind(5, r.resolution_reason);
+  if (!q.done() || changes() != 1)
+    return std::nullopt;
+  return get_approval(r.request_id);
+}
+
+template <class Conn>
 std::optional<protocol::approval_record> store_db<Conn>::get_approval(const std::string& request_id) {
   auto q = sql(store_sql::get_approval);
   q.bind(1, request_id);

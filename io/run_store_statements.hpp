@@ -143,6 +143,12 @@ inline constexpr char save_approval[] =
   "expires_at = excluded.expires_at, resolved_at = excluded.resolved_at, "
   "resolution_reason = excluded.resolution_reason";
 
+// A resolution or expiry lands only on a pending approval, so that of concurrent resolutions on any
+// nodes exactly one wins (CJ-26).
+inline constexpr char settle_approval[] = R"sql(
+  UPDATE approvals SET status = ?2, approved = ?3, resolved_at = ?4, resolution_reason = ?5
+  WHERE request_id = ?1 AND status = 'pending')sql";
+
 // A filtered list is these heads, then " WHERE 1 = 1" and one " AND <key> = ?n" per filter (keys
 // from a fixed list), then the tail; it varies by filter, so it is prepared per call.
 inline constexpr char approvals_page[] = "SELECT " TROUPE_APPROVAL_COLUMNS " FROM approvals";

@@ -146,6 +146,7 @@ struct cluster_config {
   std::string secret_previous; // cluster.secret_previous: also verifies, while a new secret rolls out
   double request_timeout_seconds = 2; // a request to another node; past it, the store fallback
   double peer_timeout_seconds = 5;    // a silent connection to another node is closed
+  double approval_poll_seconds = 2;   // a node reads the approvals its runs wait on again (CJ-26)
 };
 
 struct config {

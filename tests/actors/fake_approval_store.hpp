@@ -64,6 +64,24 @@ inline caf::behavior fake_approval_store(caf::event_based_actor*, std::shared_pt
       db->approvals[r.request_id] = r;
       return r;
     },
+    [=](settle_approval_atom, const protocol::approval_record& r) -> caf::result<protocol::approval_record> {
+      std::lock_guard<std::mutex> lock(db->mu);
+      db->saved.notify_all();
+      if (db->fail_saves) {
+        ++db->failed_saves;
+        return make_error(errc::internal, "disk I/O error");
+      }
+      auto it = db->approvals.find(r.request_id);
+      if (it == db->approvals.end() || it->second.status != "pending")
+        return make_error(errc::not_found, "Approval request not found or already resolved");
+      ++db->saves;
+      auto& stored = it->second;
+      stored.status = r.status;
+      stored.approved = r.approved;
+      stored.resolved_at = r.resolved_at;
+      stored.resolution_reason = r.resolution_reason;
+      return stored;
+    },
     [=](get_approval_atom, const std::string& id) -> caf::result<protocol::approval_record> {
       std::lock_guard<std::mutex> lock(db->mu);
       auto it = db->approvals.find(id);

@@ -35,9 +35,19 @@ struct fixture {
     self->send_exit(store, caf::exit_reason::user_shutdown);
   }
 
-  approval_registry_actor start() {
-    registry = spawn_approval_registry(sys, caf::actor_cast<store_actor>(store));
+  approval_registry_actor start(approval_options options = {}) {
+    registry = spawn_approval_registry(sys, caf::actor_cast<store_actor>(store), std::move(options));
     return registry;
+  }
+
+  // What another node does to the shared store: resolves the approval there.
+  void resolved_elsewhere(const std::string& id, const std::string& status) {
+    auto r = db->get(id);
+    r.status = status;
+    r.approved = status == "approved";
+    r.resolved_at = protocol::iso_now();
+    r.resolution_reason = "on another node";
+    db->put(r);
   }
 
   static approval_record call(std::string run_id = "r1", std::string args = R"({"command":"rm x"})",
@@ -344,4 +354,66 @@ TEST_CASE_METHOD(fixture, "an expiry the store cannot save is tried again until 
   REQUIRE(w);
   CHECK(w->status == "expired");
   CHECK(db->get(opened.request_id).status == "expired");
+}
+
+TEST_CASE_METHOD(fixture, "an approval another node resolved first refuses this node's resolution with AS-48's not "
+                          "found and wakes the waiting run with the winner's outcome (CJ-26)",
+                 "[approvals][cluster]") {
+  start();
+  auto r = open(call());
+  waiter(r.request_id);
+  resolved_elsewhere(r.request_id, "denied");
+  auto late = resolve(r.request_id, true);
+  REQUIRE_FALSE(late);
+  CHECK(code_of(late.error()) == errc::not_found);
+  auto w = woken();
+  REQUIRE(w);
+  CHECK(w->status == "denied");
+  CHECK(w->resolution_reason == "on another node");
+  CHECK(db->get(r.request_id).status == "denied");
+}
+
+TEST_CASE_METHOD(fixture, "in a cluster, the run waiting on an approval resolved on another node is woken by the "
+                          "message of that node, or else by its poll of the store (CJ-26)",
+                 "[approvals][cluster]") {
+  approval_options options;
+  options.poll_seconds = 0.05;
+  start(options);
+  auto by_poll = open(call("r1"));
+  waiter(by_poll.request_id);
+  resolved_elsewhere(by_poll.request_id, "approved");
+  auto w = woken();
+  REQUIRE(w);
+  CHECK(w->status == "approved");
+
+  auto by_message = open(call("r2"));
+  waiter(by_message.request_id);
+  resolved_elsewhere(by_message.request_id, "denied");
+  self->send(registry, wake_atom::value, by_message.request_id);
+  w = woken();
+  REQUIRE(w);
+  CHECK(w->status == "denied");
+}
+
+TEST_CASE_METHOD(fixture, "in a cluster, a node resolves an approval it never held, and only while it is pending (CJ-26)",
+                 "[approvals][cluster]") {
+  approval_options options;
+  options.poll_seconds = 60;
+  start(options);
+  // Answered after the pending approvals are loaded at start: an unknown one is not found.
+  CHECK(code_of(resolve("approval-unknown000", true).error()) == errc::not_found);
+  {
+    std::lock_guard<std::mutex> lock(db->mu);
+    db->run_status["r9"] = "running";
+  }
+  auto theirs = stored_pending("approval-opened0000", "r9", 300s); // opened by another node after this one started
+  auto ok = resolve(theirs.request_id, true, "looks fine");
+  REQUIRE(ok);
+  CHECK(ok->status == "approved");
+  CHECK(ok->resolution_reason == "looks fine");
+  CHECK(db->get(theirs.request_id).status == "approved");
+  auto again = resolve(theirs.request_id, false);
+  REQUIRE_FALSE(again);
+  CHECK(code_of(again.error()) == errc::not_found);
+  CHECK(db->get(theirs.request_id).status == "approved");
 }

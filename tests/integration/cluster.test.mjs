@@ -328,6 +328,71 @@ scenario('a CAF peer without the cluster secret reaches nothing: its cancels are
   assert.match(a.stderr, /did not stop run untrusted .*ending it through the store/);
 }, { timeout: 120_000 });
 
+// A run that asks to run a dangerous command, waits for its approval, then answers.
+const gated_call = {
+  script: [
+    { content: 'Removing it.', tool_calls: [{ name: 'exec', arguments: { command: 'rm -f gone.txt' } }] },
+    { content: 'Saw: {{last_tool_result}}' },
+  ],
+};
+
+async function pending_approval(node, run_id) {
+  return until(async () => {
+    const res = await node.request('GET', `/v1/approvals?run_id=${run_id}&status=pending`);
+    assert.equal(res.status, 200, res.text);
+    return res.json.count === 1 && res.json.approvals[0];
+  }, { timeout_ms: 20_000, interval_ms: 20, message: `the approval of ${run_id}` });
+}
+
+function resolve(node, id, verb) {
+  return node.request('POST', `/v1/approvals/${id}/${verb}`, { body: {} });
+}
+
+async function run_ended(node, run_id, timeout_ms) {
+  return until(async () => {
+    const run = (await node.request('GET', `/v1/runs/${run_id}`)).json;
+    return terminal.has(run.status) && run;
+  }, { timeout_ms, interval_ms: 20, message: `${run_id} to end within ${timeout_ms} ms` });
+}
+
+scenario('an approval resolved on one node wakes the run waiting on the other at once, and of two resolutions racing on both nodes exactly one wins (CJ-26, CJ-49, AS-48)', async (s) => {
+  // The poll is slow here, so a run that goes on at once heard of its approval over CAF.
+  const { a, b } = await two_nodes(s, { model: gated_call, b_config: { cluster: { approval_poll_seconds: 60 } } });
+  await post_run(b, { messages: [user('remove it')], metadata: { run_id: 'gated-a' } });
+  const approval = await pending_approval(a, 'gated-a');
+  const approved = await resolve(a, approval.request_id, 'approve');
+  assert.equal(approved.status, 200, approved.text);
+  const run = await run_ended(a, 'gated-a', 5_000);
+  assert.equal(run.status, 'completed', JSON.stringify(run));
+  const events = await all_events(a, 'gated-a');
+  const result = events.find((e) => e.type === 'tool_result');
+  assert.ok(result && !/SAFETY_DENIED/.test(result.content), `the approved call ran: ${types(events)}`);
+
+  // Both nodes resolve the next one at once: one answer is 200, the other AS-48's 404.
+  await post_run(b, { messages: [user('remove it')], metadata: { run_id: 'gated-b' } });
+  const raced = await pending_approval(b, 'gated-b');
+  const answers = await Promise.all([resolve(a, raced.request_id, 'approve'), resolve(b, raced.request_id, 'deny')]);
+  assert.deepEqual(answers.map((r) => r.status).sort(), [200, 404], answers.map((r) => r.text).join('\n'));
+  const winner = answers.find((r) => r.status === 200).json.status;
+  const stored = (await a.request('GET', `/v1/approvals/${raced.request_id}`)).json.approval;
+  assert.equal(stored.status, winner, 'the store keeps the winning resolution');
+  const raced_run = await run_ended(a, 'gated-b', 5_000);
+  assert.equal(raced_run.status, 'completed');
+  const raced_result = (await all_events(a, 'gated-b')).find((e) => e.type === 'tool_result');
+  assert.equal(/SAFETY_DENIED/.test(raced_result.content), winner === 'denied', `the run followed ${winner}`);
+}, { timeout: 120_000 });
+
+scenario('an approval resolved on a node that cannot reach the waiting one is found by that node\'s poll (CJ-26 fallback)', async (s) => {
+  const { a, b } = await two_nodes(s, {
+    model: gated_call, b_config: { cluster: { remoting: false, approval_poll_seconds: 0.5 } },
+  });
+  await post_run(b, { messages: [user('remove it')], metadata: { run_id: 'gated-poll' } });
+  const approval = await pending_approval(a, 'gated-poll');
+  assert.equal((await resolve(a, approval.request_id, 'approve')).status, 200);
+  assert.equal((await run_ended(a, 'gated-poll', 5_000)).status, 'completed');
+  assert.match(a.stderr, /did not hear of approval-[0-9a-f]+ .*reads it at its next poll/);
+}, { timeout: 120_000 });
+
 scenario('a node stopped with SIGTERM lets its short runs finish, hands its long ones back uncharged to the other node and leaves (CJ-15, CJ-16, CJ-52 b)', async (s) => {
   const database = postgres_database('cluster_' + crypto.randomBytes(6).toString('hex'));
   const config = cluster_config(database);

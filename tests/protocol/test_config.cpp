@@ -375,6 +375,7 @@ TEST_CASE("a node with remoting on needs cluster.secret or TROUPE_CLUSTER_SECRET
   CHECK(defaults.value.cluster.remoting);
   CHECK(defaults.value.cluster.request_timeout_seconds == 2);
   CHECK(defaults.value.cluster.peer_timeout_seconds == 5);
+  CHECK(defaults.value.cluster.approval_poll_seconds == 2);
 
   const std::string on_pg = R"({"store":{"postgres_url":"postgresql://h/db"})";
   auto missing = parse(on_pg + "}");
