@@ -188,15 +188,11 @@ void deny_pending_of(registry_pointer self, const std::string& run_id, const std
     settle(self, id, "denied", reason);
 }
 
-approval_registry_actor::behavior_type approval_registry_behavior(registry_pointer self, store_actor store,
-                                                                 approval_options options) {
-  self->state.store = store;
-  self->state.options = std::move(options);
-  if (self->state.options.poll_seconds > 0)
-    self->send(self, tick_atom::value);
-  // Pending approvals of the previous process: expired ones settle, the others wait their remaining time,
-  // and those of a run that is over (it ended or was failed by recovery while no process could deny
-  // them) are denied, so nobody approves a call no run will make.
+// Pending approvals of the previous process: expired ones settle, the others wait their remaining time,
+// and those of a run that is over (it ended or was failed by recovery while no process could deny
+// them) are denied, so nobody approves a call no run will make.
+void restore_pending(registry_pointer self) {
+  auto store = self->state.store;
   protocol::approval_query pending_query;
   pending_query.filters["status"] = "pending";
   pending_query.limit = 0;
@@ -231,6 +227,15 @@ approval_registry_actor::behavior_type approval_registry_behavior(registry_point
               });
       },
       [](caf::error& err) { spdlog::error("approvals: loading pending approvals failed: {}", message_of(err)); });
+}
+
+approval_registry_actor::behavior_type approval_registry_behavior(registry_pointer self, store_actor store,
+                                                                 approval_options options) {
+  self->state.store = store;
+  self->state.options = std::move(options);
+  if (self->state.options.poll_seconds > 0)
+    self->send(self, tick_atom::value);
+  restore_pending(self);
   return {
     [=](open_approval_atom, approval_record& wanted) -> caf::result<approval_record> {
       for (auto& [id, p] : self->state.pending)

@@ -111,6 +111,8 @@ void rejoin(membership_pointer self) {
         st.fenced = false;
         st.status->set(row.node_id, working_state(st));
         self->send(st.registry, unfence_atom::value, worker_of(row.node_id));
+        if (st.options.remember_id)
+          st.options.remember_id(row.node_id);
       },
       [=](caf::error& err) {
         self->state.beating = false;

@@ -16,6 +16,7 @@
 #include <caf/typed_actor.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,6 +56,9 @@ struct membership_options {
   double heartbeat_seconds = 2;
   double node_expiry_seconds = 10;
   double fence_margin_seconds = 2;
+  // Where the edge keeps the node's id (the data dir's node_id file, whose node the next process on
+  // that data dir declares dead at start); told the new id after each rejoin.
+  std::function<void(const std::string&)> remember_id;
 };
 
 using cluster_membership_actor = caf::typed_actor<

@@ -34,11 +34,13 @@ using store_actor = caf::typed_actor<
   // AS-83: re-queues (or fails) every running run whose lease expired, or every running run when
   // `all_running` (the previous owner of an embedded store is gone); each such attempt ends as the
   // caller's `ends` say (protocol::lapsed_lease_ends), with its `error` event. The report names the
-  // failed runs, whose pending approvals are then denied.
+  // runs it ended (failed, or completed when their attempt had stored its session_end), whose pending
+  // approvals are then denied.
   caf::replies_to<recover_atom, bool, protocol::lapse_ends>::with<recovery_report>,
   // CJ-16: re-queues every run the worker holds as running (its attempts were stopped), each attempt
-  // closed by the caller's `end`; the run counts a handoff, not an attempt. Answers how many.
-  caf::replies_to<handback_atom, std::string, protocol::attempt_end>::with<int64_t>,
+  // closed by the caller's `end`; the run counts a handoff, not an attempt, while it has had fewer
+  // handoffs than the last argument (cluster.max_handoffs). Answers how many.
+  caf::replies_to<handback_atom, std::string, protocol::attempt_end, int64_t>::with<int64_t>,
   // Cancels a run no live attempt holds (AS-52): a queued run never starts; a running one is fenced
   // and ends with the caller's `end` (protocol::cancelled_end) as its error event; a terminal one is
   // returned unchanged.

@@ -371,6 +371,12 @@ std::variant<cluster_node, std::string> new_cluster_node(caf::actor_system& sys,
   return node;
 }
 
+std::optional<std::string> previous_secret(const protocol::config& cfg) {
+  if (cfg.cluster.secret_previous.empty())
+    return std::nullopt;
+  return cfg.cluster.secret_previous;
+}
+
 // CJ-22: the node actor, published where the other nodes reach it; answers the port, or why not.
 std::variant<uint16_t, std::string> publish_node(caf::actor_system& sys, const protocol::config& cfg,
                                                  cluster_node& node, const node_store_actor& nodes,
@@ -379,8 +385,7 @@ std::variant<uint16_t, std::string> publish_node(caf::actor_system& sys, const p
   node_actor_options options;
   options.cluster_id = node.cluster_id;
   options.secret = cfg.cluster.secret;
-  if (!cfg.cluster.secret_previous.empty())
-    options.secret_previous = cfg.cluster.secret_previous;
+  options.secret_previous = previous_secret(cfg);
   options.status = node.status;
   options.request_timeout_seconds = cfg.cluster.request_timeout_seconds;
   node.actor = spawn_node_actor(sys, nodes, registry, approvals, std::move(options));
@@ -417,7 +422,8 @@ std::optional<std::string> join_cluster(caf::actor_system& sys, const protocol::
   self->request(nodes, timeout, join_atom::value, m.node).receive([](bool) {}, failed);
   if (!failure.empty())
     return "cannot join the cluster: " + failure;
-  std::ofstream(id_file, std::ios::trunc) << m.node.node_id << "\n";
+  m.remember_id = [id_file](const std::string& id) { std::ofstream(id_file, std::ios::trunc) << id << "\n"; };
+  m.remember_id(m.node.node_id);
   self->request(nodes, timeout, declare_dead_atom::value, m.node_expiry_seconds)
     .receive(
       [](std::vector<std::string>& dead) {
@@ -438,6 +444,21 @@ std::optional<std::string> join_cluster(caf::actor_system& sys, const protocol::
   spdlog::info("cluster: node {} ({}) joined at {}{}", m.node.node_id, m.node.name, m.node.endpoint,
                node.others_alive ? " beside live nodes" : "");
   return std::nullopt;
+}
+
+// A node publishes its actor, then joins under the endpoint it listens on (cluster.port 0: a free
+// one); answers why it cannot.
+std::optional<std::string> publish_and_join(caf::actor_system& sys, const protocol::config& cfg, cluster_node& node,
+                                            const node_store_actor& nodes, const run_registry_actor& registry,
+                                            const approval_registry_actor& approvals, bool remoting) {
+  auto port = static_cast<uint16_t>(cfg.cluster.port);
+  if (remoting) {
+    auto published = publish_node(sys, cfg, node, nodes, registry, approvals);
+    if (auto* err = std::get_if<std::string>(&published))
+      return *err;
+    port = std::get<uint16_t>(published);
+  }
+  return join_cluster(sys, cfg, node, nodes, port);
 }
 
 // `node`: the cluster node this process is, or null on the embedded store.
@@ -550,11 +571,11 @@ void drain_node(caf::actor_system& sys, const run_registry_actor& registry, cons
 // After the drain: what the node still held goes back to the queue uncharged (CJ-16), what remains
 // has its lease expired, and its row says `left`.
 void leave_cluster(caf::actor_system& sys, const store_actor& store, const cluster_membership_actor& membership,
-                   const std::string& node_id) {
+                   const std::string& node_id, int64_t max_handoffs) {
   caf::scoped_actor self{sys};
   auto failed = [](caf::error& err) { spdlog::error("cluster: leaving: {}", message_of(err)); };
   self->request(store, std::chrono::seconds(30), handback_atom::value, worker_of(node_id),
-                protocol::handed_back_end(node_id))
+                protocol::handed_back_end(node_id), max_handoffs)
     .receive(
       [](int64_t n) {
         if (n > 0)
@@ -563,6 +584,18 @@ void leave_cluster(caf::actor_system& sys, const store_actor& store, const clust
       failed);
   self->request(membership, std::chrono::seconds(10), node_state_atom::value, std::string("left"))
     .receive([](bool) { spdlog::info("cluster: node left"); }, failed);
+}
+
+// SIGINT and SIGTERM are taken synchronously by the calling thread; every thread started after this
+// inherits the mask. SIGPIPE is ignored: a peer that went is an error on its socket.
+sigset_t block_signals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  return signals;
 }
 
 int serve(const cli_options& cli) {
@@ -578,13 +611,7 @@ int serve(const cli_options& cli) {
   if (protocol::is_open(cfg.auth, cfg.service.service_tokens))
     spdlog::warn("auth: no credential configured; every surface is open (set FASTREACT_SERVICE_TOKEN)");
 
-  // Signals are taken synchronously by this thread; every thread started below inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  auto signals = block_signals();
 
   caf::actor_system_config caf_cfg;
   tune_scheduler(caf_cfg);
@@ -617,26 +644,11 @@ int serve(const cli_options& cli) {
   env->metrics = metrics;
   if (node && remoting)
     env->peers = io::spawn_cluster_peers(sys, stores.nodes,
-                                         {node->cluster_id, cfg.cluster.secret,
-                                          cfg.cluster.secret_previous.empty()
-                                            ? std::nullopt
-                                            : std::optional<std::string>(cfg.cluster.secret_previous),
+                                         {node->cluster_id, cfg.cluster.secret, previous_secret(cfg),
                                           node->status, cfg.cluster.request_timeout_seconds});
   auto registry = start_runs(sys, cfg, env, node ? &*node : nullptr);
-  // A node publishes its actor, then joins under the endpoint it listens on (cluster.port 0: a free one).
   if (node) {
-    auto port = static_cast<uint16_t>(cfg.cluster.port);
-    std::optional<std::string> failure;
-    if (remoting) {
-      auto published = publish_node(sys, cfg, *node, stores.nodes, registry, env->approvals);
-      if (auto* err = std::get_if<std::string>(&published))
-        failure = *err;
-      else
-        port = std::get<uint16_t>(published);
-    }
-    if (!failure)
-      failure = join_cluster(sys, cfg, *node, stores.nodes, port);
-    if (failure) {
+    if (auto failure = publish_and_join(sys, cfg, *node, stores.nodes, registry, env->approvals, remoting)) {
       std::cerr << "troupe: " << *failure << "\n";
       for (auto& actor : {caf::actor_cast<caf::actor>(registry), caf::actor_cast<caf::actor>(env->approvals),
                           caf::actor_cast<caf::actor>(env->peers), caf::actor_cast<caf::actor>(node->actor)})
@@ -689,7 +701,7 @@ int serve(const cli_options& cli) {
     drain_node(sys, registry, membership, cfg.cluster.drain_grace_seconds, signals);
   drain(server, registry, cfg.service.shutdown_grace_seconds);
   if (membership)
-    leave_cluster(sys, env->store, membership, node->status->node_id());
+    leave_cluster(sys, env->store, membership, node->status->node_id(), cfg.cluster.max_handoffs);
   for (auto& actor : {caf::actor_cast<caf::actor>(membership), caf::actor_cast<caf::actor>(stores.nodes),
                       caf::actor_cast<caf::actor>(node ? node->actor : node_actor{}),
                       caf::actor_cast<caf::actor>(env->peers), caf::actor_cast<caf::actor>(registry),

@@ -44,7 +44,7 @@ public:
   outcome<recovery_report> recover(bool all_running, const protocol::lapse_ends& ends);
   // Re-queues every run `worker_id` holds as running, its attempt closed by `end`, counting a handoff
   // instead of an attempt (CJ-16); its attempts were stopped first. Answers how many.
-  outcome<int64_t> hand_back(const std::string& worker_id, const protocol::attempt_end& end);
+  outcome<int64_t> hand_back(const std::string& worker_id, const protocol::attempt_end& end, int64_t max_handoffs);
   outcome<run_record> cancel(const std::string& run_id, const protocol::attempt_end& end);
   run_list list_runs(const std::string& status, int64_t limit);
   outcome<run_events_page> events(const std::string& run_id, int64_t after, int64_t limit);

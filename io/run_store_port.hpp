@@ -60,8 +60,8 @@ typename Actor::behavior_type port_behavior(Engine engine, Extra... extra) {
     [=](recover_atom, bool all_running, protocol::lapse_ends& ends) {
       return engine.template write<recovery_report>([=](auto& db) { return db.recover(all_running, ends); });
     },
-    [=](handback_atom, std::string& worker_id, protocol::attempt_end& end) {
-      return engine.template write<int64_t>([=](auto& db) { return db.hand_back(worker_id, end); });
+    [=](handback_atom, std::string& worker_id, protocol::attempt_end& end, int64_t max_handoffs) {
+      return engine.template write<int64_t>([=](auto& db) { return db.hand_back(worker_id, end, max_handoffs); });
     },
     [=](cancel_atom, std::string& run_id, protocol::attempt_end& end) {
       return engine.template write<run_record>([=](auto& db) { return db.cancel(run_id, end); });

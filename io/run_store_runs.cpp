@@ -305,7 +305,8 @@ outcome<recovery_report> store_db<Conn>::recover(bool all_running, const protoco
 }
 
 template <class Conn>
-outcome<int64_t> store_db<Conn>::hand_back(const std::string& worker_id, const protocol::attempt_end& end) {
+outcome<int64_t> store_db<Conn>::hand_back(const std::string& worker_id, const protocol::attempt_end& end,
+                                           int64_t max_handoffs) {
   auto held = ids(store_sql::held_runs, worker_id);
   for (auto& id : held) {
     auto r = *lock(id);
@@ -315,7 +316,7 @@ outcome<int64_t> store_db<Conn>::hand_back(const std::string& worker_id, const p
       continue;
     }
     requeue(id, r.lease_epoch, end.message, 0);
-    sql(store_sql::count_handoff).bind(1, id).done();
+    sql(store_sql::count_handoff).bind(1, id).bind(2, max_handoffs).done();
   }
   return static_cast<int64_t>(held.size());
 }

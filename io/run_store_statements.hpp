@@ -71,11 +71,13 @@ inline constexpr char finish_run[] = R"sql(
     lease_expires_at = '', updated_at = ?4, lease_epoch = ?7
   WHERE run_id = ?1)sql";
 
-// The background runs a worker holds (a draining node's, CJ-16), and the handoff each then counts;
-// its chat runs were cancelled with their clients' streams.
+// The background runs a worker holds (a draining node's, CJ-16), and the handoff each then counts:
+// past ?2 (cluster.max_handoffs) a handback charges an attempt like any other end. Its chat runs were
+// cancelled with their clients' streams.
 inline constexpr char held_runs[] =
   "SELECT run_id FROM runs WHERE status = 'running' AND worker_id = ?1 AND run_kind <> 'chat'";
-inline constexpr char count_handoff[] = "UPDATE runs SET handoffs = handoffs + 1 WHERE run_id = ?1";
+inline constexpr char count_handoff[] =
+  "UPDATE runs SET handoffs = handoffs + 1 WHERE run_id = ?1 AND handoffs < ?2";
 inline constexpr char requeue_run[] = R"sql(
   UPDATE runs SET status = 'queued', last_error = ?3, retry_after = ?4, lease_expires_at = '',
     lease_epoch = ?2, updated_at = ?5

@@ -243,6 +243,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   cluster.seconds("node_expiry_seconds", c.cluster.node_expiry_seconds, 0.03);
   cluster.seconds("fence_margin_seconds", c.cluster.fence_margin_seconds, 0.001);
   cluster.seconds("drain_grace_seconds", c.cluster.drain_grace_seconds, 0);
+  cluster.integer("max_handoffs", c.cluster.max_handoffs, 0, 1000);
   cluster.boolean("remoting", c.cluster.remoting);
   cluster.string("secret", c.cluster.secret);
   cluster.string("secret_previous", c.cluster.secret_previous);

@@ -140,6 +140,7 @@ struct cluster_config {
   double node_expiry_seconds = 10;
   double fence_margin_seconds = 2;
   double drain_grace_seconds = 30; // on SIGTERM, how long running work may finish before it is handed back
+  int64_t max_handoffs = 10;       // handbacks a run gets without charging an attempt (CJ-16)
   // CAF remoting between nodes (CJ-22, CJ-23): off, every cross-node message takes its store fallback.
   bool remoting = true;
   std::string secret;          // cluster.secret, env TROUPE_CLUSTER_SECRET: the HMAC handshake's key

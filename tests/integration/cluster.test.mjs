@@ -5,6 +5,8 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import { deep_merge, postgres_database, scenario, until, user } from './harness.mjs';
 import { all_events, check_recovered_log, kill9, post_run, terminal, types, wait_all } from './run_checks.mjs';
 
@@ -135,6 +137,9 @@ scenario('a node frozen past its expiry fences itself when it wakes, writes noth
   }, { timeout_ms: 10_000, interval_ms: 20, message: 'B to rejoin under a new node id' });
   assert.match(rejoined.node_id, /^node-[0-9a-f]{16}$/);
   await until(() => b.stderr.includes('node_declared_dead'), { timeout_ms: 5_000, message: 'B to log node_declared_dead' });
+  // The data dir names the node B is now, which B's next process declares dead at its start.
+  await until(() => fs.readFileSync(path.join(b.data_dir, 'node_id'), 'utf8').trim() === rejoined.node_id,
+    { timeout_ms: 5_000, message: "B's data dir to name its new node id" });
 
   // Whatever B's stopped attempts tried after A took their runs was refused: each log is one attempt
   // after another, and each run completed once.

@@ -129,8 +129,8 @@ struct store_client {
   answer<recovery_report> recover(bool all_running) {
     return ask<recovery_report>(recover_atom::value, all_running, protocol::lapsed_lease_ends());
   }
-  answer<int64_t> hand_back(std::string worker) {
-    return ask<int64_t>(handback_atom::value, std::move(worker), protocol::handed_back_end("node-a"));
+  answer<int64_t> hand_back(std::string worker, int64_t max_handoffs = 10) {
+    return ask<int64_t>(handback_atom::value, std::move(worker), protocol::handed_back_end("node-a"), max_handoffs);
   }
   answer<run_record> cancel(std::string run_id) {
     return ask<run_record>(cancel_atom::value, std::move(run_id), protocol::cancelled_end());

@@ -755,6 +755,21 @@ TEST_CASE("a handback adds no event to an attempt that wrote nothing and counts 
   CHECK(log.run.attempts == 1);
 }
 
+TEST_CASE("a run handed back more than cluster.max_handoffs times is charged an attempt for each handback past "
+          "that (CJ-16)",
+          "[store][contract][runs][recovery]") {
+  store_client c(fresh_db("handback-limit"));
+  c.create_and_claim("bounced", "worker-1", 600, 3);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(store_client::ok(c.hand_back("worker-1", 2)) == 1);
+    auto next = store_client::ok(c.claim("worker-1", 600, 1));
+    REQUIRE(next.runs.size() == 1);
+  }
+  auto run = store_client::ok(c.get("bounced"));
+  CHECK(run.attempts == 4);
+  CHECK(run.handoffs == 2); // the third handback was charged: attempts - handoffs = 2
+}
+
 TEST_CASE("a terminal transition writes a trace readable by id and in the newest-first trace list (AS-55)",
           "[store][contract][runs][traces]") {
   store_client c(fresh_db("traces"));
