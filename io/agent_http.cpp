@@ -72,13 +72,13 @@ std::optional<http_response> caller_refusal(const protocol::config& config, cons
 }
 
 void admit_caller(caf::actor_system& sys, store_actor store, const protocol::config& config, http_request& req,
-                  std::shared_ptr<http_exchange> ex,
+                  protocol::request_kind kind, std::shared_ptr<http_exchange> ex,
                   std::function<void(run_spec spec, std::shared_ptr<http_exchange> ex)> proceed) {
   // AS-2's order: 401/500 from the head alone, before the body is parsed; 422; then 403 and 429 for the
   // user the body names, which a 400 still knows; then the 400.
   if (auto refused = caller_refusal(config, req))
     return ex->respond(std::move(*refused));
-  auto parsed = protocol::parse_chat_request(req.body);
+  auto parsed = protocol::parse_chat_request(req.body, kind);
   auto chat = std::get_if<protocol::chat_request>(&parsed);
   auto invalid = std::get_if<protocol::request_error>(&parsed);
   if (invalid && invalid->what.code == errc::validation_failed)

@@ -5,6 +5,7 @@
 #include "actors/messages.hpp"
 #include "actors/store.hpp"
 #include "io/http_types.hpp"
+#include "protocol/chat_request.hpp"
 #include "protocol/config.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/identity.hpp"
@@ -41,12 +42,12 @@ protocol::header_lookup caller_headers(const protocol::config& config, const htt
 std::variant<protocol::responses_caller, problem> admit_responses_caller(const protocol::config& config,
                                                                                       const http_request& req);
 
-// A caller endpoint's request (POST /v1/chat/completions, POST /v1/runs), admitted in the order of
-// AS-2: identity (401/500), body validation (422), allow/block lists (403), the rate limit (429,
-// counted in `store`), then the body's other errors (400). `proceed` gets the run to start: its id
-// (metadata.run_id, else a fresh UUID), the caller's identity and the AS-7 metadata.
+// A caller endpoint's request (POST /v1/chat/completions, POST /v1/runs: `kind`), admitted in the
+// order of AS-2: identity (401/500), body validation (422), allow/block lists (403), the rate limit
+// (429, counted in `store`), then the body's other errors (400). `proceed` gets the run to start: its
+// id (metadata.run_id, else a fresh UUID), the caller's identity and the AS-7 metadata.
 void admit_caller(caf::actor_system& sys, store_actor store, const protocol::config& config, http_request& req,
-                  std::shared_ptr<http_exchange> ex,
+                  protocol::request_kind kind, std::shared_ptr<http_exchange> ex,
                   std::function<void(run_spec spec, std::shared_ptr<http_exchange> ex)> proceed);
 
 } // namespace troupe::io

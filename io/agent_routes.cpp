@@ -188,7 +188,7 @@ caf::behavior chat_relay(caf::stateful_actor<chat_relay_state>* self, run_regist
 
 void handle_chat(const std::shared_ptr<shared_context>& ctx, http_request& req,
                  std::shared_ptr<http_exchange> ex) {
-  admit_caller(*ctx->sys, ctx->info.store, ctx->info.config, req, std::move(ex),
+  admit_caller(*ctx->sys, ctx->info.store, ctx->info.config, req, protocol::request_kind::chat, std::move(ex),
                [ctx](run_spec spec, std::shared_ptr<http_exchange> ex) {
                  bool cancel = spec.request.on_disconnect.value_or(ctx->info.config.service.chat_on_disconnect)
                                != "continue";

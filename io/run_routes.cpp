@@ -104,7 +104,7 @@ void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor r
   routes.add("POST", "/v1/runs", [ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     if (!ctx->store)
       return ex->respond(agent_error(errc::unavailable, "Durable run store not available"));
-    admit_caller(*ctx->sys, ctx->store, ctx->config, req, std::move(ex),
+    admit_caller(*ctx->sys, ctx->store, ctx->config, req, protocol::request_kind::background_run, std::move(ex),
                  [ctx](run_spec spec, std::shared_ptr<http_exchange> ex) {
                    spec.run_kind = "background";
                    ask<run_record>(*ctx->sys, std::move(ex), ctx->registry, snapshot, submit_atom::value,

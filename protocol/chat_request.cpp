@@ -108,7 +108,7 @@ request_error body_refusal(const json::parse_failure& failure) {
   return bad_request(failure.message());
 }
 
-std::variant<chat_request, request_error> parse_chat_request(std::string_view body) {
+std::variant<chat_request, request_error> parse_chat_request(std::string_view body, request_kind kind) {
   auto parsed = json::parse_body(body);
   if (auto failure = std::get_if<json::parse_failure>(&parsed))
     return body_refusal(*failure);
@@ -225,6 +225,23 @@ std::variant<chat_request, request_error> parse_chat_request(std::string_view bo
   };
   check_id({"body", "session_id"}, json::member(*doc, "session_id"));
   check_name({"body", "user_key"}, json::member(*doc, "user_key"));
+  // CJ-18: a background run's priority is an integer in the range; absent or null, it is 0.
+  auto priority = metadata && metadata->IsObject() && kind == request_kind::background_run
+                    ? json::member(*metadata, "priority")
+                    : nullptr;
+  if (priority && !priority->IsNull()) {
+    static const std::string range_rule = "Input should be an integer from " + std::to_string(min_run_priority)
+                                          + " to " + std::to_string(max_run_priority);
+    std::vector<std::string> loc{"body", "metadata", "priority"};
+    if (!priority->IsInt64())
+      bad.push_back({loc, range_rule, "int_type"});
+    else if (priority->GetInt64() < min_run_priority)
+      bad.push_back({loc, range_rule, "greater_than_equal"});
+    else if (priority->GetInt64() > max_run_priority)
+      bad.push_back({loc, range_rule, "less_than_equal"});
+    else
+      req.priority = static_cast<int>(priority->GetInt64());
+  }
   if (metadata && metadata->IsObject()) {
     check_id({"body", "metadata", "run_id"}, json::member(*metadata, "run_id"));
     check_name({"body", "metadata", "tenant_key"}, json::member(*metadata, "tenant_key"));

@@ -31,7 +31,16 @@ struct chat_request {
   std::string tenant_key;            // metadata.tenant_key, else empty
   std::string tool_policy = "null";  // JSON text: top level, else metadata.tool_policy
   std::string metadata = "{}";       // JSON object text, verbatim
+  int priority = 0;                  // a background run's metadata.priority (CJ-18), else 0
 };
+
+// What a body asks for: a chat completion, or a background run (POST /v1/runs), whose
+// metadata.priority orders the claims of its tenant's runs (CJ-18).
+enum class request_kind { chat, background_run };
+
+// The priorities a background run may have: the highest is claimed first.
+constexpr int min_run_priority = -100;
+constexpr int max_run_priority = 100;
 
 // A rejected request: the problem the edge renders (in the agent dialect).
 struct request_error {
@@ -50,7 +59,8 @@ constexpr std::size_t max_messages = 4096;
 // member name → 422 naming it, too deep or not UTF-8 → 400 naming the limit.
 request_error body_refusal(const json::parse_failure& failure);
 
-std::variant<chat_request, request_error> parse_chat_request(std::string_view body);
+std::variant<chat_request, request_error> parse_chat_request(std::string_view body,
+                                                             request_kind kind = request_kind::chat);
 
 // A query parameter that must be an integer: its value, or AS-2's 422 naming it.
 std::variant<int64_t, request_error> parse_query_integer(const char* key, const std::string& text);

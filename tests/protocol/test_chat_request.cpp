@@ -177,3 +177,47 @@ TEST_CASE("more than max_messages messages are a 422 before any is read", "[requ
   CHECK(err.what.code == errc::validation_failed);
   CHECK(body_of(err).find("at most 4096 items") != std::string::npos);
 }
+
+TEST_CASE("a background run's metadata.priority is an integer from -100 to 100, 0 when absent or null, and any "
+          "other value is a 422 naming it and the range (CJ-18)",
+          "[request][runs]") {
+  auto priority_of = [](std::string_view metadata) {
+    auto body = std::string(R"({"messages":[{"role":"user","content":"q"}],"metadata":)") + std::string(metadata) + "}";
+    auto r = parse_chat_request(body, request_kind::background_run);
+    if (auto err = std::get_if<request_error>(&r))
+      FAIL(body_of(*err));
+    return std::get<chat_request>(r).priority;
+  };
+  CHECK(priority_of(R"({"priority":100})") == 100);
+  CHECK(priority_of(R"({"priority":-100})") == -100);
+  CHECK(priority_of(R"({"priority":7})") == 7);
+  CHECK(priority_of(R"({"priority":null})") == 0);
+  CHECK(priority_of(R"({"other":1})") == 0);
+
+  struct {
+    const char* priority;
+    const char* type;
+  } refused[] = {
+    {"101", "less_than_equal"},   {"-101", "greater_than_equal"}, {"9223372036854775807", "less_than_equal"},
+    {"1.5", "int_type"},          {"5.0", "int_type"},            {R"("5")", "int_type"},
+    {"true", "int_type"},         {"[1]", "int_type"},            {"18446744073709551616", "int_type"},
+  };
+  for (auto& c : refused) {
+    INFO(c.priority);
+    auto body = std::string(R"({"messages":[],"metadata":{"priority":)") + c.priority + "}}";
+    auto r = parse_chat_request(body, request_kind::background_run);
+    REQUIRE(std::holds_alternative<request_error>(r));
+    auto& err = std::get<request_error>(r);
+    CHECK(err.what.code == errc::validation_failed); // before the 400 for the empty message list
+    CHECK(body_of(err) == std::string(R"({"detail":[{"loc":["body","metadata","priority"],)")
+                            + R"("msg":"Input should be an integer from -100 to 100","type":")" + c.type + R"("}]})");
+  }
+}
+
+TEST_CASE("a chat completion's metadata.priority is the caller's own business: kept verbatim, never validated "
+          "(CJ-18)",
+          "[request][runs]") {
+  auto req = accepted(R"({"messages":[{"role":"user","content":"q"}],"metadata":{"priority":"high"}})");
+  CHECK(req.priority == 0);
+  CHECK(req.metadata == R"({"priority":"high"})");
+}
