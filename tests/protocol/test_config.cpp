@@ -463,3 +463,26 @@ TEST_CASE("cluster.* timings must let a node miss 3 heartbeats and fence itself 
   CHECK(late_fence.errors[0] == "cluster.fence_margin_seconds: expected less than cluster.node_expiry_seconds - "
                                 "cluster.heartbeat_seconds (8), got 8");
 }
+
+TEST_CASE("cluster.claim_batch (8, at least 1) and cluster.tenant_max_running (0 = no cap, at least 0) are "
+          "integers, and an error names the key (CJ-18, CJ-19)",
+          "[config]") {
+  auto defaults = parse("");
+  REQUIRE(defaults.ok());
+  CHECK(defaults.value.cluster.claim_batch == 8);
+  CHECK(defaults.value.cluster.tenant_max_running == 0);
+
+  auto set = parse(R"({"cluster":{"claim_batch":1,"tenant_max_running":5}})");
+  REQUIRE(set.ok());
+  CHECK(set.value.cluster.claim_batch == 1);
+  CHECK(set.value.cluster.tenant_max_running == 5);
+
+  for (auto bad : {R"({"cluster":{"claim_batch":0,"tenant_max_running":-1}})",
+                   R"({"cluster":{"claim_batch":2.5,"tenant_max_running":"3"}})"}) {
+    INFO(bad);
+    auto r = parse(bad);
+    REQUIRE(r.errors.size() == 2);
+    CHECK(r.errors[0].rfind("cluster.claim_batch: expected an integer 1..", 0) == 0);
+    CHECK(r.errors[1].rfind("cluster.tenant_max_running: expected an integer 0..", 0) == 0);
+  }
+}
