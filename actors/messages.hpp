@@ -35,6 +35,16 @@ struct run_spec {
 using protocol::run_record;
 using protocol::stored_event;
 
+// What a claim asks the store for (CJ-18, CJ-19): up to `n` ready runs, started for `worker_id` under
+// a lease of `lease_seconds`, tenants taking turns from the one after `after_tenant`.
+struct claim_request {
+  std::string worker_id;
+  double lease_seconds = 300;
+  uint32_t n = 1;
+  std::string after_tenant{};     // the tenant the node's previous claim served last ("": none yet)
+  int64_t tenant_max_running = 0; // a tenant's running background runs, cluster-wide; 0: no cap
+};
+
 // Runs a claim started: the claimed records, and when the next delayed run becomes ready.
 struct run_claim {
   std::vector<run_record> runs;
@@ -115,6 +125,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_spec)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::session_record)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_record)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::claim_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_claim)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_transition)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_events_page)

@@ -80,6 +80,7 @@ run_record record_of(const run_spec& spec) {
   r.metadata = protocol::redact_record_json(spec.request.metadata);
   r.generation_options = protocol::generation_options_json(spec.request);
   r.max_attempts = spec.max_attempts;
+  r.priority = spec.request.priority;
   r.request = protocol::redact_record_json(spec.request_body);
   return r;
 }
@@ -200,7 +201,8 @@ void schedule(registry_pointer self) {
   st.claiming = true;
   st.claim_reserved = limit == 0 ? 0 : static_cast<int>(n);
   st.claim_again = false;
-  self->request(st.env->store, caf::infinite, claim_atom::value, st.options.worker_id, st.options.run_lease_seconds, n)
+  self->request(st.env->store, caf::infinite, claim_atom::value,
+                claim_request{st.options.worker_id, st.options.run_lease_seconds, n})
     .then(
       [=](run_claim& claim) {
         auto& st = self->state;

@@ -23,8 +23,12 @@ using store_actor = caf::typed_actor<
   // Starts a chat run's attempt under (worker_id, lease_seconds): a new run, or a terminal chat run
   // reopened (AS-10); conflict otherwise. The answer carries the epoch and the first sequence.
   caf::replies_to<begin_chat_atom, run_record, std::string, double>::with<run_record>,
-  // Claims up to n ready queued runs, oldest first, for (worker_id, lease_seconds) (AS-53, AS-54).
-  caf::replies_to<claim_atom, std::string, double, uint32_t>::with<run_claim>,
+  // Claims ready queued runs and starts their attempts (AS-54): tenants in turn after the request's
+  // `after_tenant`, wrapping, at most n of them, each with room under `tenant_max_running`; from the
+  // k taken, their runs in priority order, then ready time (CJ-18), dealt a run each in turn, so a
+  // tenant gets at most ceil(n/k) unless another has fewer (CJ-19). Answered in the order dealt: the
+  // last run's tenant is the one served last.
+  caf::replies_to<claim_atom, claim_request>::with<run_claim>,
   // Appends one event of the attempt at (run_id, lease_epoch).
   caf::replies_to<append_atom, std::string, int64_t, stored_event>::with<bool>,
   // Ends an attempt (terminal, with its trace, or queued for a retry).

@@ -9,12 +9,11 @@
 //            columns, primary key and indexes), for `seconds` with as many clients as the pool has
 //            connections, then (for reference) with as many clients as troupe has appenders.
 //   claims   troupe: `claims` queued runs created through the store (not timed), then `claimers`
-//            concurrent claimer actors, each asking claim_atom(worker, 300, 1) until a claim comes
-//            back empty. Baseline: the same runs made the same way, then pgbench running the store's
-//            own statements (ready_runs in PostgreSQL's spelling, FOR UPDATE SKIP LOCKED, then
-//            start_attempt), one run per transaction, `claimers` clients, until every run is taken.
-//            With --claim-batch B > 1 the same again with B runs per claim (pgbench: one statement,
-//            the store's ready_runs with LIMIT B feeding its start_attempt).
+//            concurrent claimer actors, each asking claim_atom with claim_request{worker, 300, 1}
+//            until a claim comes back empty. Baseline: the same runs made the same way, then
+//            pgbench running the store's own claim statement (claim_ready_runs: FOR UPDATE SKIP
+//            LOCKED), one claim of 1 per transaction, `claimers` clients, until every run is taken.
+//            With --claim-batch B > 1 the same again with B runs per claim.
 // Around troupe's timed parts the database's committed transactions are counted
 // (pg_stat_database.xact_commit), which tells how many appends or claims a commit carried.
 // Each round starts from empty tables; the store runs its own migrations. After each troupe round
@@ -248,13 +247,6 @@ std::string with_pgbench_variables(std::string sql) {
   return std::regex_replace(sql, std::regex(R"([?$]([0-9]+))"), ":p$1");
 }
 
-const char* postgres_text(const char* statement) {
-  for (auto s = io::store_sql::postgres_spelling; s->statement; ++s)
-    if (s->statement == statement)
-      return s->postgres;
-  return statement;
-}
-
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
@@ -279,8 +271,8 @@ append_round troupe_appends(caf::actor_system& sys, const options& o) {
   create_runs(sys, store, o.runs);
   caf::scoped_actor self{sys};
   std::unordered_map<std::string, int64_t> epochs;
-  self->request(store, caf::infinite, claim_atom::value, std::string("bench-appenders"), 3600.0,
-                static_cast<uint32_t>(o.runs))
+  self->request(store, caf::infinite, claim_atom::value,
+                claim_request{"bench-appenders", 3600.0, static_cast<uint32_t>(o.runs)})
     .receive(
       [&](run_claim& c) {
         for (auto& r : c.runs)
@@ -348,7 +340,7 @@ using claimer_pointer = caf::stateful_actor<claimer_state>*;
 
 void claim_next(claimer_pointer self) {
   auto& st = self->state;
-  self->request(st.store, caf::infinite, claim_atom::value, st.worker, 300.0, st.max)
+  self->request(st.store, caf::infinite, claim_atom::value, claim_request{st.worker, 300.0, st.max})
     .then(
       [=](run_claim& c) {
         auto& st = self->state;
@@ -435,35 +427,24 @@ claim_round troupe_claims(caf::actor_system& sys, const options& o, uint32_t max
   return out;
 }
 
-// The pgbench claim scripts, from the store's own statements. A parameter of the store's becomes the
-// variable :pN, set once per run of pgbench (the times are strings like the store's).
-std::string claim_script(uint32_t max) {
-  std::string ready = with_pgbench_variables(postgres_text(io::store_sql::ready_runs));
-  std::string start = with_pgbench_variables(io::store_sql::start_attempt);
-  // ready_runs binds (now, n); start_attempt binds (run_id, worker, lease_expires_at, now).
-  ready = std::regex_replace(ready, std::regex(":p1\\b"), ":now");
-  ready = std::regex_replace(ready, std::regex(":p2\\b"), ":n");
-  start = std::regex_replace(start, std::regex(":p2\\b"), ":worker");
-  start = std::regex_replace(start, std::regex(":p3\\b"), ":lease");
-  start = std::regex_replace(start, std::regex(":p4\\b"), ":now");
-  if (max == 1) {
-    start = std::regex_replace(start, std::regex(":p1\\b"), ":run_id");
-    return "BEGIN;\n" + ready + " \\gset\n" + start + ";\nEND;\n";
-  }
-  // B runs in one statement: the ready runs feed start_attempt.
-  const std::string where = "WHERE run_id = :p1";
-  auto at = start.find(where);
-  if (at == std::string::npos)
-    fail("start_attempt no longer reads 'WHERE run_id = ?1': the claim script needs updating");
-  start.replace(at, where.size(), "FROM ready WHERE run_id = ready.claimed_id");
-  return "WITH ready (claimed_id) AS (" + ready + ")\n" + start + ";\n";
+// The pgbench claim script: the store's own claim statement, one per transaction. A parameter of the
+// store's becomes a pgbench variable set once per run (the times are strings like the store's); the
+// bench's runs have one tenant, and there is no cap.
+std::string claim_script() {
+  std::string claim = with_pgbench_variables(io::store_sql::claim_ready_runs);
+  // claim_ready_runs binds (now, n, worker, lease_expires_at, the tenant served last, the cap).
+  const std::pair<const char*, const char*> values[] = {{":p1", ":now"},  {":p2", ":n"}, {":p3", ":worker"},
+                                                        {":p4", ":lease"}, {":p5", "''"}, {":p6", "0"}};
+  for (auto [variable, value] : values)
+    claim = std::regex_replace(claim, std::regex(std::string(variable) + "\\b"), value);
+  return claim + ";\n";
 }
 
 // Claims/s: runs taken over the time pgbench spent (transactions / tps).
 double pgbench_claims(caf::actor_system& sys, const options& o, uint32_t max, const fs::path& dir) {
   fill_queue(sys, o);
   auto script = dir / ("claim" + std::to_string(max) + ".sql");
-  write_file(script, claim_script(max));
+  write_file(script, claim_script());
   // Enough transactions for every run; with B > 1 the last few may find nothing left.
   int per_client = (o.claims + static_cast<int>(max) * o.claimers - 1) / (static_cast<int>(max) * o.claimers);
   auto now = protocol::iso_now();

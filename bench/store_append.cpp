@@ -96,8 +96,8 @@ prepared prepare_store(caf::actor_system& sys, const std::string& path, int runs
                     std::fprintf(stderr, "troupe_bench_store: create_run failed: %s\n", to_string(err).c_str());
                     std::exit(1);
                   });
-  self->request(p.store, caf::infinite, claim_atom::value, std::string("bench-worker"), 3600.0,
-                static_cast<uint32_t>(runs))
+  self->request(p.store, caf::infinite, claim_atom::value,
+                claim_request{"bench-worker", 3600.0, static_cast<uint32_t>(runs)})
     .receive(
       [&](run_claim& c) {
         for (auto& r : c.runs)

@@ -37,7 +37,7 @@ public:
   std::optional<run_record> get_run(const std::string& run_id);
   outcome<run_record> create(run_record r);
   outcome<run_record> begin_chat(run_record r, const std::string& worker_id, double lease_seconds);
-  outcome<run_claim> claim(const std::string& worker_id, double lease_seconds, uint32_t n);
+  outcome<run_claim> claim(const claim_request& want);
   outcome<bool> append(const std::string& run_id, int64_t lease_epoch, const stored_event& e);
   outcome<run_record> transition(const run_transition& t);
   outcome<bool> renew(const std::string& run_id, int64_t lease_epoch, double lease_seconds);
@@ -75,6 +75,7 @@ private:
   std::optional<run_record> lock(const std::string& run_id);
   std::optional<run_record> read_one(const char* statement, const std::string& run_id);
   void start_attempt(const std::string& run_id, const std::string& worker_id, double lease_seconds);
+  std::vector<std::string> dealt_runs(const claim_request& want, const std::string& now);
   std::optional<run_record> held(const std::string& run_id, int64_t lease_epoch);
   bool insert_event(const std::string& run_id, const stored_event& e);
   bool close_interrupted(run_record& r, const protocol::attempt_end& end, bool run_ends);

@@ -45,8 +45,8 @@ typename Actor::behavior_type port_behavior(Engine engine, Extra... extra) {
       return engine.template write<run_record>(
         [=, r = std::move(r)](auto& db) { return db.begin_chat(r, worker_id, lease_seconds); });
     },
-    [=](claim_atom, std::string& worker_id, double lease_seconds, uint32_t n) {
-      return engine.template write<run_claim>([=](auto& db) { return db.claim(worker_id, lease_seconds, n); });
+    [=](claim_atom, claim_request& want) {
+      return engine.template write<run_claim>([=](auto& db) { return db.claim(want); });
     },
     [=](append_atom, std::string& run_id, int64_t epoch, stored_event& e) {
       return engine.template write<bool>([=, e = std::move(e)](auto& db) { return db.append(run_id, epoch, e); });

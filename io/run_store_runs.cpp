@@ -33,6 +33,7 @@ run_record read_run(const Query& q) {
   r.lease_epoch = q.integer(i++);
   r.request = q.text(i++);
   r.handoffs = static_cast<int>(q.integer(i++));
+  r.priority = static_cast<int>(q.integer(i++));
   return r;
 }
 
@@ -59,6 +60,7 @@ run_record accepted(run_record r) {
                      &run_record::request})
     fresh.*field = std::move(r.*field);
   fresh.max_attempts = r.max_attempts;
+  fresh.priority = r.priority;
   fresh.status = "queued";
   fresh.created_at = fresh.updated_at = protocol::iso_now();
   return fresh;
@@ -106,6 +108,7 @@ outcome<run_record> store_db<Conn>::create(run_record r) {
   q.bind(6, r.status).bind(7, r.created_at).bind(8, r.started_at).bind(9, r.metadata);
   q.bind(10, r.generation_options).bind(11, int64_t{r.attempts}).bind(12, int64_t{r.max_attempts});
   q.bind(13, r.lease_expires_at).bind(14, r.worker_id).bind(15, r.lease_epoch).bind(16, r.request);
+  q.bind(17, int64_t{r.priority});
   if (!q.done() || changes() != 1)
     return run_exists();
   return r;
@@ -136,29 +139,23 @@ void store_db<Conn>::start_attempt(const std::string& run_id, const std::string&
 }
 
 template <class Conn>
-outcome<run_claim> store_db<Conn>::claim(const std::string& worker_id, double lease_seconds, uint32_t n) {
+outcome<run_claim> store_db<Conn>::claim(const claim_request& want) {
   auto now = protocol::iso_now();
   run_claim claim;
   if constexpr (on_server) {
     auto q = sql(store_sql::claim_ready_runs);
-    q.bind(1, now).bind(2, static_cast<int64_t>(n)).bind(3, worker_id).bind(4, seconds_from_now(lease_seconds));
+    q.bind(1, now).bind(2, int64_t{want.n}).bind(3, want.worker_id).bind(4, seconds_from_now(want.lease_seconds));
+    q.bind(5, want.after_tenant).bind(6, want.tenant_max_running);
     while (q.row())
       claim.runs.push_back(read_run(q));
   } else {
-    std::vector<std::string> ready;
-    {
-      auto q = sql(store_sql::ready_runs);
-      q.bind(1, now).bind(2, static_cast<int64_t>(n));
-      while (q.row())
-        ready.push_back(q.text(0));
-    }
-    for (auto& id : ready) {
-      start_attempt(id, worker_id, lease_seconds);
+    for (auto& id : dealt_runs(want, now)) {
+      start_attempt(id, want.worker_id, want.lease_seconds);
       claim.runs.push_back(*get_run(id));
     }
   }
   // A full claim is followed by another (run_registry), which says when the next delayed run is due.
-  if (claim.runs.size() == n)
+  if (claim.runs.size() == want.n)
     return claim;
   auto q = sql(store_sql::next_ready);
   q.bind(1, now);
@@ -167,6 +164,62 @@ outcome<run_claim> store_db<Conn>::claim(const std::string& worker_id, double le
       claim.next_ready_seconds =
         std::max(0.0, std::chrono::duration<double>(*next - std::chrono::system_clock::now()).count());
   return claim;
+}
+
+// The runs a claim takes, in the order they are dealt: claim_ready_runs (io/run_store_statements.hpp)
+// in steps, each an indexed lookup. The store's one connection is the only writer, so nothing else
+// claims meanwhile and the count under a cap is exact without a lock.
+template <class Conn>
+std::vector<std::string> store_db<Conn>::dealt_runs(const claim_request& want, const std::string& now) {
+  auto next_tenant = [&](const std::string* after) -> std::optional<std::string> {
+    auto q = sql(after ? store_sql::next_ready_tenant : store_sql::first_ready_tenant);
+    q.bind(1, now);
+    if (after)
+      q.bind(2, *after);
+    if (!q.row())
+      return std::nullopt;
+    return q.text(0);
+  };
+  auto room_of = [&](const std::string& tenant) {
+    if (want.tenant_max_running == 0)
+      return int64_t{want.n};
+    auto q = sql(store_sql::tenant_running);
+    q.bind(1, tenant);
+    return want.tenant_max_running - (q.row() ? q.integer(0) : 0);
+  };
+  // The tenants with ready runs, in turn after the one served last, wrapping once to end with it.
+  std::vector<std::pair<std::string, int64_t>> taken; // each with its room
+  bool wrapped = false;
+  for (auto tenant = next_tenant(&want.after_tenant); taken.size() < want.n; tenant = next_tenant(&*tenant)) {
+    if (!tenant && !wrapped) {
+      wrapped = true;
+      tenant = next_tenant(nullptr);
+    }
+    if (!tenant || (wrapped && *tenant > want.after_tenant))
+      break;
+    if (auto room = room_of(*tenant); room > 0)
+      taken.emplace_back(*tenant, room);
+  }
+  // Each offers its ready runs in claim order, no more than it could be dealt; then a run each in turn.
+  auto most = static_cast<int64_t>(want.n) - static_cast<int64_t>(taken.size()) + 1;
+  std::vector<std::vector<std::string>> offered;
+  for (auto& [tenant, room] : taken) {
+    auto q = sql(store_sql::tenant_ready_runs);
+    q.bind(1, now).bind(2, tenant).bind(3, std::min(room, most));
+    auto& runs = offered.emplace_back();
+    while (q.row())
+      runs.push_back(q.text(0));
+  }
+  std::vector<std::string> dealt;
+  for (std::size_t round = 0; dealt.size() < want.n; ++round) {
+    auto before = dealt.size();
+    for (auto& runs : offered)
+      if (round < runs.size() && dealt.size() < want.n)
+        dealt.push_back(runs[round]);
+    if (dealt.size() == before)
+      break; // every offer is dealt
+  }
+  return dealt;
 }
 
 // The run's record when `lease_epoch` still holds it, else nullopt (AS-82).

@@ -11,7 +11,7 @@ namespace troupe::io::store_sql {
 #define TROUPE_RUN_COLUMNS                                                                                        \
   "run_id, run_kind, session_id, tenant_key, user_key, status, created_at, updated_at, started_at, completed_at, " \
   "cancelled_at, duration_ms, event_count, error, metadata, generation_options, attempts, max_attempts, "          \
-  "lease_expires_at, retry_after, worker_id, last_error, lease_epoch, request, handoffs"
+  "lease_expires_at, retry_after, worker_id, last_error, lease_epoch, request, handoffs, priority"
 #define TROUPE_APPROVAL_COLUMNS                                                                                    \
   "request_id, run_id, session_id, tenant_key, user_key, task_id, tool_call_id, tool_name, tool_args, reason, "    \
   "decision_level, pattern_matched, policy_scope, policy_action, policy_matched, status, approved, "               \
@@ -41,8 +41,8 @@ inline constexpr char lock_run[] = "SELECT " TROUPE_RUN_COLUMNS " FROM runs WHER
 inline constexpr char insert_run[] = R"sql(
   INSERT INTO runs (run_id, run_kind, session_id, tenant_key, user_key, status, created_at, updated_at,
                     started_at, event_count, metadata, generation_options, attempts, max_attempts,
-                    lease_expires_at, worker_id, lease_epoch, request)
-  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+                    lease_expires_at, worker_id, lease_epoch, request, priority)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
   ON CONFLICT (run_id) DO NOTHING)sql";
 
 inline constexpr char start_attempt[] = R"sql(
@@ -52,12 +52,29 @@ inline constexpr char start_attempt[] = R"sql(
     started_at = CASE WHEN started_at = '' THEN ?4 ELSE started_at END
   WHERE run_id = ?1)sql";
 
-inline constexpr char ready_runs[] = R"sql(
-  SELECT run_id FROM runs WHERE status = 'queued' AND retry_after <= ?1
-  ORDER BY created_at, rowid LIMIT ?2)sql";
-
 inline constexpr char next_ready[] =
   "SELECT MIN(retry_after) FROM runs WHERE status = 'queued' AND retry_after > ?1";
+
+// ---- Claims: tenants take turns, and within a tenant priority goes first (CJ-18, CJ-19) ----
+
+// When a queued run became ready: its retry time once a retry set one, else its creation. Spelled
+// as runs_claim_order indexes it, so that both engines read the claim order off that index; and since
+// a run is created before now, `TROUPE_READY_AT <= now` is just `retry_after <= now`.
+#define TROUPE_READY_AT "(CASE WHEN retry_after = '' THEN created_at ELSE retry_after END)"
+
+// SQLite's claim, in steps (a step costs no round trip there): the first tenant with a run ready at
+// ?1, after ?2 or of all; a tenant's running background runs (cluster.tenant_max_running); a tenant's
+// ready runs in claim order, at most ?3. INDEXED BY, because SQLite's planner would rather take
+// `status = 'queued'` from runs_by_status_created and sort the whole queue by tenant.
+inline constexpr char next_ready_tenant[] = "SELECT tenant_key FROM runs INDEXED BY runs_claim_order WHERE "
+  "status = 'queued' AND tenant_key > ?2 AND " TROUPE_READY_AT " <= ?1 ORDER BY tenant_key LIMIT 1";
+inline constexpr char first_ready_tenant[] = "SELECT tenant_key FROM runs INDEXED BY runs_claim_order WHERE "
+  "status = 'queued' AND " TROUPE_READY_AT " <= ?1 ORDER BY tenant_key LIMIT 1";
+inline constexpr char tenant_running[] =
+  "SELECT COUNT(*) FROM runs WHERE status = 'running' AND run_kind <> 'chat' AND tenant_key = ?1";
+inline constexpr char tenant_ready_runs[] = "SELECT run_id FROM runs INDEXED BY runs_claim_order WHERE "
+  "status = 'queued' AND tenant_key = ?2 AND " TROUPE_READY_AT " <= ?1 "
+  "ORDER BY priority DESC, " TROUPE_READY_AT ", rowid LIMIT ?3";
 
 inline constexpr char renew_lease[] =
   "UPDATE runs SET lease_expires_at = ?3 WHERE run_id = ?1 AND lease_epoch = ?2 AND status = 'running'";
@@ -226,20 +243,60 @@ inline constexpr stream_statements streams[] = {
 // ---- PostgreSQL only: one statement where SQLite takes several ----
 // On a server each statement is a round trip, so the hot paths are single statements there (CJ-6).
 
-// A claim: the ready runs locked (skipping those another claimer holds) and started together,
-// answered in claim order. ?1 now, ?2 how many, ?3 the worker, ?4 the lease's end.
+// A claim in one statement: SQLite's steps above, as one round trip that locks what it takes (CJ-18,
+// CJ-19). ?1 now, ?2 how many, ?3 the worker, ?4 the lease's end, ?5 the tenant the node served last,
+// ?6 cluster.tenant_max_running (0: no cap).
+// - turns: the tenants with a ready run in tenant_key order after ?5, wrapping once to end with ?5
+//   itself; a loose index scan, one probe of runs_claim_order per tenant, walked only as far as needed.
+// - locked, with_room: under a cap a tenant is taken only with its advisory lock (kind 1: agent runs),
+//   tried, never waited for, so a tenant another claimer is serving is passed over; its running runs
+//   are counted only once the lock is held, by a function that reads with a snapshot of its own
+//   (migrations/postgres/0009), so two claimers never both fill the same room.
+// - offered: each of the k tenants taken offers its ready runs in claim order, locked, skipping those
+//   another claimer holds; no more than its room, nor than the ?2 - k + 1 it could be dealt.
+// - dealt: every tenant's first run in turn, then every second, ... up to ?2: a tenant gets at most
+//   ceil(?2 / k) unless another had fewer to offer. Answered in that order, so the last run's tenant
+//   is the one served last.
 inline constexpr char claim_ready_runs[] = R"sql(
-  WITH picked AS (
-    SELECT run_id FROM runs WHERE status = 'queued' AND retry_after <= ?1
-    ORDER BY created_at, row_order LIMIT ?2 FOR UPDATE SKIP LOCKED),
+  WITH RECURSIVE turns(tenant_key, lap, turn) AS (
+    SELECT CAST(?5 AS text), 0, 0
+    UNION ALL
+    SELECT step.tenant_key, step.lap, turns.turn + 1 FROM turns CROSS JOIN LATERAL (
+      (SELECT tenant_key, turns.lap AS lap FROM runs
+       WHERE status = 'queued' AND tenant_key > turns.tenant_key AND )sql" TROUPE_READY_AT R"sql( <= ?1
+       ORDER BY tenant_key LIMIT 1)
+      UNION ALL
+      (SELECT tenant_key, turns.lap + 1 FROM runs
+       WHERE status = 'queued' AND )sql" TROUPE_READY_AT R"sql( <= ?1 ORDER BY tenant_key LIMIT 1)
+      LIMIT 1) step
+    WHERE step.lap = 0 OR (step.lap = 1 AND step.tenant_key <= ?5)),
+  locked AS (
+    SELECT tenant_key, turn FROM turns
+    WHERE CASE WHEN turn = 0 THEN false WHEN CAST(?6 AS bigint) = 0 THEN true
+               ELSE pg_try_advisory_xact_lock(1, hashtext(tenant_key)) END),
+  with_room AS (
+    SELECT tenant_key, turn, CASE WHEN CAST(?6 AS bigint) = 0 THEN CAST(?2 AS bigint)
+                                  ELSE CAST(?6 AS bigint) - tenant_running_runs(tenant_key) END AS room
+    FROM locked),
+  taken AS (SELECT tenant_key, turn, room FROM with_room WHERE room > 0 LIMIT ?2),
+  offered AS (
+    SELECT ready.run_id, taken.turn,
+      row_number() OVER (PARTITION BY taken.turn ORDER BY ready.priority DESC, ready.ready_at, ready.row_order) AS round
+    FROM taken CROSS JOIN LATERAL (
+      SELECT run_id, priority, )sql" TROUPE_READY_AT R"sql( AS ready_at, row_order FROM runs
+      WHERE status = 'queued' AND tenant_key = taken.tenant_key AND )sql" TROUPE_READY_AT R"sql( <= ?1
+      ORDER BY priority DESC, )sql" TROUPE_READY_AT R"sql(, row_order
+      LIMIT LEAST(taken.room, CAST(?2 AS bigint) - (SELECT count(*) FROM taken) + 1)
+      FOR UPDATE SKIP LOCKED) ready),
+  dealt AS (SELECT run_id, turn, round FROM offered ORDER BY round, turn LIMIT ?2),
   started AS (
     UPDATE runs SET status = 'running', attempts = attempts + 1, lease_epoch = lease_epoch + 1,
       worker_id = ?3, lease_expires_at = ?4, retry_after = '', error = '', completed_at = '',
       cancelled_at = '', duration_ms = NULL, updated_at = ?1, attempt_first_sequence = event_count,
       started_at = CASE WHEN started_at = '' THEN ?1 ELSE started_at END
-    FROM picked WHERE runs.run_id = picked.run_id
-    RETURNING runs.*)
-  SELECT )sql" TROUPE_RUN_COLUMNS R"sql( FROM started ORDER BY created_at, row_order)sql";
+    FROM dealt WHERE runs.run_id = dealt.run_id
+    RETURNING runs.*, dealt.round, dealt.turn)
+  SELECT )sql" TROUPE_RUN_COLUMNS R"sql( FROM started ORDER BY round, turn)sql";
 
 // An append: count_appended_event's fence, and the event inserted only when it passed.
 inline constexpr char append_event[] = R"sql(
@@ -250,15 +307,12 @@ inline constexpr char append_event[] = R"sql(
   INSERT INTO run_events (run_id, sequence, type, payload) SELECT run_id, CAST(?3 AS BIGINT), ?5, ?6 FROM fence)sql";
 
 // ---- PostgreSQL's own spelling ----
-// Where SQLite's differs: rowid is row_order, a claim or recovery locks what it takes and skips what
-// another transaction holds (CJ-6), a rate window is read under its row lock, JSON is read with ->>,
+// Where SQLite's differs: rowid is row_order, recovery locks what it takes and skips what another
+// transaction holds (CJ-6), a rate window is read under its row lock, JSON is read with ->>,
 // and a table's bytes come from the catalog.
 
 inline constexpr statement_spelling postgres_spelling[] = {
   {lock_run, "SELECT " TROUPE_RUN_COLUMNS " FROM runs WHERE run_id = $1 FOR UPDATE"},
-  {ready_runs, R"sql(
-    SELECT run_id FROM runs WHERE status = 'queued' AND retry_after <= $1
-    ORDER BY created_at, row_order LIMIT $2 FOR UPDATE SKIP LOCKED)sql"},
   {lapsed_runs,
    "SELECT run_id FROM runs WHERE status = 'running' AND ($1 = '' OR lease_expires_at < $1) FOR UPDATE SKIP LOCKED"},
   {list_runs, "SELECT " TROUPE_RUN_COLUMNS " FROM runs ORDER BY created_at DESC, row_order DESC LIMIT $1"},
@@ -283,5 +337,6 @@ inline constexpr statement_spelling postgres_spelling[] = {
 
 #undef TROUPE_RUN_COLUMNS
 #undef TROUPE_APPROVAL_COLUMNS
+#undef TROUPE_READY_AT
 
 } // namespace troupe::io::store_sql

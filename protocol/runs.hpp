@@ -42,6 +42,7 @@ struct run_record {
   std::string last_error;
   int64_t lease_epoch = 0;
   std::string request; // the request body, JSON text: a retry re-executes it (AS-53)
+  int priority = 0;    // metadata.priority: claim order within the run's tenant (CJ-18)
 };
 
 bool is_terminal(std::string_view status);

@@ -116,8 +116,9 @@ struct store_client {
     return ask<run_record>(begin_chat_atom::value, std::move(r), std::move(worker), lease);
   }
   answer<run_claim> claim(std::string worker, double lease, uint32_t n) {
-    return ask<run_claim>(claim_atom::value, std::move(worker), lease, n);
+    return claim(claim_request{std::move(worker), lease, n});
   }
+  answer<run_claim> claim(claim_request want) { return ask<run_claim>(claim_atom::value, std::move(want)); }
   answer<bool> append(std::string run_id, int64_t epoch, int64_t sequence, std::string type) {
     stored_event e{sequence, type, R"({"type":")" + type + R"(","sequence":)" + std::to_string(sequence) + "}"};
     return ask<bool>(append_atom::value, std::move(run_id), epoch, std::move(e));

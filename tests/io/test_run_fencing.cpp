@@ -275,7 +275,7 @@ run_record start_background_run(node& n, const std::string& run_id) {
 // then worker-b claims it (epoch 3). Both requests are sent at once so no renewal lands in between.
 run_record take_over(node& n, const std::string& run_id) {
   auto recover = n.self->request(n.store, 10s, recover_atom::value, true, protocol::lapsed_lease_ends());
-  auto claim = n.self->request(n.store, 10s, claim_atom::value, std::string("worker-b"), 300.0, uint32_t{1});
+  auto claim = n.self->request(n.store, 10s, claim_atom::value, claim_request{"worker-b", 300.0, 1});
   recovery_report report;
   recover.receive([&](recovery_report& r) { report = r; }, [&](caf::error& err) { FAIL(message_of(err)); });
   run_claim taken;

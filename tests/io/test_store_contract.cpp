@@ -2,8 +2,10 @@
 // that every adapter must pass unchanged, driven through store_actor messages only.
 #include "io/store_client.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -12,10 +14,20 @@ using namespace troupe::test;
 
 namespace {
 
-// Stores `n` queued runs named prefix-0..n-1, sent at once so the store may batch them.
-void create_runs(store_client& c, const std::string& prefix, int n) {
+// A queued run of `tenant`.
+run_record run_of(std::string run_id, const std::string& tenant, int priority = 0) {
+  auto r = store_client::run(std::move(run_id));
+  r.tenant_key = tenant;
+  r.user_key = tenant + ":u";
+  r.priority = priority;
+  return r;
+}
+
+// Stores `n` queued runs of `tenant` named prefix-0..n-1, sent at once so the store may batch them.
+void create_runs(store_client& c, const std::string& prefix, int n, const std::string& tenant = "t",
+                 int priority = 0) {
   for (int i = 0; i < n; ++i)
-    c.self->send(c.store, create_run_atom::value, store_client::run(prefix + std::to_string(i)));
+    c.self->send(c.store, create_run_atom::value, run_of(prefix + std::to_string(i), tenant, priority));
   int answered = 0;
   int refused = 0;
   c.self->receive_for(answered, n)([](run_record&) {}, [&](caf::error&) { ++refused; },
@@ -24,7 +36,198 @@ void create_runs(store_client& c, const std::string& prefix, int n) {
   REQUIRE(refused == 0);
 }
 
+std::vector<std::string> ids(const std::vector<run_record>& runs) {
+  std::vector<std::string> out;
+  for (auto& r : runs)
+    out.push_back(r.run_id);
+  return out;
+}
+
+// The tenants of claimed runs in claim order, one letter each: "abca".
+std::string tenants(const std::vector<run_record>& runs) {
+  std::string out;
+  for (auto& r : runs)
+    out += r.tenant_key;
+  return out;
+}
+
+// Claims as a node's run registry does: each claim's tenants take turns from the one after the tenant
+// its previous claim served last.
+struct node_claims {
+  store_client& c;
+  std::string worker;
+  uint32_t n;
+  int64_t tenant_max_running = 0;
+  std::string last_tenant{};
+
+  answer<run_claim> ask(caf::scoped_actor& self) {
+    answer<run_claim> out = make_error(errc::internal, "no answer");
+    self
+      ->request(c.store, std::chrono::seconds(30), claim_atom::value,
+                claim_request{worker, 60, n, last_tenant, tenant_max_running})
+      .receive([&](run_claim& got) { out = std::move(got); }, [&](caf::error& err) { out = std::move(err); });
+    if (auto got = std::get_if<run_claim>(&out); got && !got->runs.empty())
+      last_tenant = got->runs.back().tenant_key;
+    return out;
+  }
+  std::vector<run_record> next() { return store_client::ok(ask(c.self)).runs; }
+};
+
 } // namespace
+
+TEST_CASE("within a tenant a claim takes the highest priority first, then the run that became ready first, then "
+          "the one stored first (CJ-18)",
+          "[store][contract][claims]") {
+  store_client c(fresh_db("contract-priority"));
+  // "early" is stored first, but a retry makes it ready only after "late" was stored.
+  auto early = c.create_and_claim("early");
+  auto retry = transition_of(early, "queued");
+  retry.retry_seconds = 0.3;
+  auto requeued = store_client::ok(c.transition(retry));
+  for (auto [id, priority] : {std::pair{"late", 0}, {"low", -100}, {"high", 100}, {"mid-1", 5}, {"mid-2", 5}})
+    store_client::ok(c.create(run_of(id, "t", priority)));
+  CHECK(store_client::ok(c.get("high")).priority == 100);
+  CHECK(store_client::ok(c.get("low")).priority == -100);
+  std::this_thread::sleep_until(when(requeued.retry_after) + std::chrono::milliseconds(50));
+
+  auto first = store_client::ok(c.claim("w", 60, 3));
+  CHECK(ids(first.runs) == std::vector<std::string>{"high", "mid-1", "mid-2"});
+  CHECK(first.runs[0].priority == 100);
+  auto second = store_client::ok(c.claim("w", 60, 3));
+  CHECK(ids(second.runs) == std::vector<std::string>{"late", "early", "low"});
+}
+
+TEST_CASE("a claim of n serves up to n tenants in turn after the one served last, wrapping, and deals each at most "
+          "ceil(n/k) runs unless another has fewer; priority never crosses tenants (CJ-19)",
+          "[store][contract][claims]") {
+  store_client c(fresh_db("contract-turns"));
+  create_runs(c, "a-", 5, "a");
+  create_runs(c, "b-", 5, "b");
+  create_runs(c, "c-", 5, "c", 100); // first within c, never before a or b
+  auto claim = [&](uint32_t n, std::string after) {
+    return tenants(store_client::ok(c.claim(claim_request{"w", 60, n, std::move(after)})).runs);
+  };
+  CHECK(claim(4, "") == "abca");  // 3 tenants: at most ceil(4/3) = 2 each, a run each in turn
+  CHECK(claim(2, "a") == "bc");   // 2 tenants of 3, from the one after a
+  CHECK(claim(2, "c") == "ab");   // wrapping
+  CHECK(claim(1, "b") == "c");
+  CHECK(claim(1, "zz") == "a");   // no tenant after zz: the first
+  CHECK(claim(8, "") == "abcbc"); // a had 1 left, b and c 2: all of it
+
+  create_runs(c, "x-", 10, "x");
+  create_runs(c, "y-", 1, "y");
+  CHECK(claim(8, "") == "xyxxxxxx"); // y has 1 of its ceil(8/2) = 4: x takes the rest
+}
+
+TEST_CASE("tenant A enqueues 10,000 runs, then B 10: B's first run is in the very next claim, and while both have "
+          "work each gets at least 45% of the runs claimed (CJ-19)",
+          "[store][contract][claims]") {
+  store_client c(fresh_db("contract-fair-share"));
+  create_runs(c, "a-", 10000, "a");
+  create_runs(c, "b-", 10, "b");
+  node_claims node{c, "worker-1", 8};
+  auto first = node.next();
+  CHECK(tenants(first).find('b') != std::string::npos);
+
+  // Runs come in the order they were dealt: those up to B's last were dealt while both had work.
+  std::map<std::string, int> while_both;
+  int b_left = 10;
+  for (auto runs = first; b_left > 0; runs = node.next()) {
+    REQUIRE_FALSE(runs.empty());
+    for (auto it = runs.begin(); it != runs.end() && b_left > 0; ++it) {
+      ++while_both[it->tenant_key];
+      b_left -= it->tenant_key == "b" ? 1 : 0;
+    }
+  }
+  double total = while_both["a"] + while_both["b"];
+  CHECK(while_both["a"] >= 0.45 * total);
+  CHECK(while_both["b"] >= 0.45 * total);
+  CHECK(tenants(node.next()) == "aaaaaaaa");
+}
+
+TEST_CASE("a tenant at cluster.tenant_max_running is passed over and the others are served; it is served again once "
+          "a run of its ends (CJ-19)",
+          "[store][contract][claims]") {
+  store_client c(fresh_db("contract-tenant-cap"));
+  create_runs(c, "a-", 5, "a");
+  create_runs(c, "b-", 5, "b");
+  auto chat = run_of("chat", "a");
+  chat.run_kind = "chat";
+  store_client::ok(c.begin_chat(chat, "w", 60)); // a chat run is never claimed, and not counted
+  node_claims node{c, "w", 8, 2};
+  auto first = node.next();
+  CHECK(tenants(first) == "abab");
+  CHECK(tenants(node.next()).empty());
+  store_client::ok(c.transition(transition_of(first[0], "completed")));
+  CHECK(tenants(node.next()) == "a");
+}
+
+TEST_CASE("8 concurrent claimers never start more of a tenant's runs than cluster.tenant_max_running, and leave "
+          "none of its room unfilled once they are done (CJ-19)",
+          "[store][contract][claims]") {
+  store_client c(fresh_db("contract-tenant-cap-concurrent"));
+  constexpr int64_t cap = 3;
+  const std::vector<std::string> all_tenants{"a", "b", "c"};
+  for (auto& t : all_tenants)
+    create_runs(c, t + "-", 150, t);
+  auto running = [&] {
+    std::map<std::string, std::vector<run_record>> out;
+    for (auto& r : store_client::ok(c.list("running", 1000)).runs)
+      out[r.tenant_key].push_back(r);
+    return out;
+  };
+  std::mt19937 rng(19);
+  int concurrent_claims = 0;
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int> ready{0};
+    std::atomic<int> claimed{0};
+    std::atomic<bool> failed{false};
+    std::vector<std::thread> claimers;
+    for (int w = 0; w < 8; ++w) {
+      claimers.emplace_back([&, w] {
+        caf::scoped_actor self{c.sys};
+        node_claims node{c, "worker-" + std::to_string(w), 4, cap};
+        for (++ready; ready < 8;)
+          std::this_thread::yield(); // all start at once
+        while (!failed) {
+          auto got = node.ask(self);
+          auto claim = std::get_if<run_claim>(&got);
+          if (!claim)
+            failed = true;
+          else if (claim->runs.empty())
+            break;
+          else
+            claimed += static_cast<int>(claim->runs.size());
+        }
+      });
+    }
+    for (auto& t : claimers)
+      t.join();
+    REQUIRE_FALSE(failed);
+    concurrent_claims += claimed;
+    auto now_running = running();
+    for (auto& t : all_tenants) {
+      INFO("round " << round << ", tenant " << t);
+      CHECK(static_cast<int64_t>(now_running[t].size()) <= cap);
+    }
+    // What the concurrent claims left (each stops at its first empty claim, maybe while another held
+    // the tenant's lock) one more claim fills: the count never stays short either.
+    node_claims filler{c, "filler", 8, cap};
+    while (!filler.next().empty()) {
+    }
+    now_running = running();
+    for (auto& t : all_tenants) {
+      INFO("round " << round << ", tenant " << t);
+      REQUIRE(static_cast<int64_t>(now_running[t].size()) == cap);
+      // Some of its runs end, making room for the next round.
+      std::shuffle(now_running[t].begin(), now_running[t].end(), rng);
+      auto ending = std::uniform_int_distribution<int64_t>(0, cap)(rng);
+      for (int64_t i = 0; i < ending; ++i)
+        store_client::ok(c.transition(transition_of(now_running[t][static_cast<std::size_t>(i)], "completed")));
+    }
+  }
+  CHECK(concurrent_claims > 20); // the concurrent claimers did take runs, not just the filler
+}
 
 TEST_CASE("8 concurrent claimers over 10,000 runs claim each run exactly once, at epoch 1 (CJ-1, AS-54)",
           "[store][contract][claims]") {
@@ -39,8 +242,8 @@ TEST_CASE("8 concurrent claimers over 10,000 runs claim each run exactly once, a
     claimers.emplace_back([&, w] {
       caf::scoped_actor self{c.sys};
       for (bool more = true; more && !failed;) {
-        self->request(c.store, std::chrono::seconds(30), claim_atom::value, "worker-" + std::to_string(w), 60.0,
-                      uint32_t{25})
+        self->request(c.store, std::chrono::seconds(30), claim_atom::value,
+                      claim_request{"worker-" + std::to_string(w), 60.0, 25})
           .receive(
             [&](run_claim& got) {
               more = !got.runs.empty();
