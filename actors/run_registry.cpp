@@ -24,9 +24,6 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-// Without a concurrency limit, a claim takes this many runs at a time.
-constexpr uint32_t unlimited_batch = 256;
-
 struct live_attempt {
   run_actor run;
   bool background = false;
@@ -57,6 +54,7 @@ struct run_registry_state {
   bool claiming = false;
   int claim_reserved = 0; // slots the claim in flight may fill
   bool claim_again = false;
+  std::string last_tenant; // the tenant this node's last claim served last: the next starts after it
   bool stopping = false; // shutdown: nothing new starts
   bool fenced = false;   // the node fenced itself (CJ-14): nothing starts until it may work again
   std::optional<steady::time_point> wake_at; // a delayed queued run becomes ready
@@ -195,19 +193,24 @@ void schedule(registry_pointer self) {
     return;
   }
   auto limit = st.options.run_concurrency;
-  uint32_t n = limit == 0 ? unlimited_batch : static_cast<uint32_t>(std::max(0, limit - st.background_live));
+  auto n = st.options.claim_batch;
+  if (limit != 0)
+    n = std::min(n, static_cast<uint32_t>(std::max(0, limit - st.background_live)));
   if (n == 0)
     return;
   st.claiming = true;
   st.claim_reserved = limit == 0 ? 0 : static_cast<int>(n);
   st.claim_again = false;
-  self->request(st.env->store, caf::infinite, claim_atom::value,
-                claim_request{st.options.worker_id, st.options.run_lease_seconds, n})
+  claim_request want{st.options.worker_id, st.options.run_lease_seconds, n, st.last_tenant,
+                     st.options.tenant_max_running};
+  self->request(st.env->store, caf::infinite, claim_atom::value, std::move(want))
     .then(
       [=](run_claim& claim) {
         auto& st = self->state;
         st.claiming = false;
         st.claim_reserved = 0;
+        if (!claim.runs.empty())
+          st.last_tenant = claim.runs.back().tenant_key; // the runs come in the order they were dealt
         if (st.stopping || st.fenced)
           return; // claimed during shutdown or a fence: still `running`, so recovery takes them
         for (auto& r : claim.runs) {

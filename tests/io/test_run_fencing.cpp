@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
@@ -176,15 +177,15 @@ struct node {
     return ok<run_events_page>(store, events_atom::value, run_id, int64_t{-1}, int64_t{0});
   }
 
-  run_record submit(const std::string& run_id) {
+  run_record submit(const std::string& run_id, const std::string& tenant = "t") {
     auto parsed = protocol::parse_chat_request(chat_body);
     auto request = std::get_if<protocol::chat_request>(&parsed);
     REQUIRE(request != nullptr);
     run_spec spec;
     spec.run_id = run_id;
     spec.run_kind = "background";
-    spec.tenant_key = "t";
-    spec.user_key = "t:u";
+    spec.tenant_key = tenant;
+    spec.user_key = tenant + ":u";
     spec.request = *request;
     spec.request_body = chat_body;
     return ok<run_record>(registry, submit_atom::value, std::move(spec));
@@ -501,6 +502,34 @@ TEST_CASE("a background run waiting on an approval gives its slot to a queued ru
   CHECK(tool_ran_at >= n.get("bg-next").completed_at);
   CHECK(n.tools->requests().size() == 1);
   CHECK(n.wait_for_live_attempts(0));
+}
+
+TEST_CASE("a node's registry starts each claim from the tenant after the one its previous claim served last, so "
+          "tenants take turns for its slots (CJ-19)",
+          "[registry][claims]") {
+  auto options = node::options(300);
+  options.run_concurrency = 1;
+  node n(fresh_db("registry-turns"), options);
+  n.submit("a-1", "a"); // claimed at once: the only slot is taken until the test answers its model
+  REQUIRE(n.model->wait_for_inferences(1));
+  const std::vector<std::pair<std::string, std::string>> queued{
+    {"a-2", "a"}, {"a-3", "a"}, {"b-1", "b"}, {"b-2", "b"}, {"b-3", "b"}};
+  for (auto& [id, tenant] : queued)
+    n.submit(id, tenant);
+  for (std::size_t i = 0; i < 6; ++i) {
+    REQUIRE(n.model->wait_for_inferences(i + 1));
+    REQUIRE(n.model->release(i, answer("done")));
+  }
+  std::vector<run_record> runs;
+  for (auto id : {"a-1", "a-2", "a-3", "b-1", "b-2", "b-3"}) {
+    REQUIRE(n.wait_for_run(id, [](const run_record& r) { return r.status == "completed"; }));
+    runs.push_back(n.get(id));
+  }
+  std::sort(runs.begin(), runs.end(), [](auto& x, auto& y) { return x.started_at < y.started_at; });
+  std::string started;
+  for (auto& r : runs)
+    started += r.run_id + " ";
+  CHECK(started == "a-1 b-1 a-2 b-2 a-3 b-3 ");
 }
 
 TEST_CASE("a run the recovery sweep fails is announced to whoever follows it, since no attempt will (AS-74, AS-83)",
