@@ -417,6 +417,39 @@ scenario('with run_concurrency 1 a second run waits queued and cancelling it mea
   assert.equal(page.status, 'cancelled');
 });
 
+scenario('a tenant\'s queued runs start by metadata.priority, highest first, and a priority outside -100..100 is a 422 naming it (CJ-18)', async (s) => {
+  const troupe = await s.troupe({
+    config: {
+      service: { run_concurrency: 1 },
+      model: { script: [{ content: 'quick' }], scripts: { slow: [{ content: 'slow', delay_ms: 60_000 }] } },
+    },
+  });
+  for (const priority of [101, -101, 1.5, 'high']) {
+    const bad = await post_run(troupe, { messages: [user('hi')], metadata: { priority } });
+    assert.equal(bad.status, 422, bad.text);
+    assert.deepEqual(bad.json.detail[0].loc, ['body', 'metadata', 'priority'], bad.text);
+    assert.match(bad.json.detail[0].msg, /-100 to 100/, bad.text);
+  }
+  const slow = await post_run(troupe, { messages: [user('hold the only slot')], model: 'scripted:slow' });
+  const slow_id = slow.json.run_id;
+  await wait_run(troupe, slow_id, (r) => r.status === 'running', { message: 'the slow run to start' });
+  const queued = {};
+  for (const [name, metadata] of [['low', { priority: -5 }], ['plain', {}], ['high', { priority: 50 }]]) {
+    const res = await post_run(troupe, { messages: [user(name)], metadata });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.status, 'queued');
+    queued[name] = res.json.run_id;
+  }
+  await troupe.request('POST', `/v1/runs/${slow_id}/cancel`);
+  const started = {};
+  for (const [name, run_id] of Object.entries(queued)) {
+    const done = await wait_terminal(troupe, run_id);
+    assert.equal(done.status, 'completed');
+    started[name] = ts_ms(done.started_at);
+  }
+  assert.ok(started.high < started.plain && started.plain < started.low, JSON.stringify(started));
+});
+
 scenario('GET /v1/runs lists runs newest first, filters by status and pages with limit and has_more (AS-50, AS-53)', async (s) => {
   const troupe = await s.troupe({
     config: {
