@@ -1,7 +1,6 @@
 #include "actors/run_registry.hpp"
 
 #include "actors/cluster_membership.hpp"
-
 #include "actors/errors.hpp"
 #include "actors/lease_keeper.hpp"
 #include "protocol/ids.hpp"
@@ -293,7 +292,8 @@ void cancel_elsewhere(registry_pointer self, const std::string& run_id, caf::typ
           cancel_stored(self, run_id, {rp});
           return;
         }
-        self->request(st.env->peers, caf::infinite, cancel_atom::value, holder, cancel_request{"run", run_id, r.lease_epoch})
+        cancel_request ask{"run", run_id, r.lease_epoch};
+        self->request(st.env->peers, caf::infinite, cancel_atom::value, holder, std::move(ask))
           .then(
             [=](cancel_ack& ack) mutable {
               if (ack.outcome != "stopped") {
