@@ -82,95 +82,98 @@ void answer_hello(node_pointer self, caf::typed_response_promise<protocol::clust
     rp.deliver(refusal_error(std::get<protocol::handshake_refusal>(r)));
 }
 
+// The state goes in as arguments: CAF 0.17 spawning a function without any trips UBSan.
+node_actor::behavior_type node_behavior(node_pointer self, node_store_actor nodes, run_registry_actor registry,
+                                        approval_registry_actor approvals, node_actor_options options) {
+  auto& st = self->state;
+  st.nodes = std::move(nodes);
+  st.registry = std::move(registry);
+  st.approvals = std::move(approvals);
+  st.options = std::move(options);
+  // A welcomed peer whose connection went: its welcome goes with it (its mute, if any, stays).
+  self->set_down_handler([=](caf::down_msg& msg) {
+    auto& st = self->state;
+    auto it = st.welcomed.find(msg.source);
+    if (it == st.welcomed.end())
+      return;
+    if (st.gate)
+      st.gate->forget(it->second);
+    st.welcomed.erase(it);
+  });
+  return {
+    // CJ-23 step 2. `nodes` is read at most every nodes_fresh, and the mailbox waits for that read,
+    // so a flood of hellos costs one read per interval.
+    [=](hello_atom, protocol::cluster_hello& hello) -> caf::result<protocol::cluster_challenge> {
+      auto& st = self->state;
+      auto peer = peer_of(self);
+      auto rp = self->make_response_promise<protocol::cluster_challenge>();
+      auto now = steady::now();
+      if (gate(self).muted(peer, now) || (st.known_at && now - *st.known_at < st.options.nodes_fresh)) {
+        answer_hello(self, rp, peer, hello);
+        return rp;
+      }
+      self->request(st.nodes, millis(st.options.request_timeout_seconds), list_nodes_atom::value)
+        .await(
+          [=](node_list& list) mutable {
+            self->state.known = std::move(list);
+            self->state.known_at = steady::now();
+            answer_hello(self, rp, peer, hello);
+          },
+          [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      return rp;
+    },
+    // CJ-23 step 4: the peer's CAF node is welcomed until its connection goes.
+    [=](auth_atom, protocol::cluster_proof& proof) -> caf::result<protocol::cluster_welcome> {
+      auto peer = peer_of(self);
+      auto r = gate(self).on_auth(peer, proof, steady::now());
+      if (auto* refusal = std::get_if<protocol::handshake_refusal>(&r)) {
+        spdlog::warn("cluster: a peer's proof was refused: {}", refusal->message);
+        return refusal_error(*refusal);
+      }
+      auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+      if (self->state.welcomed.emplace(sender.address(), peer).second)
+        self->monitor(sender);
+      return protocol::cluster_welcome{};
+    },
+    // CJ-25: stop this node's attempt of the run; the asking node answers its client from the store.
+    [=](cancel_atom, cancel_request& req) -> caf::result<cancel_ack> {
+      if (auto refused = unwelcomed(self))
+        return std::move(*refused);
+      if (req.kind != "run")
+        return make_error(errc::bad_request, "cancel_request.kind: expected \"run\"");
+      auto rp = self->make_response_promise<cancel_ack>();
+      self
+        ->request(self->state.registry, millis(self->state.options.request_timeout_seconds), cancel_atom::value,
+                  req.id, req.lease_epoch)
+        .then([=](run_record&) mutable { rp.deliver(cancel_ack{"stopped"}); },
+              [=](caf::error& err) mutable {
+                if (code_of(err) == errc::not_found)
+                  rp.deliver(cancel_ack{"not_here"});
+                else
+                  rp.deliver(std::move(err));
+              });
+      return rp;
+    },
+    // CJ-26: an approval was resolved on the asking node; the run waiting on it here hears of it now.
+    [=](resolve_atom, approval_resolution& resolution) -> caf::result<resolve_ack> {
+      if (auto refused = unwelcomed(self))
+        return std::move(*refused);
+      self->send(self->state.approvals, wake_atom::value, std::move(resolution.request_id));
+      return resolve_ack{};
+    },
+    [=](ping_atom) -> caf::result<pong> {
+      if (auto refused = unwelcomed(self))
+        return std::move(*refused);
+      return pong{self->state.options.status->node_id()};
+    },
+  };
+}
+
 } // namespace
 
 node_actor spawn_node_actor(caf::actor_system& sys, node_store_actor nodes, run_registry_actor registry,
                             approval_registry_actor approvals, node_actor_options options) {
-  return sys.spawn([nodes = std::move(nodes), registry = std::move(registry), approvals = std::move(approvals),
-                    options = std::move(options)](node_pointer self) mutable -> node_actor::behavior_type {
-    auto& st = self->state;
-    st.nodes = std::move(nodes);
-    st.registry = std::move(registry);
-    st.approvals = std::move(approvals);
-    st.options = std::move(options);
-    // A welcomed peer whose connection went: its welcome goes with it (its mute, if any, stays).
-    self->set_down_handler([=](caf::down_msg& msg) {
-      auto& st = self->state;
-      auto it = st.welcomed.find(msg.source);
-      if (it == st.welcomed.end())
-        return;
-      if (st.gate)
-        st.gate->forget(it->second);
-      st.welcomed.erase(it);
-    });
-    return {
-      // CJ-23 step 2. `nodes` is read at most every nodes_fresh, and the mailbox waits for that read,
-      // so a flood of hellos costs one read per interval.
-      [=](hello_atom, protocol::cluster_hello& hello) -> caf::result<protocol::cluster_challenge> {
-        auto& st = self->state;
-        auto peer = peer_of(self);
-        auto rp = self->make_response_promise<protocol::cluster_challenge>();
-        auto now = steady::now();
-        if (gate(self).muted(peer, now) || (st.known_at && now - *st.known_at < st.options.nodes_fresh)) {
-          answer_hello(self, rp, peer, hello);
-          return rp;
-        }
-        self->request(st.nodes, millis(st.options.request_timeout_seconds), list_nodes_atom::value)
-          .await(
-            [=](node_list& list) mutable {
-              self->state.known = std::move(list);
-              self->state.known_at = steady::now();
-              answer_hello(self, rp, peer, hello);
-            },
-            [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
-        return rp;
-      },
-      // CJ-23 step 4: the peer's CAF node is welcomed until its connection goes.
-      [=](auth_atom, protocol::cluster_proof& proof) -> caf::result<protocol::cluster_welcome> {
-        auto peer = peer_of(self);
-        auto r = gate(self).on_auth(peer, proof, steady::now());
-        if (auto* refusal = std::get_if<protocol::handshake_refusal>(&r)) {
-          spdlog::warn("cluster: a peer's proof was refused: {}", refusal->message);
-          return refusal_error(*refusal);
-        }
-        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-        if (self->state.welcomed.emplace(sender.address(), peer).second)
-          self->monitor(sender);
-        return protocol::cluster_welcome{};
-      },
-      // CJ-25: stop this node's attempt of the run; the asking node answers its client from the store.
-      [=](cancel_atom, cancel_request& req) -> caf::result<cancel_ack> {
-        if (auto refused = unwelcomed(self))
-          return std::move(*refused);
-        if (req.kind != "run")
-          return make_error(errc::bad_request, "cancel_request.kind: expected \"run\"");
-        auto rp = self->make_response_promise<cancel_ack>();
-        self
-          ->request(self->state.registry, millis(self->state.options.request_timeout_seconds), cancel_atom::value,
-                    req.id, req.lease_epoch)
-          .then([=](run_record&) mutable { rp.deliver(cancel_ack{"stopped"}); },
-                [=](caf::error& err) mutable {
-                  if (code_of(err) == errc::not_found)
-                    rp.deliver(cancel_ack{"not_here"});
-                  else
-                    rp.deliver(std::move(err));
-                });
-        return rp;
-      },
-      // CJ-26: an approval was resolved on the asking node; the run waiting on it here hears of it now.
-      [=](resolve_atom, approval_resolution& resolution) -> caf::result<resolve_ack> {
-        if (auto refused = unwelcomed(self))
-          return std::move(*refused);
-        self->send(self->state.approvals, wake_atom::value, std::move(resolution.request_id));
-        return resolve_ack{};
-      },
-      [=](ping_atom) -> caf::result<pong> {
-        if (auto refused = unwelcomed(self))
-          return std::move(*refused);
-        return pong{self->state.options.status->node_id()};
-      },
-    };
-  });
+  return sys.spawn(node_behavior, std::move(nodes), std::move(registry), std::move(approvals), std::move(options));
 }
 
 } // namespace troupe

@@ -226,32 +226,39 @@ bool is_private_host(const std::string& host) {
   return false;
 }
 
-cluster_peers_actor spawn_cluster_peers(caf::actor_system& sys, node_store_actor nodes, cluster_peers_options options) {
-  return sys.spawn([nodes = std::move(nodes),
-                    options = std::move(options)](peers_pointer self) mutable -> cluster_peers_actor::behavior_type {
+namespace {
+
+// The state goes in as arguments: CAF 0.17 spawning a function without any trips UBSan.
+cluster_peers_actor::behavior_type peers_behavior(peers_pointer self, node_store_actor nodes,
+                                                  cluster_peers_options options) {
+  auto& st = self->state;
+  st.nodes = std::move(nodes);
+  st.options = std::move(options);
+  st.middleman = self->system().middleman().actor_handle();
+  // A connection that dropped: the next request connects and proves this node again.
+  self->set_down_handler([=](caf::down_msg& msg) {
     auto& st = self->state;
-    st.nodes = std::move(nodes);
-    st.options = std::move(options);
-    st.middleman = self->system().middleman().actor_handle();
-    // A connection that dropped: the next request connects and proves this node again.
-    self->set_down_handler([=](caf::down_msg& msg) {
-      auto& st = self->state;
-      auto it = st.node_of_handle.find(msg.source);
-      if (it == st.node_of_handle.end())
-        return;
-      if (auto p = st.peers.find(it->second); p != st.peers.end() && p->second.handle.address() == msg.source)
-        st.peers.erase(p);
-      st.node_of_handle.erase(it);
-    });
-    return {
-      [=](cancel_atom, std::string& node_id, cancel_request& request) {
-        return ask_node(self, node_id, cancel_atom::value, std::move(request), cancel_ack{"not_here"});
-      },
-      [=](resolve_atom, std::string& node_id, approval_resolution& resolution) {
-        return ask_node(self, node_id, resolve_atom::value, std::move(resolution), resolve_ack{});
-      },
-    };
+    auto it = st.node_of_handle.find(msg.source);
+    if (it == st.node_of_handle.end())
+      return;
+    if (auto p = st.peers.find(it->second); p != st.peers.end() && p->second.handle.address() == msg.source)
+      st.peers.erase(p);
+    st.node_of_handle.erase(it);
   });
+  return {
+    [=](cancel_atom, std::string& node_id, cancel_request& request) {
+      return ask_node(self, node_id, cancel_atom::value, std::move(request), cancel_ack{"not_here"});
+    },
+    [=](resolve_atom, std::string& node_id, approval_resolution& resolution) {
+      return ask_node(self, node_id, resolve_atom::value, std::move(resolution), resolve_ack{});
+    },
+  };
+}
+
+} // namespace
+
+cluster_peers_actor spawn_cluster_peers(caf::actor_system& sys, node_store_actor nodes, cluster_peers_options options) {
+  return sys.spawn(peers_behavior, std::move(nodes), std::move(options));
 }
 
 } // namespace troupe::io
