@@ -38,6 +38,7 @@ using list_traces_atom = caf::atom_constant<caf::atom("traces")>;
 using get_trace_atom = caf::atom_constant<caf::atom("get_trace")>;
 using submit_atom = caf::atom_constant<caf::atom("submit")>;
 using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
+using attempt_gone_atom = caf::atom_constant<caf::atom("att_gone")>;
 using schedule_atom = caf::atom_constant<caf::atom("schedule")>;
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using track_atom = caf::atom_constant<caf::atom("track")>;

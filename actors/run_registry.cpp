@@ -328,6 +328,12 @@ void attempt_ended(registry_pointer self, const caf::actor_addr& addr) {
       --st.background_live;
     st.live.erase(live);
   }
+  // Ended or not, the run's watchers hear the attempt is gone after anything it sent them; one stopped
+  // short of the run's end (re-queued, fenced, handed back) leaves them to the store until an
+  // attempt here feeds them again.
+  if (auto w = st.watchers.find(id); w != st.watchers.end())
+    for (auto& watcher : w->second)
+      caf::anon_send(watcher, attempt_gone_atom::value);
   auto& waiting = st.slot_requests;
   waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
                                [&](const slot_request& r) { return r.attempt == addr; }),
@@ -485,7 +491,7 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
       st.watchers[run_id].push_back(subscriber);
       if (auto it = st.live.find(run_id); it != st.live.end())
         return self->delegate(it->second.run, subscribe_atom::value, std::move(subscriber));
-      return true;
+      return false;
     },
     [=](cancel_atom, std::string& run_id) -> caf::result<run_record> {
       auto& st = self->state;

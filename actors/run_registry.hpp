@@ -33,8 +33,10 @@ using run_registry_actor = caf::typed_actor<
   // Stores a background run as `queued` and answers its record once durable (AS-49); errc::conflict
   // for a taken id, errc::unavailable without a store.
   caf::replies_to<submit_atom, run_spec>::with<run_record>,
-  // Sends the run's future events and its end to the subscriber, across attempts; answered once that
-  // holds, so events stored after the answer are never missed (AS-74).
+  // Sends the run's future events and its end to the subscriber from every attempt on this node, and
+  // `attempt_gone` when such an attempt stops; answered once that holds, so events stored after the
+  // answer are never missed (AS-74). True when an attempt here feeds it now; false when none does (the
+  // run is queued, over, or held by another node: the store has its events).
   caf::replies_to<subscribe_atom, std::string, caf::actor>::with<bool>,
   // Cancels a run (AS-52) and answers its record once it is cancelled; a terminal run is unchanged.
   // A run another node holds is stopped there through its node actor when remoting is on (CJ-25),

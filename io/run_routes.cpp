@@ -43,6 +43,14 @@ std::variant<int64_t, http_response> stream_cursor(const http_request& req) {
   return std::get<protocol::page_query>(q).after_sequence;
 }
 
+// On PostgreSQL another node may run the attempts, and a stream then reads their events from the
+// store (CJ-27); an embedded store's one process runs every attempt and feeds the stream itself.
+caf::timespan stream_tail(const protocol::config& config) {
+  if (config.postgres_url.empty())
+    return caf::timespan{0};
+  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(config.cluster.tail_poll_seconds));
+}
+
 std::string query_value(const http_request& req, const char* key) {
   auto it = req.query.find(key);
   return it == req.query.end() ? std::string() : it->second;
@@ -139,7 +147,7 @@ void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor r
     if (auto err = std::get_if<http_response>(&cursor))
       return ex->respond(std::move(*err));
     spawn_run_stream(*ctx->sys, std::move(ex), ctx->registry, ctx->store, req.params["run_id"],
-                     std::get<int64_t>(cursor));
+                     std::get<int64_t>(cursor), stream_tail(ctx->config));
   }));
   routes.add("GET", "/v1/traces", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     auto limit = protocol::parse_list_limit(query_value(req, "limit"));

@@ -29,6 +29,8 @@ stream_step next_step(stream_phase at, stream_input in) {
         return {p::lagging, a::wait};
       if (in == i::run_ended) // its end is stored: a page shows the terminal status
         return {p::reading, a::read};
+      if (in == i::tail_due) // the store has what an attempt elsewhere wrote meanwhile
+        return {p::reading, a::read};
       break;
     case p::reading:
     case p::rereading:
@@ -64,6 +66,7 @@ namespace {
 
 using disconnect_atom = caf::atom_constant<caf::atom("gone")>;
 using drained_atom = caf::atom_constant<caf::atom("drained")>;
+using tail_atom = caf::atom_constant<caf::atom("tail")>;
 
 constexpr int64_t replay_page = 500;
 
@@ -75,6 +78,8 @@ struct run_stream_state {
   std::string run_id;
   int64_t last_sent = -1;
   stream_phase phase = stream_phase::subscribing;
+  bool fed = false;    // an attempt on this node sends the stream its events
+  caf::timespan tail{}; // how often an unfed stream reads the store; zero: never
 };
 
 using stream_pointer = caf::stateful_actor<run_stream_state>*;
@@ -177,17 +182,30 @@ stream_input live_input(stream_pointer self, int64_t sequence) {
   return stream_input::live_next;
 }
 
+// An unfed stream that follows has read everything stored so far; it reads again every `tail`.
+void tail(stream_pointer self) {
+  auto& st = self->state;
+  if (!st.fed && st.phase == stream_phase::following)
+    apply(self, stream_input::tail_due);
+}
+
 caf::behavior run_stream(stream_pointer self, std::shared_ptr<http_exchange> exchange, run_registry_actor registry,
-                         store_actor store, std::string run_id, int64_t cursor) {
+                         store_actor store, std::string run_id, int64_t cursor, caf::timespan tail_every) {
   auto& st = self->state;
   st.exchange = exchange;
+  st.tail = tail_every;
   st.store = std::move(store);
   st.run_id = run_id;
   st.last_sent = cursor;
   caf::actor me = caf::actor_cast<caf::actor>(self);
   exchange->on_disconnect([me] { caf::anon_send(me, disconnect_atom::value); });
   self->request(registry, ask_timeout, subscribe_atom::value, run_id, me)
-    .then([=](bool) { apply(self, stream_input::subscribed); },
+    .then([=](bool live_here) {
+            self->state.fed = live_here;
+            apply(self, stream_input::subscribed);
+            if (self->state.tail.count() > 0)
+              self->delayed_send(self, self->state.tail, tail_atom::value);
+          },
           [=](caf::error& err) {
             // The run ended between the registry's lookup and the subscription: its end is stored,
             // where the stream reads it.
@@ -197,7 +215,20 @@ caf::behavior run_stream(stream_pointer self, std::shared_ptr<http_exchange> exc
             self->quit();
           });
   return {
-    [=](event_atom, protocol::agent_event& e) { apply(self, live_input(self, e.sequence), &e); },
+    [=](event_atom, protocol::agent_event& e) {
+      self->state.fed = true;
+      apply(self, live_input(self, e.sequence), &e);
+    },
+    // The attempt here stopped short of the run's end (re-queued, fenced, handed back): the next one
+    // may run anywhere.
+    [=](attempt_gone_atom) {
+      self->state.fed = false;
+      tail(self);
+    },
+    [=](tail_atom) {
+      tail(self);
+      self->delayed_send(self, self->state.tail, tail_atom::value);
+    },
     [=](run_end_atom, run_result&) { apply(self, stream_input::run_ended); },
     [=](drained_atom) { apply(self, stream_input::room); },
     [=](disconnect_atom) { self->quit(); },
@@ -207,8 +238,8 @@ caf::behavior run_stream(stream_pointer self, std::shared_ptr<http_exchange> exc
 } // namespace
 
 void spawn_run_stream(caf::actor_system& sys, std::shared_ptr<http_exchange> ex, run_registry_actor registry,
-                      store_actor store, std::string run_id, int64_t cursor) {
-  sys.spawn(run_stream, std::move(ex), std::move(registry), std::move(store), std::move(run_id), cursor);
+                      store_actor store, std::string run_id, int64_t cursor, caf::timespan tail) {
+  sys.spawn(run_stream, std::move(ex), std::move(registry), std::move(store), std::move(run_id), cursor, tail);
 }
 
 } // namespace troupe::io

@@ -7,6 +7,7 @@
 #include "io/http_types.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/timestamp.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -31,6 +32,7 @@ enum class stream_input {
   page_caught_up, // the stored events of a running run all went out
   page_final,     // the stored events of a finished run all went out
   room,           // a write made room in the client's buffer
+  tail_due,       // no attempt on this node feeds the stream: time to look at the store (CJ-27)
 };
 
 // What the stream does on the way: send the live event, read a page from the store, wait for the
@@ -47,8 +49,10 @@ stream_step next_step(stream_phase at, stream_input in);
 
 // Streams `run_id`'s events after `cursor` to `ex`: stored ones first, then live ones, each sequence
 // once and in order. A client that falls behind is sent nothing live; once a write made room the
-// stream catches up from the store, so a slow client costs no memory here.
+// stream catches up from the store, so a slow client costs no memory here. While no attempt on this
+// node feeds it (the run is queued, or held by another node), the stream reads the store every
+// `tail` (zero: never, a single node's registry starts every attempt itself).
 void spawn_run_stream(caf::actor_system& sys, std::shared_ptr<http_exchange> ex, run_registry_actor registry,
-                      store_actor store, std::string run_id, int64_t cursor);
+                      store_actor store, std::string run_id, int64_t cursor, caf::timespan tail);
 
 } // namespace troupe::io

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { deep_merge, postgres_database, scenario, until, user } from './harness.mjs';
+import { deep_merge, open_sse, postgres_database, scenario, until, user } from './harness.mjs';
 import { all_events, check_recovered_log, kill9, post_run, terminal, types, wait_all } from './run_checks.mjs';
 
 const timings = { heartbeat_seconds: 0.25, node_expiry_seconds: 2, fence_margin_seconds: 0.5 };
@@ -333,6 +333,46 @@ scenario('a CAF peer without the cluster secret reaches nothing: its cancels are
   await cancel_through(a, 'untrusted');
   assert.match(a.stderr, /cannot reach node node-[0-9a-f]{16}: it did not prove the cluster secret/);
   assert.match(a.stderr, /did not stop run untrusted .*ending it through the store/);
+}, { timeout: 120_000 });
+
+// A run's stream through `node` from its start: every stored event once, in order, then done.
+async function stream_whole_run(node, run_id) {
+  const stream = await open_sse(`${node.url}/v1/runs/${run_id}/stream`, { method: 'GET' });
+  assert.equal(stream.status, 200);
+  return stream;
+}
+
+async function check_streamed(stream, node, run_id) {
+  const { frames } = await stream.finished;
+  const events = frames.filter((f) => f.event !== undefined);
+  assert.equal(events[events.length - 1].event, 'done', 'the stream ends with done');
+  const streamed = events.slice(0, -1).map((f) => f.json);
+  const stored = await all_events(node, run_id);
+  assert.deepEqual(streamed.map((e) => e.sequence), stored.map((e) => e.sequence), 'no gap or repeat');
+  assert.deepEqual(streamed.map((e) => e.type), stored.map((e) => e.type), types(stored));
+  return stored;
+}
+
+scenario('a run held by one node streams through the other from its start to done, also across a kill -9 of its holder, without gap or repeat (CJ-27, AS-74)', async (s) => {
+  const { a, b } = await two_nodes(s);
+  // B runs it to its end; A's stream reads it all from the store.
+  await hold_run(a, b, 'elsewhere');
+  await check_streamed(await stream_whole_run(a, 'elsewhere'), a, 'elsewhere');
+  assert.equal((await a.request('GET', '/v1/runs/elsewhere')).json.attempts, 1);
+
+  const b_id = await hold_run(a, b, 'followed');
+  const whole = await stream_whole_run(a, 'followed');
+  await whole.wait_for((f) => f.event === 'tool_call', 20_000); // B's attempt, read by A from the store
+  const late = await stream_whole_run(a, 'followed'); // a second follower, joining later
+
+  // B dies mid-run; A declares it dead and runs the next attempt itself: the streams go on.
+  await kill9(b);
+  const stored = await check_streamed(whole, a, 'followed');
+  await check_streamed(late, a, 'followed');
+  const run = (await a.request('GET', '/v1/runs/followed')).json;
+  assert.equal(run.status, 'completed', JSON.stringify(run));
+  check_recovered_log(run, stored);
+  assert.ok((await cluster_view(a)).data.some((n) => n.node_id === b_id && n.state === 'dead'));
 }, { timeout: 120_000 });
 
 // A run that asks to run a dangerous command, waits for its approval, then answers.

@@ -333,6 +333,11 @@ TEST_CASE("the run stream's phases move as the table says", "[stream]") {
     {p::following, i::run_ended, p::reading, a::read},
     {p::following, i::room, p::following, a::none}, // a notice more than needed
     {p::following, i::subscribed, p::following, a::none},
+    {p::following, i::tail_due, p::reading, a::read}, // CJ-27: what another node's attempt stored
+    {p::subscribing, i::tail_due, p::subscribing, a::none},
+    {p::reading, i::tail_due, p::reading, a::none}, // a page is on its way
+    {p::lagging, i::tail_due, p::lagging, a::none},
+    {p::done, i::tail_due, p::done, a::none},
     {p::reading, i::live_next, p::rereading, a::none},
     {p::reading, i::live_behind, p::rereading, a::none},
     {p::reading, i::live_seen, p::rereading, a::none},
@@ -363,6 +368,29 @@ TEST_CASE("the run stream's phases move as the table says", "[stream]") {
     CHECK(step.next == r.next);
     CHECK(step.action == r.action);
   }
+}
+
+// A node where no attempt of the run lives: its registry feeds the stream nothing.
+caf::behavior registry_elsewhere(caf::event_based_actor*) {
+  return {[](subscribe_atom, const std::string&, const caf::actor&) { return false; }};
+}
+
+TEST_CASE_METHOD(fixture, "a stream on a node no attempt of the run lives on follows it from the store to done",
+                 "[stream]") { // CJ-27
+  submit("far");
+  model->wait_for_inference();
+  auto client = std::make_shared<recording_exchange>();
+  clients.push_back(client);
+  auto elsewhere = caf::actor_cast<run_registry_actor>(sys.spawn(registry_elsewhere));
+  io::spawn_run_stream(sys, client, elsewhere, store, "far", -1, std::chrono::milliseconds(20));
+  REQUIRE(client->wait_until([&] { return client->frames_locked() >= 1; })); // session_start
+  tools->push({"echoed", false});
+  model->release(testing::fake_model::call("echo", "{}"));
+  model->release(testing::fake_model::text("done"));
+  REQUIRE(client->wait_finished());
+  CHECK(client->ids() == sequence(stored_events("far")));
+  CHECK(client->ends_with_done());
+  caf::anon_send_exit(elsewhere, caf::exit_reason::user_shutdown);
 }
 
 TEST_CASE_METHOD(fixture, "a client that falls behind mid-run is told nothing until a write makes room", "[stream]") {
