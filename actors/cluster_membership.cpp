@@ -106,6 +106,8 @@ void rejoin(membership_pointer self) {
         st.beating = false;
         st.rejoining = false;
         spdlog::warn("cluster: node {} rejoined as {}", st.options.node.node_id, row.node_id);
+        if (st.options.metrics)
+          st.options.metrics->rejoined();
         st.options.node = row;
         st.last_ok = sent;
         st.fenced = false;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "actors/atoms.hpp"
+#include "actors/metrics.hpp"
 #include "actors/node_store.hpp"
 #include "actors/run_registry.hpp"
 
@@ -59,6 +60,7 @@ struct membership_options {
   // Where the edge keeps the node's id (the data dir's node_id file, whose node the next process on
   // that data dir declares dead at start); told the new id after each rejoin.
   std::function<void(const std::string&)> remember_id;
+  std::shared_ptr<node_metrics> metrics; // counts rejoins; may be null
 };
 
 using cluster_membership_actor = caf::typed_actor<

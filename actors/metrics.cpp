@@ -91,6 +91,17 @@ struct node_metrics::impl {
   prometheus::Histogram& model = latency.Add({{"of", "model_call"}}, latency_buckets);
   prometheus::Histogram& attempt = latency.Add({{"of", "attempt"}}, latency_buckets);
   prometheus::Histogram& start = latency.Add({{"of", "queued_to_running"}}, latency_buckets);
+  // CJ-17: a node's part in the cluster.
+  prometheus::Family<prometheus::Gauge>& leases_held = prometheus::BuildGauge()
+                                                         .Name("troupe_cluster_leases_held")
+                                                         .Help("Run leases this node holds: its live attempts")
+                                                         .Register(*registry);
+  prometheus::Counter& handbacks =
+    counter("troupe_cluster_handbacks_total", "Runs this node handed back uncharged while leaving (CJ-16)");
+  prometheus::Counter& fenced_writes =
+    counter("troupe_cluster_fenced_writes_total", "Writes of this node's attempts the store refused by lease epoch");
+  prometheus::Counter& rejoins =
+    counter("troupe_cluster_rejoins_total", "Times this node was declared dead and rejoined under a new id (CJ-14)");
   prometheus::Counter& renewed = leases.Add({{"event", "renewed"}});
   prometheus::Counter& lost = leases.Add({{"event", "lost"}});
   prometheus::Counter& requeued = recovered.Add({{"outcome", "requeued"}});
@@ -134,6 +145,18 @@ void node_metrics::runs_recovered(int64_t requeued, int64_t failed) {
   impl_->failed.Increment(static_cast<double>(failed));
 }
 
+void node_metrics::handed_back(int64_t runs) {
+  impl_->handbacks.Increment(static_cast<double>(runs));
+}
+
+void node_metrics::fenced_write() {
+  impl_->fenced_writes.Increment();
+}
+
+void node_metrics::rejoined() {
+  impl_->rejoins.Increment();
+}
+
 void node_metrics::store_waited(double seconds) {
   impl_->store_wait.Observe(seconds);
 }
@@ -159,6 +182,7 @@ std::string node_metrics::prometheus_text(const protocol::store_stats& stats, ui
     impl_->runs.Add({{"status", status}}).Set(it == stats.run_status_counts.end() ? 0.0 : static_cast<double>(it->second));
   }
   impl_->live.Add({}).Set(static_cast<double>(live_count));
+  impl_->leases_held.Add({}).Set(static_cast<double>(live_count));
   for (auto& s : stats.streams)
     impl_->stored.Add({{"stream", s.name}}).Set(static_cast<double>(s.records));
   if (stats.postgres) {

@@ -29,6 +29,11 @@ public:
   void lease_lost();
   void runs_recovered(int64_t requeued, int64_t failed);
 
+  // CJ-17: runs handed back while leaving, writes refused by lease epoch, rejoins under a new id.
+  void handed_back(int64_t runs);
+  void fenced_write();
+  void rejoined();
+
   // The PostgreSQL store's pool (CJ-4): how long a message waited for a free connection (or gave up),
   // how long one statement took, and one transaction: its time, messages and tries.
   void store_waited(double seconds);

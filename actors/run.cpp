@@ -106,10 +106,17 @@ struct run_state : loop_dialect {
           env->metrics->event(e.type);
           publish(event_atom::value, e);
         },
-        [this](caf::error& err) { fenced(err); });
+        [this](caf::error& err) { refused(err); });
   }
 
   // The attempt's lease is gone (or the store failed): stop without another write (AS-82).
+  // A store write failed: refused by the lease epoch (counted, CJ-17), or the store is unreachable.
+  void refused(const caf::error& err) {
+    if (code_of(err) == errc::conflict)
+      env->metrics->fenced_write();
+    fenced(err);
+  }
+
   void fenced(const caf::error& err) {
     if (stopped)
       return;
@@ -471,7 +478,7 @@ struct run_state : loop_dialect {
           env->metrics->attempt_ended("requeued", since_start_ms());
           self->quit();
         },
-        [this](caf::error& err) { fenced(err); });
+        [this](caf::error& err) { refused(err); });
   }
 
   // The terminal transition is stored (with the trace) before anyone hears of the end.
@@ -508,7 +515,7 @@ struct run_state : loop_dialect {
           publish(run_end_atom::value, result);
           self->quit();
         },
-        [this](caf::error& err) { fenced(err); });
+        [this](caf::error& err) { refused(err); });
   }
 
   void save_session(const std::string& status, const std::string& answer) {

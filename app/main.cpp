@@ -573,13 +573,14 @@ void drain_node(caf::actor_system& sys, const run_registry_actor& registry, cons
 // After the drain: what the node still held goes back to the queue uncharged (CJ-16), what remains
 // has its lease expired, and its row says `left`.
 void leave_cluster(caf::actor_system& sys, const store_actor& store, const cluster_membership_actor& membership,
-                   const std::string& node_id, int64_t max_handoffs) {
+                   const std::string& node_id, int64_t max_handoffs, node_metrics& metrics) {
   caf::scoped_actor self{sys};
   auto failed = [](caf::error& err) { spdlog::error("cluster: leaving: {}", message_of(err)); };
   self->request(store, std::chrono::seconds(30), handback_atom::value, worker_of(node_id),
                 protocol::handed_back_end(node_id), max_handoffs)
     .receive(
-      [](int64_t n) {
+      [&](int64_t n) {
+        metrics.handed_back(n);
         if (n > 0)
           spdlog::info("cluster: {} runs handed back to the other nodes", n);
       },
@@ -659,8 +660,10 @@ int serve(const cli_options& cli) {
     }
   }
   cluster_membership_actor membership;
-  if (node)
+  if (node) {
+    node->membership.metrics = metrics;
     membership = spawn_cluster_membership(sys, stores.nodes, registry, node->status, node->membership);
+  }
   auto responses = make_response_environment(cfg, ports, tools, stores.responses);
   // RS-55: responses left in progress by a previous process fail at start. While other nodes work on
   // the same database, those may be theirs: they are left alone.
@@ -703,7 +706,7 @@ int serve(const cli_options& cli) {
     drain_node(sys, registry, membership, cfg.cluster.drain_grace_seconds, signals);
   drain(server, registry, cfg.service.shutdown_grace_seconds);
   if (membership)
-    leave_cluster(sys, env->store, membership, node->status->node_id(), cfg.cluster.max_handoffs);
+    leave_cluster(sys, env->store, membership, node->status->node_id(), cfg.cluster.max_handoffs, *metrics);
   for (auto& actor : {caf::actor_cast<caf::actor>(membership), caf::actor_cast<caf::actor>(stores.nodes),
                       caf::actor_cast<caf::actor>(node ? node->actor : node_actor{}),
                       caf::actor_cast<caf::actor>(env->peers), caf::actor_cast<caf::actor>(registry),

@@ -40,6 +40,15 @@ async function two_nodes(s, { b_url, model, b_config = {} } = {}) {
   return { a, b, database, config };
 }
 
+// One unlabelled sample of the node's GET /metrics.
+async function metric(node, name) {
+  const res = await node.request('GET', '/metrics');
+  assert.equal(res.status, 200);
+  const m = res.text.match(new RegExp(`^${name} (\\S+)$`, 'm'));
+  assert.ok(m, `${name} in GET /metrics`);
+  return Number(m[1]);
+}
+
 async function cluster_view(node) {
   const res = await node.request('GET', '/v1/cluster');
   assert.equal(res.status, 200, `GET /v1/cluster: ${res.text}`);
@@ -147,6 +156,7 @@ scenario('a node frozen past its expiry fences itself when it wakes, writes noth
   const view = await cluster_view(a);
   assert.equal(view.data.find((n) => n.node_id === b_id).state, 'dead');
   assert.equal(view.data.find((n) => n.node_id === rejoined.node_id).state, 'alive');
+  assert.equal(await metric(b, 'troupe_cluster_rejoins_total'), 1); // CJ-17
 }, { timeout: 180_000 });
 
 scenario('a node cut off from PostgreSQL stops its runs before the other may claim them, nothing of it lands afterwards, and it rejoins under a new id (CJ-14, CJ-50)', async (s) => {
@@ -361,6 +371,7 @@ scenario('a run held by one node streams through the other from its start to don
   assert.equal((await a.request('GET', '/v1/runs/elsewhere')).json.attempts, 1);
 
   const b_id = await hold_run(a, b, 'followed');
+  assert.equal(await metric(b, 'troupe_cluster_leases_held'), 1); // CJ-17
   const whole = await stream_whole_run(a, 'followed');
   await whole.wait_for((f) => f.event === 'tool_call', 20_000); // B's attempt, read by A from the store
   const late = await stream_whole_run(a, 'followed'); // a second follower, joining later

@@ -340,6 +340,9 @@ TEST_CASE("a lease stolen by a simulated second worker fences the first attempt:
   CHECK(w.ends.empty());
   CHECK(n.model->inferences() == 1);
   CHECK(n.wait_for_live_attempts(0));
+  // CJ-17: the refused write is counted
+  auto exposition = n.env->metrics->prometheus_text({}, 0);
+  CHECK(exposition.find("\ntroupe_cluster_fenced_writes_total 1\n") != std::string::npos);
 
   // the new holder's writes are accepted: it continues the run's sequence
   stored_event next{held.event_count, "session_start", R"({"type":"session_start"})"};
