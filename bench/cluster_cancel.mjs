@@ -11,16 +11,11 @@
 // in alternating order. The latency is the POST /v1/runs/{id}/cancel round trip, every answer must
 // be 200 with status `cancelled`, and A must not have fallen back to the store (its log says so when
 // it does). The figures to read: the cross-node p99 against CJ-53's 200 ms, and cross/local p99.
-import { execFileSync, spawn } from 'node:child_process';
-import crypto from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
-import path from 'node:path';
+import { flags, fresh_database, log, percentile, request, start_node, stop_all } from './cluster_nodes.mjs';
 
 function args() {
-  const out = {};
-  const a = process.argv.slice(2);
-  for (let i = 0; i < a.length; i += 2) out[a[i].replace(/^--/, '').replace(/-/g, '_')] = a[i + 1];
+  const out = flags();
   return {
     troupe: out.troupe,
     work_dir: out.work_dir,
@@ -31,66 +26,11 @@ function args() {
 
 const opt = args();
 if (!opt.troupe || !opt.work_dir) throw new Error('usage: cluster_cancel.mjs --troupe BIN --work-dir DIR');
-const server = process.env.TROUPE_POSTGRES_URL;
-if (!server) throw new Error('TROUPE_POSTGRES_URL is not set: run through scripts/pg-throwaway');
-const log = (m) => process.stderr.write(`[cluster] ${m}\n`);
-const shared_secret = crypto.randomBytes(32).toString('hex'); // both nodes prove the same one
 
-function percentile(values, p) {
-  const v = [...values].sort((x, y) => x - y);
-  return v.length ? v[Math.min(v.length - 1, Math.ceil((p / 100) * v.length) - 1)] : null;
-}
-
-const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
-function request(port, method, url, body) {
-  return new Promise((resolve, reject) => {
-    const data = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request({ host: '127.0.0.1', port, method, path: url, agent,
-      headers: data ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {} },
-    (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => resolve({ status: res.statusCode, json: text ? JSON.parse(text) : null, text }));
-    });
-    req.on('error', reject);
-    req.end(data);
-  });
-}
-
-const nodes = [];
-function stop_all() {
-  for (const n of nodes) if (n.proc.exitCode === null) n.proc.kill('SIGKILL');
-}
-process.on('exit', stop_all);
-for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { stop_all(); process.exit(1); });
-
-async function start_node(name, database) {
-  const dir = path.join(opt.work_dir, name);
-  fs.mkdirSync(dir, { recursive: true });
-  const config = {
-    store: { postgres_url: database },
-    cluster: { port: 0, secret: shared_secret },
-    service: { run_concurrency: 0, run_lease_seconds: 30 },
-    model: { script: [{ content: 'A long think.', delay_ms: 60_000 }] },
-  };
-  fs.writeFileSync(path.join(dir, 'troupe.json'), JSON.stringify(config));
-  const err = fs.openSync(path.join(dir, 'troupe.err'), 'w');
-  const proc = spawn(opt.troupe, ['serve', '--config', path.join(dir, 'troupe.json'), '--port', '0', '--data-dir',
-    path.join(dir, 'data')], { stdio: ['ignore', 'pipe', err] });
-  const port = await new Promise((resolve, reject) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) resolve(Number(m[1]));
-    });
-    proc.on('exit', (code) => reject(new Error(`${name} exited with ${code}: ${fs.readFileSync(path.join(dir, 'troupe.err'), 'utf8')}`)));
-  });
-  const node = { name, proc, port, err_file: path.join(dir, 'troupe.err') };
-  nodes.push(node);
-  return node;
-}
+const config = {
+  service: { run_concurrency: 0, run_lease_seconds: 30 },
+  model: { script: [{ content: 'A long think.', delay_ms: 60_000 }] },
+};
 
 async function running(node, run_id) {
   for (const deadline = Date.now() + 30_000; Date.now() < deadline;) {
@@ -111,10 +51,8 @@ async function timed_cancel(node, run_id) {
 
 async function main() {
   fs.mkdirSync(opt.work_dir, { recursive: true });
-  const name = `bench_cluster_${crypto.randomBytes(4).toString('hex')}`;
-  execFileSync('psql', [server, '-qc', `CREATE DATABASE ${name}`]);
-  const database = server.slice(0, server.lastIndexOf('/') + 1) + name;
-  const start = (n) => start_node(n, database);
+  const database = fresh_database('bench_cluster');
+  const start = (n) => start_node(opt.troupe, opt.work_dir, n, database, config);
   const a = await start('a');
   const b = await start('b');
   const cross = [];
@@ -150,7 +88,7 @@ async function main() {
     target_met: percentile(cross, 99) < 200 && fallbacks === 0,
   };
   process.stdout.write(JSON.stringify(result) + '\n');
-  for (const n of nodes) n.proc.kill('SIGTERM');
+  stop_all();
 }
 
 main().catch((err) => {
