@@ -88,6 +88,8 @@ void heartbeat_landed(membership_pointer self, steady::time_point sent) {
           spdlog::warn("cluster: node {} was silent for {} s: declared dead, its runs are ready for any node", id,
                        self->state.options.node_expiry_seconds);
         self->send(self->state.registry, recover_atom::value);
+        if (self->state.options.on_declared_dead)
+          self->state.options.on_declared_dead(dead);
       },
       [](caf::error& err) { spdlog::error("cluster: declaring silent nodes dead failed: {}", message_of(err)); });
 }

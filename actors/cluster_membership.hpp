@@ -61,6 +61,9 @@ struct membership_options {
   // that data dir declares dead at start); told the new id after each rejoin.
   std::function<void(const std::string&)> remember_id;
   std::shared_ptr<node_metrics> metrics; // counts rejoins; may be null
+  // Told the nodes this one declared dead (each is declared by one node only), after their runs were
+  // released: what else they left unfinished is settled there (CJ-16).
+  std::function<void(const std::vector<std::string>&)> on_declared_dead;
 };
 
 using cluster_membership_actor = caf::typed_actor<

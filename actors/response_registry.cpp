@@ -2,6 +2,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/response_compaction.hpp"
+#include "actors/response_recovery.hpp"
 #include "actors/tool_router.hpp"
 #include "protocol/json.hpp"
 #include "protocol/responses_mcp.hpp"
@@ -467,15 +468,18 @@ void answer_replay(registry_pointer self, caf::typed_response_promise<response_r
           rp.deliver(std::move(out));
           return;
         }
+        if (rs::in_flight(row.status) && self->state.options.tail.count() > 0) {
+          // CJ-27: another node runs it; its events reach the store first (RS-55).
+          spawn_response_tail(self->system(), store, id, owner, after, relay, self->state.options.tail);
+          out.following = true;
+          rp.deliver(std::move(out));
+          return;
+        }
         self->request(store, store_timeout, response_events_atom::value, id, after)
           .then(
             [=](std::vector<response_event>& events) mutable {
               response_replay stored;
-              for (auto& e : events) {
-                auto doc = protocol::json::parse(e.json);
-                auto type = doc ? protocol::json::get_string(*doc, "type") : std::string();
-                stored.events.push_back({std::move(type), std::move(e.json), e.sequence});
-              }
+              stored.events = stream_events(events);
               rp.deliver(std::move(stored));
             },
             [=](caf::error& err) mutable { rp.deliver(make_error(store_failure(err))); });
@@ -574,6 +578,8 @@ registry_impl::behavior_type response_registry(registry_pointer self, std::share
   return {
     [=](create_response_atom, response_job& job, sink_opener& open_sink) -> caf::result<response_answer> {
       auto id = job.id;
+      if (self->state.options.node_id)
+        job.node_id = self->state.options.node_id();
       auto rp = self->make_response_promise<response_answer>();
       self->state.creating.emplace(id, creation{std::move(job), std::move(open_sink), rp});
       rehydrate(self, id);
@@ -657,37 +663,6 @@ problem conversation_failure(const caf::error& err, const std::string& id) {
 response_registry_actor spawn_response_registry(caf::actor_system& sys, std::shared_ptr<const response_environment> env,
                                                 response_registry_options options) {
   return caf::actor_cast<response_registry_actor>(sys.spawn(response_registry, std::move(env), std::move(options)));
-}
-
-void fail_unfinished_responses(caf::actor_system& sys, response_store_actor store) {
-  caf::scoped_actor self{sys};
-  std::vector<response_row> rows;
-  self->request(store, store_timeout, unfinished_atom::value)
-    .receive([&](std::vector<response_row>& r) { rows = std::move(r); },
-             [&](caf::error& err) { spdlog::error("responses: cannot read unfinished responses: {}", message_of(err)); });
-  static const std::string restarted =
-    R"({"code":"server_error","message":"The server restarted before the response finished."})";
-  for (auto& row : rows) {
-    std::vector<std::string> logged;
-    self->request(store, store_timeout, response_events_atom::value, row.id, int64_t{-1})
-      .receive(
-        [&](std::vector<response_event>& events) {
-          for (auto& e : events)
-            logged.push_back(std::move(e.json));
-        },
-        [&](caf::error&) {});
-    response_commit c;
-    for (auto& e : rs::failed_ending(logged, row.snapshot, restarted, row.snapshot))
-      c.events.push_back({e.sequence, std::move(e.json)});
-    row.status = rs::response_status::failed;
-    c.response = row;
-    self->request(store, store_timeout, save_response_atom::value, std::move(c))
-      .receive([](int64_t) {}, [&](caf::error& err) {
-        spdlog::error("responses: cannot fail {}: {}", row.id, message_of(err));
-      });
-  }
-  if (!rows.empty())
-    spdlog::warn("responses: {} response(s) were unfinished at the last stop and are now failed", rows.size());
 }
 
 } // namespace troupe

@@ -7,6 +7,7 @@
 #include "actors/response_run.hpp"
 #include "protocol/config.hpp"
 
+#include <caf/timestamp.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <functional>
@@ -25,6 +26,11 @@ struct response_registry_options {
   protocol::mcp_config mcp;                 // which declared servers are allowed (RS-30)
   // Connects a request-declared MCP server: the edge's streamable-HTTP transport.
   std::function<std::unique_ptr<mcp_transport>(const protocol::mcp_server_config&)> declared_transport;
+  // The cluster node's id, stored with each background response it runs so that the others fail
+  // what it leaves unfinished when it dies (CJ-16); empty on an embedded store.
+  std::function<std::string()> node_id;
+  // How often a stream of a response another node runs reads the store (CJ-27); zero: never.
+  caf::timespan tail{};
 };
 
 // Opens a streaming client's event stream. Asked once every check passed, so a refused request is
@@ -67,9 +73,7 @@ using response_registry_actor = caf::typed_actor<
 response_registry_actor spawn_response_registry(caf::actor_system& sys, std::shared_ptr<const response_environment> env,
                                                 response_registry_options options);
 
-// RS-55 at start: responses left queued or in progress by the last stop are failed, their streams
-// ended with a terminal event, before anything else runs.
-void fail_unfinished_responses(caf::actor_system& sys, response_store_actor store);
+
 
 } // namespace troupe
 

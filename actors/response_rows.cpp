@@ -23,6 +23,7 @@ response_row base_row(const response_job& job) {
   row.previous_response_id = job.req.previous_response_id;
   row.conversation_id = job.req.conversation_id;
   row.owner = job.owner;
+  row.node_id = job.node_id;
   return row;
 }
 

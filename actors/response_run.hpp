@@ -55,6 +55,7 @@ struct response_job {
   int64_t conversation_revision = -1;
   std::vector<mcp_binding> servers;
   std::string owner; // the caller's response_owner::key: the stored rows are its alone
+  std::string node_id; // the cluster node that runs it (response_row::node_id)
   // The request-declared servers (RS-30), started for this response and stopped when its run ends.
   std::shared_ptr<tool_router> declared;
 };

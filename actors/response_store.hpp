@@ -51,6 +51,7 @@ struct response_row {
   std::string previous_response_id;
   std::string conversation_id;
   std::string owner; // response_owner::key
+  std::string node_id; // the cluster node that runs it while unfinished; "" on an embedded store
 };
 
 // One write of a response in one transaction: the row (inserted or replaced), the new items

@@ -3,6 +3,7 @@
 #include "actors/cluster_membership.hpp"
 #include "actors/errors.hpp"
 #include "actors/node_actor.hpp"
+#include "actors/response_recovery.hpp"
 #include "actors/run_registry.hpp"
 #include "actors/tool_router.hpp"
 #include "actors/workspace_log.hpp"
@@ -47,6 +48,7 @@
 #include <future>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <thread>
 #include <variant>
 
@@ -346,6 +348,7 @@ struct cluster_node {
   membership_options membership;
   std::string cluster_id;
   bool others_alive = false; // another node works on the same database
+  std::set<std::string> alive_nodes; // as it joined, itself included
   node_actor actor;          // published for the other nodes; invalid without remoting
 };
 
@@ -435,8 +438,10 @@ std::optional<std::string> join_cluster(caf::actor_system& sys, const protocol::
     .receive(
       [&](node_list& list) {
         for (auto& n : list)
-          if (n.node_id != m.node.node_id && (n.state == "alive" || n.state == "draining"))
-            node.others_alive = true;
+          if (n.state == "alive" || n.state == "draining") {
+            node.alive_nodes.insert(n.node_id);
+            node.others_alive = node.others_alive || n.node_id != m.node.node_id;
+          }
       },
       failed);
   if (!failure.empty())
@@ -570,6 +575,44 @@ void drain_node(caf::actor_system& sys, const run_registry_actor& registry, cons
   spdlog::info("cluster: drain grace over; what still runs is handed back");
 }
 
+// RS-55 at start: responses left unfinished by a previous process fail. In a cluster only those of
+// nodes no longer alive (CJ-16): the live nodes' are theirs.
+void settle_abandoned_responses(caf::actor_system& sys, const response_store_actor& store, const cluster_node* node) {
+  fail_unfinished_responses(
+    sys, store, [node](const response_row& r) { return !node || node->alive_nodes.count(r.node_id) == 0; },
+    "The server restarted before the response finished.");
+}
+
+// The Responses gateway's registry, once what stopped processes left unfinished has failed (RS-55).
+response_registry_actor start_responses(caf::actor_system& sys, const protocol::config& cfg,
+                                        const std::shared_ptr<response_environment>& responses,
+                                        const cluster_node* node) {
+  settle_abandoned_responses(sys, responses->store, node);
+  auto options = io::registry_options(cfg);
+  if (node) {
+    options.node_id = [status = node->status] { return status->node_id(); };
+    options.tail =
+      std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(cfg.cluster.tail_poll_seconds));
+  }
+  return spawn_response_registry(sys, responses, std::move(options));
+}
+
+// The node's heartbeats (CJ-12 to CJ-14); the responses of the nodes it declares dead fail (CJ-16).
+cluster_membership_actor start_membership(caf::actor_system& sys, cluster_node& node, const node_store_actor& nodes,
+                                          const run_registry_actor& registry, std::shared_ptr<node_metrics> metrics,
+                                          response_store_actor responses) {
+  node.membership.metrics = std::move(metrics);
+  node.membership.on_declared_dead = [&sys, responses](const std::vector<std::string>& dead) {
+    std::set<std::string> gone(dead.begin(), dead.end());
+    sys.spawn<caf::detached>([&sys, responses, gone] {
+      fail_unfinished_responses(
+        sys, responses, [&](const response_row& r) { return gone.count(r.node_id) > 0; },
+        "The node running the response stopped before it finished.");
+    });
+  };
+  return spawn_cluster_membership(sys, nodes, registry, node.status, node.membership);
+}
+
 // After the drain: what the node still held goes back to the queue uncharged (CJ-16), what remains
 // has its lease expired, and its row says `left`.
 void leave_cluster(caf::actor_system& sys, const store_actor& store, const cluster_membership_actor& membership,
@@ -659,19 +702,11 @@ int serve(const cli_options& cli) {
       return 2;
     }
   }
-  cluster_membership_actor membership;
-  if (node) {
-    node->membership.metrics = metrics;
-    membership = spawn_cluster_membership(sys, stores.nodes, registry, node->status, node->membership);
-  }
   auto responses = make_response_environment(cfg, ports, tools, stores.responses);
-  // RS-55: responses left in progress by a previous process fail at start. While other nodes work on
-  // the same database, those may be theirs: they are left alone.
-  if (node && node->others_alive)
-    spdlog::info("serve: other nodes are alive; responses in progress are left to them");
-  else
-    fail_unfinished_responses(sys, responses->store);
-  auto response_registry = spawn_response_registry(sys, responses, io::registry_options(cfg));
+  auto response_registry = start_responses(sys, cfg, responses, node ? &*node : nullptr);
+  cluster_membership_actor membership;
+  if (node)
+    membership = start_membership(sys, *node, stores.nodes, registry, metrics, responses->store);
   caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs
   auto surface = make_workspace_surface(sys, cfg, stores.workspaces);
 

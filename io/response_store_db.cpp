@@ -85,6 +85,7 @@ std::vector<response_row> responses_db<Conn>::responses(const char* text, std::i
       r.previous_response_id = q.text(8);
       r.conversation_id = q.text(9);
       r.owner = q.text(10);
+      r.node_id = q.text(11);
       out.push_back(std::move(r));
     }
   }
@@ -99,7 +100,7 @@ bool responses_db<Conn>::put_response(const response_row& r) {
   q.bind(1, r.id).bind(2, r.created_at).bind(3, std::string(rs::to_string(r.status))).bind(4, int64_t{r.background});
   q.bind(5, r.model);
   q.bind(6, r.snapshot).bind(7, r.request).bind(8, r.input_count).bind(9, r.previous_response_id);
-  q.bind(10, r.conversation_id).bind(11, r.owner);
+  q.bind(10, r.conversation_id).bind(11, r.owner).bind(12, r.node_id);
   return q.done();
 }
 

@@ -13,7 +13,7 @@ namespace troupe::io::response_sql {
 
 #define TROUPE_RESPONSE_COLUMNS                                                                                  \
   "id, created_at, status, background, model, snapshot, request, input_count, previous_response_id, "            \
-  "conversation_id, owner"
+  "conversation_id, owner, node_id"
 
 // ---- Responses ----
 
@@ -22,13 +22,14 @@ inline constexpr char unfinished[] = "SELECT " TROUPE_RESPONSE_COLUMNS
                                      " FROM responses WHERE status IN ('queued', 'in_progress') ORDER BY created_at, rowid";
 // A later save replaces every column but the id; the row keeps its place in insertion order.
 inline constexpr char put_response[] = "INSERT INTO responses (" TROUPE_RESPONSE_COLUMNS
-                                       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+                                       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
                                        "ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at, "
                                        "status = excluded.status, background = excluded.background, "
                                        "model = excluded.model, snapshot = excluded.snapshot, "
                                        "request = excluded.request, input_count = excluded.input_count, "
                                        "previous_response_id = excluded.previous_response_id, "
-                                       "conversation_id = excluded.conversation_id, owner = excluded.owner";
+                                       "conversation_id = excluded.conversation_id, owner = excluded.owner, "
+                                       "node_id = excluded.node_id";
 inline constexpr char input_count[] = "SELECT input_count FROM responses WHERE id = ?1 AND owner = ?2";
 
 inline constexpr char history[] = "SELECT item_id FROM response_history WHERE response_id = ?1 ORDER BY position";

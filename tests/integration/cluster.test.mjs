@@ -386,6 +386,43 @@ scenario('a run held by one node streams through the other from its start to don
   assert.ok((await cluster_view(a)).data.some((n) => n.node_id === b_id && n.state === 'dead'));
 }, { timeout: 120_000 });
 
+scenario('a background response left unfinished by a node killed with SIGKILL is failed by the node that declares it dead, and a stream of it through the live node follows it to response.failed; the live node\'s own responses are left alone (RS-55, RS-6, CJ-16, CJ-27)', async (s) => {
+  const { a, b } = await two_nodes(s, { model: long_think });
+  const create = async (node) => {
+    const res = await node.request('POST', '/v1/responses', { body: { model: 'scripted', input: 'think', background: true } });
+    assert.equal(res.status, 200, res.text);
+    return res.json.id;
+  };
+  const status_on = async (node, id) => (await node.request('GET', `/v1/responses/${id}`)).json;
+  const orphan = await create(b);
+  const kept = await create(a);
+  assert.ok(['queued', 'in_progress'].includes((await status_on(a, orphan)).status), 'stored unfinished before the answer');
+  // A client follows it through A, which reads what B stores (CJ-27).
+  const followed = await open_sse(`${a.url}/v1/responses/${orphan}?stream=true`, { method: 'GET' });
+  assert.equal(followed.status, 200);
+  await followed.wait_for((f) => f.json?.type === 'response.in_progress', 10_000);
+
+  await kill9(b);
+  const limit_ms = (timings.node_expiry_seconds + timings.heartbeat_seconds + 1) * 1000;
+  const failed = await until(async () => {
+    const r = await status_on(a, orphan);
+    return r.status === 'failed' && r;
+  }, { timeout_ms: limit_ms + 2000, interval_ms: 50, message: "B's response to be failed by A" });
+  assert.deepEqual(failed.error, { code: 'server_error', message: 'The node running the response stopped before it finished.' });
+  const live = (await followed.finished).frames.filter((f) => f.json).map((f) => f.json);
+  const last = live[live.length - 1];
+  assert.equal(last.type, 'response.failed', live.map((e) => e.type).join(', '));
+  assert.equal(last.response.error.message, failed.error.message);
+  const replay = await open_sse(`${a.url}/v1/responses/${orphan}?stream=true`, { method: 'GET' });
+  const stored = (await replay.finished).frames.filter((f) => f.json).map((f) => f.json);
+  assert.deepEqual(live.map((e) => e.sequence_number), stored.map((e) => e.sequence_number), 'no gap or repeat');
+
+  // A's own response runs on, and completes.
+  assert.notEqual((await status_on(a, kept)).status, 'failed');
+  await until(async () => (await status_on(a, kept)).status === 'completed',
+    { timeout_ms: 20_000, interval_ms: 50, message: "A's own response to complete" });
+}, { timeout: 120_000 });
+
 // A run that asks to run a dangerous command, waits for its approval, then answers.
 const gated_call = {
   script: [

@@ -1,0 +1,3 @@
+-- The cluster node that runs a background response, so that the others fail what a dead node left
+-- unfinished (RS-55, CJ-16). Rows written before keep ''.
+ALTER TABLE responses ADD COLUMN node_id text NOT NULL DEFAULT '';
