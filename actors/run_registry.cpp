@@ -356,6 +356,31 @@ void attempt_ended(registry_pointer self, const caf::actor_addr& addr) {
   schedule(self);
 }
 
+// CJ-15: a draining node hands back at once the background runs that wait on a person: their attempts
+// stop here and the store re-queues them uncharged, for another node to wait on the same approval
+// (a retried attempt adopts it).
+void hand_back_waiting(registry_pointer self) {
+  auto& st = self->state;
+  if (!st.env->store)
+    return;
+  auto end = protocol::handed_back_end(node_of_worker(st.options.worker_id));
+  for (auto& [id, attempt] : st.live) {
+    if (!attempt.background || attempt.holds_slot)
+      continue;
+    self->send_exit(attempt.run, caf::exit_reason::user_shutdown);
+    self->request(st.env->store, caf::infinite, handback_atom::value, id, attempt.lease_epoch, end,
+                  st.options.max_handoffs)
+      .then(
+        [run_id = id](bool moved) {
+          if (moved)
+            spdlog::info("cluster: run {} waits on a person: handed back at once", run_id);
+        },
+        [run_id = id](caf::error& err) {
+          spdlog::error("cluster: handing back run {} failed: {}", run_id, message_of(err));
+        });
+  }
+}
+
 void watcher_left(registry_pointer self, const caf::actor_addr& addr) {
   auto& st = self->state;
   auto it = st.watching.find(addr);
@@ -537,6 +562,8 @@ run_registry_actor::behavior_type run_registry_behavior(registry_pointer self,
     },
     [=](recover_atom) { sweep_lapsed_leases(self); },
     [=](drain_atom) {
+      if (!self->state.stopping)
+        hand_back_waiting(self);
       self->state.stopping = true;
       return static_cast<uint64_t>(self->state.background_live);
     },

@@ -23,6 +23,7 @@ struct scheduler_options {
   double run_recovery_interval_seconds = 15;
   uint32_t claim_batch = 8;       // at most this many runs per claim (CJ-18)
   int64_t tenant_max_running = 0; // a tenant's running background runs, cluster-wide; 0: no cap (CJ-19)
+  int64_t max_handoffs = 10;      // handbacks a run gets uncharged (cluster.max_handoffs, CJ-16)
   std::string worker_id; // worker-<hex>, fresh per process; node-<hex> claims as worker-<hex>
 };
 

@@ -45,6 +45,9 @@ using store_actor = caf::typed_actor<
   // closed by the caller's `end`; the run counts a handoff, not an attempt, while it has had fewer
   // handoffs than the last argument (cluster.max_handoffs). Answers how many.
   caf::replies_to<handback_atom, std::string, protocol::attempt_end, int64_t>::with<int64_t>,
+  // CJ-15: the same for one run the caller's attempt holds at that lease epoch (stopped first);
+  // false, changing nothing, when the run is no longer so held.
+  caf::replies_to<handback_atom, std::string, int64_t, protocol::attempt_end, int64_t>::with<bool>,
   // Cancels a run no live attempt holds (AS-52): a queued run never starts; a running one is fenced
   // and ends with the caller's `end` (protocol::cancelled_end) as its error event; a terminal one is
   // returned unchanged.

@@ -486,6 +486,7 @@ run_registry_actor start_runs(caf::actor_system& sys, const protocol::config& cf
   sched.run_recovery_interval_seconds = cfg.service.run_recovery_interval_seconds;
   sched.claim_batch = static_cast<uint32_t>(cfg.cluster.claim_batch);
   sched.tenant_max_running = cfg.cluster.tenant_max_running;
+  sched.max_handoffs = cfg.cluster.max_handoffs;
   if (node)
     sched.worker_id = worker_of(node->membership.node.node_id);
   return spawn_run_registry(sys, env, sched);

@@ -45,6 +45,9 @@ public:
   // Re-queues every run `worker_id` holds as running, its attempt closed by `end`, counting a handoff
   // instead of an attempt (CJ-16); its attempts were stopped first. Answers how many.
   outcome<int64_t> hand_back(const std::string& worker_id, const protocol::attempt_end& end, int64_t max_handoffs);
+  // One run, while its attempt at `lease_epoch` holds it (CJ-15); false when it no longer does.
+  outcome<bool> hand_back_run(const std::string& run_id, int64_t lease_epoch, const protocol::attempt_end& end,
+                              int64_t max_handoffs);
   outcome<run_record> cancel(const std::string& run_id, const protocol::attempt_end& end);
   run_list list_runs(const std::string& status, int64_t limit);
   outcome<run_events_page> events(const std::string& run_id, int64_t after, int64_t limit);
@@ -82,6 +85,7 @@ private:
   run_record finish(run_record r, const std::string& status, const std::string& error,
                     const protocol::trace_facts& facts);
   void requeue(const std::string& run_id, int64_t lease_epoch, const std::string& last_error, double retry_seconds);
+  void hand_back_locked(run_record r, const protocol::attempt_end& end, int64_t max_handoffs);
   void add_details(protocol::store_stats& s);
 
   using Conn::changes;

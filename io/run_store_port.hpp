@@ -63,6 +63,10 @@ typename Actor::behavior_type port_behavior(Engine engine, Extra... extra) {
     [=](handback_atom, std::string& worker_id, protocol::attempt_end& end, int64_t max_handoffs) {
       return engine.template write<int64_t>([=](auto& db) { return db.hand_back(worker_id, end, max_handoffs); });
     },
+    [=](handback_atom, std::string& run_id, int64_t lease_epoch, protocol::attempt_end& end, int64_t max_handoffs) {
+      return engine.template write<bool>(
+        [=](auto& db) { return db.hand_back_run(run_id, lease_epoch, end, max_handoffs); });
+    },
     [=](cancel_atom, std::string& run_id, protocol::attempt_end& end) {
       return engine.template write<run_record>([=](auto& db) { return db.cancel(run_id, end); });
     },

@@ -361,17 +361,32 @@ template <class Conn>
 outcome<int64_t> store_db<Conn>::hand_back(const std::string& worker_id, const protocol::attempt_end& end,
                                            int64_t max_handoffs) {
   auto held = ids(store_sql::held_runs, worker_id);
-  for (auto& id : held) {
-    auto r = *lock(id);
-    r.lease_epoch += 1;
-    if (close_interrupted(r, end, false)) {
-      finish(r, "completed", "", protocol::unfinished_trace_facts(r));
-      continue;
-    }
-    requeue(id, r.lease_epoch, end.message, 0);
-    sql(store_sql::count_handoff).bind(1, id).bind(2, max_handoffs).done();
-  }
+  for (auto& id : held)
+    hand_back_locked(*lock(id), end, max_handoffs);
   return static_cast<int64_t>(held.size());
+}
+
+template <class Conn>
+outcome<bool> store_db<Conn>::hand_back_run(const std::string& run_id, int64_t lease_epoch,
+                                            const protocol::attempt_end& end, int64_t max_handoffs) {
+  auto r = lock(run_id);
+  if (!r || r->status != "running" || r->lease_epoch != lease_epoch)
+    return false;
+  hand_back_locked(std::move(*r), end, max_handoffs);
+  return true;
+}
+
+// A locked running run goes back to the queue, its attempt closed by `end` and counted as a handoff;
+// one whose attempt had stored its session_end completes instead.
+template <class Conn>
+void store_db<Conn>::hand_back_locked(run_record r, const protocol::attempt_end& end, int64_t max_handoffs) {
+  r.lease_epoch += 1;
+  if (close_interrupted(r, end, false)) {
+    finish(r, "completed", "", protocol::unfinished_trace_facts(r));
+    return;
+  }
+  requeue(r.run_id, r.lease_epoch, end.message, 0);
+  sql(store_sql::count_handoff).bind(1, r.run_id).bind(2, max_handoffs).done();
 }
 
 template <class Conn>

@@ -488,13 +488,13 @@ scenario('an approval resolved on a node that cannot reach the waiting one is fo
   assert.match(a.stderr, /did not hear of approval-[0-9a-f]+ .*reads it at its next poll/);
 }, { timeout: 120_000 });
 
-scenario('a node stopped with SIGTERM lets its short runs finish, hands its long ones back uncharged to the other node and leaves (CJ-15, CJ-16, CJ-52 b)', async (s) => {
+scenario('a node stopped with SIGTERM hands a run waiting on an approval back at once, lets its short runs finish, hands its long ones back uncharged to the other node and leaves (CJ-15, CJ-16, CJ-52 b)', async (s) => {
   const database = postgres_database('cluster_' + crypto.randomBytes(6).toString('hex'));
   const config = cluster_config(database);
   // One attempt allowed: a handback that counted as an attempt would fail the long runs.
   config.service.run_max_attempts = 1;
   config.cluster.drain_grace_seconds = 6;
-  config.model = { script: [{ content: 'short' }], scripts: { short: [{ content: 'short and done', delay_ms: 2000 }], long: [{ content: 'long and done', delay_ms: 15000 }] } };
+  config.model = { script: [{ content: 'short' }], scripts: { short: [{ content: 'short and done', delay_ms: 2000 }], long: [{ content: 'long and done', delay_ms: 15000 }], gated: gated_call.script } };
   const a = await s.troupe({ config });
   const b = await s.troupe({ config });
   const b_id = (await b.request('GET', '/v1/cluster/health')).json.node_id;
@@ -507,17 +507,30 @@ scenario('a node stopped with SIGTERM lets its short runs finish, hands its long
     long.push(`drain-long-${i}`);
     await post_run(b, { messages: [user('long')], model: 'scripted:long', metadata: { run_id: long[i] } });
   }
-  await until(async () => (await cluster_view(a)).data.find((n) => n.node_id === b_id).leases_held === 15,
-    { timeout_ms: 20_000, interval_ms: 20, message: 'node B to hold the 15 runs' });
+  await post_run(b, { messages: [user('remove it')], model: 'scripted:gated', metadata: { run_id: 'drain-gated' } });
+  const approval = await pending_approval(a, 'drain-gated');
+  await until(async () => (await cluster_view(a)).data.find((n) => n.node_id === b_id).leases_held === 16,
+    { timeout_ms: 20_000, interval_ms: 20, message: 'node B to hold the 16 runs' });
 
   b.signal('SIGTERM');
   await until(async () => (await cluster_view(a)).data.find((n) => n.node_id === b_id).state === 'draining',
     { timeout_ms: 5_000, interval_ms: 20, message: 'B to say it drains' });
+  // The run waiting on a person moves to A at once, long before the 6 s grace ends, and waits there on
+  // the same approval.
+  await until(async () => {
+    const run = (await a.request('GET', '/v1/runs/drain-gated')).json;
+    return run.status === 'running' && run.attempts === 2 && run.worker_id !== `worker-${b_id.slice(5)}`;
+  }, { timeout_ms: 3_000, interval_ms: 20, message: 'the run waiting on an approval to move to A' });
+  const resolved = await resolve(a, approval.request_id, 'approve');
+  assert.equal(resolved.status, 200, resolved.text);
   const exit = await b.wait_exit(30_000);
   assert.equal(exit?.code, 0, `B exits 0 after its drain: ${JSON.stringify(exit)}`);
   assert.equal((await cluster_view(a)).data.find((n) => n.node_id === b_id).state, 'left');
 
-  const attempts = await check_completed(a, [...short, ...long]);
+  const attempts = await check_completed(a, [...short, ...long, 'drain-gated']);
+  assert.equal(attempts.get('drain-gated'), 2);
+  const approvals = (await a.request('GET', '/v1/approvals?run_id=drain-gated')).json;
+  assert.equal(approvals.count, 1, `one approval, adopted by the second attempt: ${JSON.stringify(approvals)}`);
   for (const id of short) assert.equal(attempts.get(id), 1, `${id} finished on B within the grace`);
   for (const id of long) {
     assert.equal(attempts.get(id), 2, `${id} ran again on A`);

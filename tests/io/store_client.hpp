@@ -133,6 +133,9 @@ struct store_client {
   answer<int64_t> hand_back(std::string worker, int64_t max_handoffs = 10) {
     return ask<int64_t>(handback_atom::value, std::move(worker), protocol::handed_back_end("node-a"), max_handoffs);
   }
+  answer<bool> hand_back_run(std::string run_id, int64_t epoch) {
+    return ask<bool>(handback_atom::value, std::move(run_id), epoch, protocol::handed_back_end("node-a"), int64_t{10});
+  }
   answer<run_record> cancel(std::string run_id) {
     return ask<run_record>(cancel_atom::value, std::move(run_id), protocol::cancelled_end());
   }

@@ -755,6 +755,25 @@ TEST_CASE("a handback adds no event to an attempt that wrote nothing and counts 
   CHECK(log.run.attempts == 1);
 }
 
+TEST_CASE("one run is handed back only while its attempt holds it at that epoch; the worker's others stay (CJ-15)",
+          "[store][contract][runs][recovery]") {
+  store_client c(fresh_db("handback-one"));
+  auto waiting = c.create_and_claim("waiting", "worker-1", 600, 3);
+  store_client::ok(c.append("waiting", waiting.lease_epoch, 0, "session_start"));
+  c.create_and_claim("working", "worker-1", 600, 3);
+  CHECK_FALSE(store_client::ok(c.hand_back_run("waiting", waiting.lease_epoch + 1))); // not its epoch
+  CHECK(store_client::ok(c.get("waiting")).status == "running");
+  CHECK(store_client::ok(c.hand_back_run("waiting", waiting.lease_epoch)));
+  auto log = store_client::ok(c.events("waiting", -1, 0));
+  REQUIRE(sequences(log) == std::vector<int64_t>{0, 1});
+  CHECK(log.events[1].json.find(R"("error_type":"handed_back")") != std::string::npos);
+  CHECK(log.run.status == "queued");
+  CHECK(log.run.handoffs == 1);
+  CHECK(log.run.lease_epoch == waiting.lease_epoch + 1);
+  CHECK_FALSE(store_client::ok(c.hand_back_run("waiting", waiting.lease_epoch))); // already moved
+  CHECK(store_client::ok(c.get("working")).status == "running");
+}
+
 TEST_CASE("a run handed back more than cluster.max_handoffs times is charged an attempt for each handback past "
           "that (CJ-16)",
           "[store][contract][runs][recovery]") {
