@@ -267,12 +267,25 @@ std::string ready_json(const shared_context& ctx, const store_report& store) {
   bool mcp_ready = ctx.info.tools->mcp_ready();
   auto& sandbox = ctx.info.sandbox;
   bool exec_ready = !sandbox || sandbox->unavailable().empty();
+  // CJ-14, CJ-15: a draining node finishes what it has and a fenced one waits for the database; neither
+  // takes new work.
+  auto node_state = ctx.info.node ? ctx.info.node->current() : node_status::state::alive;
+  bool node_working = node_state == node_status::state::alive;
   return protocol::json::object([&](writer& w) {
     w.Key("status");
     // AS-58: exec's state is reported on its own below; without its store the service cannot work.
-    w.String(!store.error.empty() ? "unavailable" : mcp_ready ? "ready" : "degraded");
+    w.String(!store.error.empty() ? "unavailable" : mcp_ready && node_working ? "ready" : "degraded");
     w.Key("agent_ready");
-    w.Bool(store.error.empty());
+    w.Bool(store.error.empty() && node_state != node_status::state::fenced);
+    if (ctx.info.node) {
+      w.Key("node");
+      w.StartObject();
+      w.Key("node_id");
+      w.String(ctx.info.node->node_id());
+      w.Key("state");
+      w.String(to_string(node_state));
+      w.EndObject();
+    }
     w.Key("service_contract");
     w.String(protocol::agent_event_schema);
     write_store(w, store);

@@ -515,6 +515,9 @@ scenario('a node stopped with SIGTERM hands a run waiting on an approval back at
   b.signal('SIGTERM');
   await until(async () => (await cluster_view(a)).data.find((n) => n.node_id === b_id).state === 'draining',
     { timeout_ms: 5_000, interval_ms: 20, message: 'B to say it drains' });
+  const ready = (await b.request('GET', '/ready')).json;
+  assert.equal(ready.status, 'degraded', JSON.stringify(ready));
+  assert.deepEqual(ready.node, { node_id: b_id, state: 'draining' });
   // The run waiting on a person moves to A at once, long before the 6 s grace ends, and waits there on
   // the same approval.
   await until(async () => {
