@@ -87,6 +87,7 @@ using hello_atom = caf::atom_constant<caf::atom("hello")>;
 using frame_atom = caf::atom_constant<caf::atom("frame")>;
 using closed_atom = caf::atom_constant<caf::atom("closed")>;
 using prune_atom = caf::atom_constant<caf::atom("prune")>;
+using appended_atom = caf::atom_constant<caf::atom("appended")>;
 using create_response_atom = caf::atom_constant<caf::atom("new_resp")>;
 using compact_atom = caf::atom_constant<caf::atom("compact")>;
 using release_slot_atom = caf::atom_constant<caf::atom("rel_slot")>;

@@ -42,13 +42,13 @@ public:
     }
   }
 
-  // Up to `max` entries after `seq`, to `upto`. False when the ring no longer holds seq + 1 (the
-  // reader is behind it and reads the store).
+  // Up to `max` entries after `seq`, to `upto`. False when the ring does not hold seq + 1: the reader
+  // is behind it, or ahead of it (its head came from elsewhere), and reads the store.
   bool after(int64_t seq, int64_t upto, std::size_t max, std::vector<entry>& out) const {
     std::lock_guard<std::mutex> lock(mu_);
     if (seq >= upto)
       return true;
-    if (entries_.empty() || entries_.front().seq > seq + 1)
+    if (entries_.empty() || entries_.front().seq > seq + 1 || seq >= head_)
       return false;
     auto i = static_cast<std::size_t>(seq + 1 - entries_.front().seq);
     for (; i < entries_.size() && entries_[i].seq <= upto && out.size() < max; ++i)

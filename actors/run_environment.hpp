@@ -6,6 +6,7 @@
 #include "actors/metrics.hpp"
 #include "actors/store.hpp"
 #include "actors/tool_port.hpp"
+#include "actors/wakeups.hpp"
 #include "actors/model_port.hpp"
 #include "protocol/loop_settings.hpp"
 #include "protocol/policy.hpp"
@@ -25,6 +26,7 @@ struct run_environment {
   protocol::safety_config safety;
   approval_registry_actor approvals; // may be invalid: a call needing approval is then denied
   cluster_peers_actor peers; // the other nodes (CJ-22); invalid without remoting: their runs end through the store
+  notifier_actor notifier;   // wakes the other nodes when runs become claimable (CJ-10); invalid on one node
   double approval_timeout_seconds = 300;
   protocol::loop_settings loop = protocol::loop_settings::agent_service();
   std::string default_model = "scripted";

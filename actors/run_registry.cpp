@@ -371,9 +371,11 @@ void hand_back_waiting(registry_pointer self) {
     self->request(st.env->store, caf::infinite, handback_atom::value, id, attempt.lease_epoch, end,
                   st.options.max_handoffs)
       .then(
-        [run_id = id](bool moved) {
-          if (moved)
-            spdlog::info("cluster: run {} waits on a person: handed back at once", run_id);
+        [=, run_id = id](bool moved) {
+          if (!moved)
+            return;
+          spdlog::info("cluster: run {} waits on a person: handed back at once", run_id);
+          announce_runs(self->state.env->notifier); // committed: the other nodes may claim (CJ-10)
         },
         [run_id = id](caf::error& err) {
           spdlog::error("cluster: handing back run {} failed: {}", run_id, message_of(err));
@@ -444,6 +446,10 @@ caf::result<run_record> submit(registry_pointer self, run_spec spec) {
     .then(
       [=](run_record& r) mutable {
         rp.deliver(std::move(r));
+        // A node with room claims its own submission at once; only a full one wakes the others
+        // (CJ-10), who would otherwise race it for the run.
+        if (!slot_free(self->state))
+          announce_runs(self->state.env->notifier);
         schedule(self);
       },
       [=](caf::error& err) mutable { rp.deliver(err); });
@@ -472,6 +478,8 @@ void sweep_lapsed_leases(registry_pointer self) {
         if (r.requeued + r.failed + r.completed > 0)
           spdlog::warn("recovery: {} runs with a lapsed lease re-queued, {} failed, {} completed", r.requeued,
                        r.failed, r.completed);
+        if (r.requeued > 0)
+          announce_runs(self->state.env->notifier); // committed: the other nodes may claim (CJ-10)
         schedule(self);
       },
       [](caf::error& err) { spdlog::error("recovery: sweep failed: {}", message_of(err)); });

@@ -1,5 +1,6 @@
 #include "actors/workspace_log.hpp"
 
+#include "protocol/cluster.hpp"
 #include "protocol/workspace_events.hpp"
 
 #include <caf/all.hpp>
@@ -21,7 +22,8 @@ using workspace_log_actor = caf::typed_actor<
   caf::replies_to<command_atom, workspace_command>::with<workspace_outcome>,
   caf::replies_to<read_atom, workspace_key, workspace_read>::with<workspace_slice>,
   caf::replies_to<subscribe_atom, workspace_key, caf::actor>::with<int64_t, ring_ptr>,
-  caf::reacts_to<idle_atom>>;
+  caf::reacts_to<idle_atom>,
+  caf::reacts_to<appended_atom, int64_t>>;
 
 struct log_state {
   static inline const char* name = "workspace_log";
@@ -29,29 +31,87 @@ struct log_state {
   workspace_store_actor store;
   workspaces_actor registry;
   workspaces_options options;
+  notifier_actor notifier;   // invalid on one node
+  std::string subject;       // the notifier's merge key for this log's wake-ups
   std::shared_ptr<envelope_ring> ring;
   std::set<caf::actor> subscribers;
   uint64_t handled = 0; // messages from the registry, for a safe retirement
   int in_flight = 0;    // commands sent to the store and not answered yet
+  bool catching_up = false;    // a read of other nodes' appends is on its way
+  bool catch_up_again = false; // and another was asked for meanwhile
   clock::time_point last_activity = clock::now();
 };
 
 using log_pointer = workspace_log_actor::stateful_pointer<log_state>;
 
+envelope_ring::entry ring_entry(int64_t seq, const std::string& envelope, const std::string& type) {
+  return {seq, std::make_shared<const std::string>(protocol::reflexr::event_frame(envelope)), type};
+}
+
 // New envelopes go into the ring, then every subscriber learns the new head and pulls on its own.
+void fill_ring(log_pointer self, std::vector<envelope_ring::entry> entries) {
+  auto before = self->state.ring->head();
+  self->state.ring->append(std::move(entries));
+  auto head = self->state.ring->head();
+  if (head == before)
+    return;
+  for (auto& s : self->state.subscribers)
+    caf::anon_send(s, wake_atom::value, head);
+}
+
+// This node's appends: its subscribers learn of them from the ring, the other nodes' from a
+// wake-up sent after the commit (CJ-10).
 void publish(log_pointer self, const workspace_outcome& o) {
   if (o.appended.empty())
     return;
   std::vector<envelope_ring::entry> entries;
   entries.reserve(o.appended.size());
   for (std::size_t i = 0; i < o.appended.size(); ++i)
-    entries.push_back({o.first_seq + static_cast<int64_t>(i),
-                       std::make_shared<const std::string>(protocol::reflexr::event_frame(o.appended[i])),
-                       o.types[i]});
-  self->state.ring->append(std::move(entries));
-  auto head = self->state.ring->head();
-  for (auto& s : self->state.subscribers)
-    caf::anon_send(s, wake_atom::value, head);
+    entries.push_back(ring_entry(o.first_seq + static_cast<int64_t>(i), o.appended[i], o.types[i]));
+  fill_ring(self, std::move(entries));
+  auto& st = self->state;
+  if (st.notifier)
+    self->send(st.notifier, notify_atom::value, std::string(workspace_channel), st.subject,
+               protocol::workspace_wakeup({st.key.tenant, st.key.workspace, o.first_seq + int64_t(o.appended.size()) - 1}));
+}
+
+void catch_up(log_pointer self);
+
+void caught_up(log_pointer self) {
+  auto& st = self->state;
+  st.catching_up = false;
+  if (std::exchange(st.catch_up_again, false))
+    catch_up(self);
+}
+
+// Other nodes appended: what lies past the ring's head is read from the store once, for every
+// subscriber here (at most a ring's worth, the newest; a subscriber further behind reads the store).
+void catch_up(log_pointer self) {
+  auto& st = self->state;
+  if (st.catching_up) {
+    st.catch_up_again = true;
+    return;
+  }
+  st.catching_up = true;
+  workspace_read r;
+  r.after_seq = st.ring->head();
+  r.limit = static_cast<int64_t>(st.options.ring_capacity);
+  r.from_end = true;
+  self->request(st.store, caf::infinite, read_atom::value, st.key, r)
+    .then(
+      [=](workspace_slice& slice) {
+        std::vector<envelope_ring::entry> entries;
+        entries.reserve(slice.seqs.size());
+        for (std::size_t i = 0; i < slice.seqs.size(); ++i)
+          entries.push_back(ring_entry(slice.seqs[i], slice.envelopes[i], slice.types[i]));
+        fill_ring(self, std::move(entries));
+        caught_up(self);
+      },
+      [=](caf::error& err) {
+        spdlog::warn("workspace {}/{}: other nodes' appends not read ({}); the next wake-up or poll reads them",
+                     self->state.key.tenant, self->state.key.workspace, self->system().render(err));
+        caught_up(self);
+      });
 }
 
 void touch(log_pointer self) {
@@ -64,12 +124,15 @@ std::chrono::milliseconds idle_period(const workspaces_options& o) {
 }
 
 workspace_log_actor::behavior_type workspace_log(log_pointer self, workspace_key key, workspace_store_actor store,
-                                                 workspaces_actor registry, workspaces_options options) {
+                                                 workspaces_actor registry, workspaces_options options,
+                                                 notifier_actor notifier) {
   auto& st = self->state;
   st.key = key;
   st.store = store;
   st.registry = registry;
   st.options = options;
+  st.notifier = std::move(notifier);
+  st.subject = protocol::workspace_wakeup({key.tenant, key.workspace, 0});
   // Nothing is served before the head is known: the ring starts there.
   self->request(store, caf::infinite, head_atom::value, key)
     .await([=](int64_t head) { self->state.ring = std::make_shared<envelope_ring>(head, self->state.options.ring_capacity); },
@@ -123,6 +186,12 @@ workspace_log_actor::behavior_type workspace_log(log_pointer self, workspace_key
         self->send(s.registry, idle_atom::value, s.key, s.handled);
       self->delayed_send(self, idle_period(s.options), idle_atom::value);
     },
+    [=](appended_atom, int64_t head) {
+      // Counted for a safe retirement, but not activity: a log nobody here uses still retires.
+      ++self->state.handled;
+      if (head == 0 || head > self->state.ring->head())
+        catch_up(self);
+    },
   };
 }
 
@@ -135,6 +204,7 @@ struct registry_state {
   std::map<workspace_key, log_entry> logs;
   workspace_store_actor store;
   workspaces_options options;
+  notifier_actor notifier;
 };
 
 using registry_pointer = workspaces_actor::stateful_pointer<registry_state>;
@@ -143,7 +213,8 @@ workspace_log_actor& log_for(registry_pointer self, const workspace_key& key) {
   auto& logs = self->state.logs;
   auto it = logs.find(key);
   if (it == logs.end()) {
-    auto log = self->spawn(workspace_log, key, self->state.store, workspaces_actor(self), self->state.options);
+    auto log = self->spawn(workspace_log, key, self->state.store, workspaces_actor(self), self->state.options,
+                           self->state.notifier);
     self->monitor(log);
     it = logs.emplace(key, registry_state::log_entry{log, 0}).first;
   }
@@ -152,9 +223,10 @@ workspace_log_actor& log_for(registry_pointer self, const workspace_key& key) {
 }
 
 workspaces_actor::behavior_type workspaces(registry_pointer self, workspace_store_actor store,
-                                           workspaces_options options) {
+                                           workspaces_options options, notifier_actor notifier) {
   self->state.store = std::move(store);
   self->state.options = options;
+  self->state.notifier = std::move(notifier);
   // The logs go with the registry (a shutdown stops them all); a log that stops alone is forgotten.
   self->set_exit_handler([=](caf::exit_msg& msg) {
     for (auto& [key, entry] : self->state.logs)
@@ -195,13 +267,28 @@ workspaces_actor::behavior_type workspaces(registry_pointer self, workspace_stor
       caf::anon_send(self->state.store, prune_atom::value, self->state.options.command_result_retention);
       self->delayed_send(self, std::chrono::hours(1), prune_atom::value);
     },
+    [=](appended_atom, const workspace_key& key, int64_t head) {
+      // Only a log that is live here has anyone to tell; one started later reads its head.
+      auto it = self->state.logs.find(key);
+      if (it == self->state.logs.end())
+        return;
+      ++it->second.sent;
+      self->send(it->second.log, appended_atom::value, head);
+    },
+    [=](appended_atom) {
+      for (auto& [key, entry] : self->state.logs) {
+        ++entry.sent;
+        self->send(entry.log, appended_atom::value, int64_t{0});
+      }
+    },
   };
 }
 
 } // namespace
 
-workspaces_actor spawn_workspaces(caf::actor_system& sys, workspace_store_actor store, workspaces_options options) {
-  auto registry = sys.spawn(workspaces, std::move(store), options);
+workspaces_actor spawn_workspaces(caf::actor_system& sys, workspace_store_actor store, workspaces_options options,
+                                  notifier_actor notifier) {
+  auto registry = sys.spawn(workspaces, std::move(store), options, std::move(notifier));
   caf::anon_send(registry, prune_atom::value);
   return registry;
 }

@@ -5,6 +5,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/envelope_ring.hpp"
+#include "actors/wakeups.hpp"
 #include "actors/workspace_store.hpp"
 
 #include <caf/actor.hpp>
@@ -31,7 +32,12 @@ using workspaces_actor = caf::typed_actor<
   // A log asking to retire after `handled` messages, idle (sent by the logs).
   caf::reacts_to<idle_atom, workspace_key, uint64_t>,
   // Forgets command results past their retention, then again every hour (WS-40).
-  caf::reacts_to<prune_atom>>;
+  caf::reacts_to<prune_atom>,
+  // Another node appended to the log up to `head` (CJ-10's troupe_ws): a live log here reads what
+  // it lacks from the store for its subscribers (CJ-29's live tails elsewhere).
+  caf::reacts_to<appended_atom, workspace_key, int64_t>,
+  // A poll (CJ-10): every live log reads what other nodes appended since its head.
+  caf::reacts_to<appended_atom>>;
 
 struct workspaces_options {
   double log_idle_timeout = 300; // seconds without a message or subscriber before a log stops
@@ -39,7 +45,9 @@ struct workspaces_options {
   double command_result_retention = 7 * 86400.0; // seconds
 };
 
-workspaces_actor spawn_workspaces(caf::actor_system& sys, workspace_store_actor store, workspaces_options options);
+// `notifier`, when valid, tells the other nodes of each log's new head after its appends (CJ-10).
+workspaces_actor spawn_workspaces(caf::actor_system& sys, workspace_store_actor store, workspaces_options options,
+                                  notifier_actor notifier = {});
 
 } // namespace troupe
 

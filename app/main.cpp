@@ -26,6 +26,7 @@
 #include "io/scripted_model_port.hpp"
 #include "io/stores.hpp"
 #include "io/workspace_routes.hpp"
+#include "protocol/cluster.hpp"
 #include "protocol/config.hpp"
 #include "protocol/reflexr_schema.hpp"
 #include "protocol/scripted_model.hpp"
@@ -350,6 +351,7 @@ struct cluster_node {
   bool others_alive = false; // another node works on the same database
   std::set<std::string> alive_nodes; // as it joined, itself included
   node_actor actor;          // published for the other nodes; invalid without remoting
+  std::shared_ptr<io::pg_listener> wakeups; // what the other nodes' notifications wake (CJ-10)
 };
 
 // The node this process will be: a fresh id and the cluster's id, before anything is published.
@@ -487,8 +489,10 @@ run_registry_actor start_runs(caf::actor_system& sys, const protocol::config& cf
   sched.claim_batch = static_cast<uint32_t>(cfg.cluster.claim_batch);
   sched.tenant_max_running = cfg.cluster.tenant_max_running;
   sched.max_handoffs = cfg.cluster.max_handoffs;
-  if (node)
+  if (node) {
     sched.worker_id = worker_of(node->membership.node.node_id);
+    env->notifier = io::spawn_wakeup_notifier(sys, cfg);
+  }
   return spawn_run_registry(sys, env, sched);
 }
 
@@ -504,7 +508,7 @@ std::shared_ptr<response_environment> make_response_environment(const protocol::
 }
 
 std::shared_ptr<io::workspace_surface> make_workspace_surface(caf::actor_system& sys, const protocol::config& cfg,
-                                                              workspace_store_actor store) {
+                                                              workspace_store_actor store, notifier_actor notifier) {
   auto surface = std::make_shared<io::workspace_surface>();
   surface->sys = &sys;
   surface->types = std::get<event_types>(protocol::reflexr::event_registry::build(cfg.workspaces));
@@ -514,7 +518,7 @@ std::shared_ptr<io::workspace_surface> make_workspace_surface(caf::actor_system&
   workspaces_options ws_options;
   ws_options.log_idle_timeout = cfg.workspaces.log_idle_timeout;
   ws_options.command_result_retention = cfg.workspaces.command_result_retention;
-  surface->logs = spawn_workspaces(sys, std::move(store), ws_options);
+  surface->logs = spawn_workspaces(sys, std::move(store), ws_options, std::move(notifier));
   if (surface->open)
     spdlog::warn("workspaces: no credentials configured; every caller is tenant default, user local (WS-59)");
   return surface;
@@ -614,10 +618,27 @@ cluster_membership_actor start_membership(caf::actor_system& sys, cluster_node& 
   return spawn_cluster_membership(sys, nodes, registry, node.status, node.membership);
 }
 
+// CJ-10: the other nodes' notifications, and each poll, wake this node's claims and its live workspace
+// logs (called from the listener's thread).
+std::shared_ptr<io::pg_listener> listen_to_other_nodes(const protocol::config& cfg, run_registry_actor registry,
+                                                       workspaces_actor logs) {
+  return io::listen_for_wakeups(cfg, [registry, logs](const std::string& channel, const std::string& payload) {
+    if (channel == workspace_channel) {
+      if (auto h = protocol::parse_workspace_wakeup(payload))
+        caf::anon_send(logs, appended_atom::value, workspace_key{h->tenant, h->workspace}, h->head);
+      return;
+    }
+    caf::anon_send(registry, schedule_atom::value);
+    if (channel.empty()) // a poll, or a reconnect: what was notified meanwhile may be missed
+      caf::anon_send(logs, appended_atom::value);
+  });
+}
+
 // After the drain: what the node still held goes back to the queue uncharged (CJ-16), what remains
 // has its lease expired, and its row says `left`.
 void leave_cluster(caf::actor_system& sys, const store_actor& store, const cluster_membership_actor& membership,
-                   const std::string& node_id, int64_t max_handoffs, node_metrics& metrics) {
+                   const std::string& node_id, int64_t max_handoffs, node_metrics& metrics,
+                   const notifier_actor& notifier) {
   caf::scoped_actor self{sys};
   auto failed = [](caf::error& err) { spdlog::error("cluster: leaving: {}", message_of(err)); };
   self->request(store, std::chrono::seconds(30), handback_atom::value, worker_of(node_id),
@@ -625,8 +646,10 @@ void leave_cluster(caf::actor_system& sys, const store_actor& store, const clust
     .receive(
       [&](int64_t n) {
         metrics.handed_back(n);
-        if (n > 0)
-          spdlog::info("cluster: {} runs handed back to the other nodes", n);
+        if (n == 0)
+          return;
+        spdlog::info("cluster: {} runs handed back to the other nodes", n);
+        announce_runs(notifier);
       },
       failed);
   self->request(membership, std::chrono::seconds(10), node_state_atom::value, std::string("left"))
@@ -709,7 +732,9 @@ int serve(const cli_options& cli) {
   if (node)
     membership = start_membership(sys, *node, stores.nodes, registry, metrics, responses->store);
   caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs
-  auto surface = make_workspace_surface(sys, cfg, stores.workspaces);
+  auto surface = make_workspace_surface(sys, cfg, stores.workspaces, env->notifier);
+  if (node)
+    node->wakeups = listen_to_other_nodes(cfg, registry, surface->logs);
 
   auto routes = std::make_shared<io::router>();
   io::add_agent_routes(*routes, sys, registry,
@@ -743,10 +768,12 @@ int serve(const cli_options& cli) {
     drain_node(sys, registry, membership, cfg.cluster.drain_grace_seconds, signals);
   drain(server, registry, cfg.service.shutdown_grace_seconds);
   if (membership)
-    leave_cluster(sys, env->store, membership, node->status->node_id(), cfg.cluster.max_handoffs, *metrics);
+    leave_cluster(sys, env->store, membership, node->status->node_id(), cfg.cluster.max_handoffs, *metrics,
+                  env->notifier);
   for (auto& actor : {caf::actor_cast<caf::actor>(membership), caf::actor_cast<caf::actor>(stores.nodes),
                       caf::actor_cast<caf::actor>(node ? node->actor : node_actor{}),
-                      caf::actor_cast<caf::actor>(env->peers), caf::actor_cast<caf::actor>(registry),
+                      caf::actor_cast<caf::actor>(env->peers), caf::actor_cast<caf::actor>(env->notifier),
+                      caf::actor_cast<caf::actor>(registry),
                       caf::actor_cast<caf::actor>(response_registry),
                       caf::actor_cast<caf::actor>(env->approvals), caf::actor_cast<caf::actor>(env->store),
                       caf::actor_cast<caf::actor>(responses->store), caf::actor_cast<caf::actor>(surface->logs),

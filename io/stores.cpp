@@ -2,6 +2,7 @@
 
 #include "io/pg_migrations.hpp"
 #include "io/pg_store.hpp"
+#include "io/pg_wakeups.hpp"
 #include "io/sqlite_response_store.hpp"
 #include "io/sqlite_store.hpp"
 #include "io/sqlite_support.hpp"
@@ -26,6 +27,17 @@ pg_store_settings postgres_settings(const protocol::config& cfg) {
 }
 
 } // namespace
+
+notifier_actor spawn_wakeup_notifier(caf::actor_system& sys, const protocol::config& cfg) {
+  return spawn_pg_notifier(sys, cfg.postgres_url, postgres_settings(cfg).limits, cfg.cluster.notify_coalesce_seconds);
+}
+
+std::shared_ptr<pg_listener> listen_for_wakeups(const protocol::config& cfg,
+                                                std::function<void(const std::string&, const std::string&)> wake) {
+  return std::make_shared<pg_listener>(cfg.postgres_url, postgres_settings(cfg).limits,
+                                       std::vector<std::string>{work_channel, workspace_channel},
+                                       cfg.cluster.poll_interval_seconds, std::move(wake));
+}
 
 std::variant<store_ports, std::string> open_stores(caf::actor_system& sys, const protocol::config& cfg,
                                                    std::shared_ptr<node_metrics> metrics) {

@@ -7,11 +7,13 @@
 #include "actors/metrics.hpp"
 #include "actors/node_store.hpp"
 #include "actors/store.hpp"
+#include "actors/wakeups.hpp"
 #include "actors/workspace_store.hpp"
 #include "protocol/config.hpp"
 
 #include <caf/actor_system.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <variant>
@@ -30,6 +32,15 @@ struct store_ports {
 // `metrics` hears what the PostgreSQL pool measures.
 std::variant<store_ports, std::string> open_stores(caf::actor_system& sys, const protocol::config& cfg,
                                                    std::shared_ptr<node_metrics> metrics);
+
+class pg_listener;
+
+// CJ-10 on PostgreSQL: the node's notifier, and its listener on troupe_work and troupe_ws, which calls
+// `wake(channel, payload)` (from its own thread) on a notification, and `wake("", "")` every
+// cluster.poll_interval_seconds and after each reconnect.
+notifier_actor spawn_wakeup_notifier(caf::actor_system& sys, const protocol::config& cfg);
+std::shared_ptr<pg_listener> listen_for_wakeups(const protocol::config& cfg,
+                                                std::function<void(const std::string&, const std::string&)> wake);
 
 // Which store troupe uses, for its start line: "sqlite <path>" or "postgres <url without password>".
 std::string describe_store(const protocol::config& cfg);

@@ -50,4 +50,26 @@ std::string cluster_health_json(const std::string& state, const std::string& nod
   });
 }
 
+std::string workspace_wakeup(const workspace_head& h) {
+  std::string out = "[" + json::quote(h.tenant) + "," + json::quote(h.workspace) + ",";
+  return out + std::to_string(h.head) + "]";
+}
+
+std::optional<workspace_head> parse_workspace_wakeup(std::string_view payload) {
+  constexpr std::size_t max_payload = 8000;
+  if (payload.size() > max_payload)
+    return std::nullopt;
+  auto doc = json::parse(payload);
+  if (!doc || !doc->IsArray() || doc->Size() != 3)
+    return std::nullopt;
+  auto& a = *doc;
+  if (!a[0].IsString() || !a[1].IsString() || !a[2].IsInt64() || a[2].GetInt64() <= 0)
+    return std::nullopt;
+  workspace_head h{std::string(a[0].GetString(), a[0].GetStringLength()),
+                   std::string(a[1].GetString(), a[1].GetStringLength()), a[2].GetInt64()};
+  if (h.tenant.empty() || h.workspace.empty())
+    return std::nullopt;
+  return h;
+}
+
 } // namespace troupe::protocol

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace troupe::protocol {
@@ -26,5 +28,20 @@ std::string cluster_json(const std::vector<node_row>& nodes, const std::string& 
 
 // {"state":"alive","node_id":...}
 std::string cluster_health_json(const std::string& state, const std::string& node_id);
+
+// CJ-10's troupe_ws payload: a workspace log's head after a node appended to it, as the JSON array
+// ["tenant","workspace",head].
+struct workspace_head {
+  std::string tenant;
+  std::string workspace;
+  int64_t head = 0;
+};
+
+std::string workspace_wakeup(const workspace_head& h);
+
+// Anyone who may connect to the database may NOTIFY, so a payload is read like any input from
+// outside: nullopt unless it is exactly that array, at most 8,000 bytes (PostgreSQL's own bound),
+// with non-empty names and a positive head.
+std::optional<workspace_head> parse_workspace_wakeup(std::string_view payload);
 
 } // namespace troupe::protocol

@@ -251,6 +251,8 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   cluster.seconds("peer_timeout_seconds", c.cluster.peer_timeout_seconds, 0.01);
   cluster.seconds("approval_poll_seconds", c.cluster.approval_poll_seconds, 0.01);
   cluster.seconds("tail_poll_seconds", c.cluster.tail_poll_seconds, 0.01);
+  cluster.seconds("notify_coalesce_seconds", c.cluster.notify_coalesce_seconds, 0);
+  cluster.seconds("poll_interval_seconds", c.cluster.poll_interval_seconds, 0.01);
   cluster.integer("claim_batch", c.cluster.claim_batch, 1, 1 << 20);
   cluster.integer("tenant_max_running", c.cluster.tenant_max_running, 0, 1 << 30);
   auto pg = cluster.child("pg");

@@ -149,6 +149,8 @@ struct cluster_config {
   double peer_timeout_seconds = 5;    // a silent connection to another node is closed
   double approval_poll_seconds = 2;   // a node reads the approvals its runs wait on again (CJ-26)
   double tail_poll_seconds = 0.2;     // a stream of a run held elsewhere reads the store this often (CJ-27)
+  double notify_coalesce_seconds = 0.005; // equal wake-ups within it go out as one NOTIFY (CJ-10)
+  double poll_interval_seconds = 2;       // a node claims this often without a wake-up (CJ-10)
   int64_t claim_batch = 8;            // at most this many runs per claim statement (CJ-18)
   int64_t tenant_max_running = 0;     // a tenant's running background runs, cluster-wide; 0: no cap (CJ-19)
 };

@@ -1,6 +1,7 @@
 // libFuzzer target for the parsers of protocol/ that read what clients, upstreams and MCP servers
 // send. The first byte picks the parser; the rest is its input. Build: see tests/fuzz/CMakeLists.txt.
 #include "protocol/chat_request.hpp"
+#include "protocol/cluster.hpp"
 #include "protocol/config.hpp"
 #include "protocol/mcp.hpp"
 #include "protocol/responses_stream.hpp"
@@ -68,8 +69,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       reflexr::parse_publish_body(input, *types);
       break;
     }
-    case 7:
+    case 7: // what a client asks of a log, and what any database client may NOTIFY about one
       reflexr::parse_event_query(input, {"ops:deploy.finished"});
+      parse_workspace_wakeup(input);
       break;
   }
   return 0;

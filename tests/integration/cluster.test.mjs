@@ -29,15 +29,22 @@ function cluster_config(database) {
 
 // Nodes A and B on one fresh database; B reaches it through `b_url(database)` when given, and
 // `b_config` is merged into B's config.
-async function two_nodes(s, { b_url, model, b_config = {} } = {}) {
+// `before_a(b)`, when given, runs once B is up and before A starts: what B claims then is all B's,
+// since an idle A would otherwise claim its share on B's wake-ups (CJ-10).
+async function two_nodes(s, { b_url, model, b_config = {}, before_a } = {}) {
   const database = postgres_database('cluster_' + crypto.randomBytes(6).toString('hex'));
   const config = cluster_config(database);
   if (model) config.model = model;
-  const a = await s.troupe({ config });
-  const b = await s.troupe({
+  const start_b = async () => s.troupe({
     config: deep_merge(b_url ? { ...config, store: { postgres_url: await b_url(database) } } : config, b_config),
   });
-  return { a, b, database, config };
+  if (before_a) {
+    const b = await start_b();
+    await before_a(b);
+    return { a: await s.troupe({ config }), b, database, config };
+  }
+  const a = await s.troupe({ config });
+  return { a, b: await start_b(), database, config };
 }
 
 // One unlabelled sample of the node's GET /metrics.
@@ -162,6 +169,8 @@ scenario('a node frozen past its expiry fences itself when it wakes, writes noth
 scenario('a node cut off from PostgreSQL stops its runs before the other may claim them, nothing of it lands afterwards, and it rejoins under a new id (CJ-14, CJ-50)', async (s) => {
   let proxy;
   const long_runs = { script: [{ content: 'Thinking for a while.', delay_ms: 4000 }, { content: 'unused' }] };
+  const ids = [];
+  let b_id;
   const { a, b } = await two_nodes(s, {
     model: long_runs,
     b_url: async (database) => {
@@ -169,16 +178,17 @@ scenario('a node cut off from PostgreSQL stops its runs before the other may cla
       proxy = through.proxy;
       return through.url;
     },
+    before_a: async (b) => {
+      b_id = (await b.request('GET', '/v1/cluster/health')).json.node_id;
+      for (let i = 0; i < 10; i++) {
+        const id = `cut-${i}`;
+        await post_run(b, { messages: [user(`run ${i}`)], metadata: { run_id: id } });
+        ids.push(id);
+      }
+      await until(async () => (await cluster_view(b)).data.find((n) => n.node_id === b_id).leases_held === 10,
+        { timeout_ms: 20_000, interval_ms: 20, message: 'node B to hold the 10 runs' });
+    },
   });
-  const b_id = (await b.request('GET', '/v1/cluster/health')).json.node_id;
-  const ids = [];
-  for (let i = 0; i < 10; i++) {
-    const id = `cut-${i}`;
-    await post_run(b, { messages: [user(`run ${i}`)], metadata: { run_id: id } });
-    ids.push(id);
-  }
-  await until(async () => (await cluster_view(a)).data.find((n) => n.node_id === b_id).leases_held === 10,
-    { timeout_ms: 20_000, interval_ms: 20, message: 'node B to hold the 10 runs' });
 
   await proxy.stall();
   const stalled_at = Date.now();
@@ -423,6 +433,60 @@ scenario('a background response left unfinished by a node killed with SIGKILL is
     { timeout_ms: 20_000, interval_ms: 50, message: "A's own response to complete" });
 }, { timeout: 120_000 });
 
+// How long a run waited to be claimed, by the store's own timestamps.
+async function claimed_after_ms(node, run_id) {
+  const run = await until(async () => {
+    const r = (await node.request('GET', `/v1/runs/${run_id}`)).json;
+    return r.started_at && r;
+  }, { timeout_ms: 20_000, interval_ms: 10, message: `${run_id} to be claimed` });
+  return { ms: Date.parse(run.started_at) - Date.parse(run.created_at), worker_id: run.worker_id };
+}
+
+const listeners = (database) => Number(spawnSync('psql', [database, '-tAc',
+  "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'troupe-listen'"], { encoding: 'utf8' }).stdout.trim());
+
+scenario('a run queued on a full node is claimed by the idle one on its NOTIFY at once, and within the poll interval + 0.5 s while its LISTEN connection is killed (CJ-10, CJ-52 d)', async (s) => {
+  const poll = 4;
+  const database = postgres_database('cluster_' + crypto.randomBytes(6).toString('hex'));
+  // Neither node sweeps within the measurements, and each polls every 4 s.
+  const config = deep_merge(cluster_config(database), {
+    service: { run_recovery_interval_seconds: 60 },
+    cluster: { poll_interval_seconds: poll, drain_grace_seconds: 1 },
+    model: { script: [{ content: 'quick' }], scripts: { hold: [{ content: 'A long think.', delay_ms: 60_000 }] } },
+  });
+  // A's one slot is taken before B starts.
+  const a = await s.troupe({ config: deep_merge(config, { service: { run_concurrency: 1 } }) });
+  await post_run(a, { messages: [user('long')], model: 'scripted:hold', metadata: { run_id: 'holding' } });
+  await until(async () => (await a.request('GET', '/v1/runs/holding')).json.status === 'running',
+    { timeout_ms: 10_000, interval_ms: 20, message: 'A to run the long run' });
+  const b = await s.troupe({ config });
+  const b_id = (await b.request('GET', '/v1/cluster/health')).json.node_id;
+  const b_worker = `worker-${b_id.slice(5)}`;
+  const quick = (id) => post_run(a, { messages: [user('go')], metadata: { run_id: id } });
+
+  await until(() => listeners(database) === 2, { timeout_ms: 5_000, message: 'both nodes to listen' });
+  await quick('woken-1');
+  const first = await claimed_after_ms(a, 'woken-1');
+  assert.equal(first.worker_id, b_worker);
+  assert.ok(first.ms < 1000, `claimed ${first.ms} ms after it was queued, on the NOTIFY (poll every ${poll} s)`);
+
+  // CJ-52 d: the LISTEN backends are terminated, then a run is queued.
+  const killed = spawnSync('psql', [database, '-tAc',
+    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'troupe-listen'"], { encoding: 'utf8' });
+  assert.equal(killed.stdout.trim(), '2', killed.stderr);
+  await quick('woken-2');
+  const second = await claimed_after_ms(a, 'woken-2');
+  assert.equal(second.worker_id, b_worker);
+  assert.ok(second.ms <= (poll + 0.5) * 1000, `claimed ${second.ms} ms after it was queued (limit ${(poll + 0.5) * 1000})`);
+  await until(() => /the LISTEN connection (closed|failed)/.test(b.stderr), { timeout_ms: 5_000, message: 'B to notice' });
+
+  // Listening again, B is woken at once again.
+  await until(() => listeners(database) === 2, { timeout_ms: 10_000, message: 'both nodes to listen again' });
+  await quick('woken-3');
+  const third = await claimed_after_ms(a, 'woken-3');
+  assert.ok(third.ms < 1000, `claimed ${third.ms} ms after it was queued`);
+}, { timeout: 120_000 });
+
 // A run that asks to run a dangerous command, waits for its approval, then answers.
 const gated_call = {
   script: [
@@ -495,7 +559,7 @@ scenario('a node stopped with SIGTERM hands a run waiting on an approval back at
   config.service.run_max_attempts = 1;
   config.cluster.drain_grace_seconds = 6;
   config.model = { script: [{ content: 'short' }], scripts: { short: [{ content: 'short and done', delay_ms: 2000 }], long: [{ content: 'long and done', delay_ms: 15000 }], gated: gated_call.script } };
-  const a = await s.troupe({ config });
+  // B takes all the runs before A starts.
   const b = await s.troupe({ config });
   const b_id = (await b.request('GET', '/v1/cluster/health')).json.node_id;
   const short = [], long = [];
@@ -508,9 +572,10 @@ scenario('a node stopped with SIGTERM hands a run waiting on an approval back at
     await post_run(b, { messages: [user('long')], model: 'scripted:long', metadata: { run_id: long[i] } });
   }
   await post_run(b, { messages: [user('remove it')], model: 'scripted:gated', metadata: { run_id: 'drain-gated' } });
-  const approval = await pending_approval(a, 'drain-gated');
-  await until(async () => (await cluster_view(a)).data.find((n) => n.node_id === b_id).leases_held === 16,
+  const approval = await pending_approval(b, 'drain-gated');
+  await until(async () => (await cluster_view(b)).data.find((n) => n.node_id === b_id).leases_held === 16,
     { timeout_ms: 20_000, interval_ms: 20, message: 'node B to hold the 16 runs' });
+  const a = await s.troupe({ config });
 
   b.signal('SIGTERM');
   await until(async () => (await cluster_view(a)).data.find((n) => n.node_id === b_id).state === 'draining',

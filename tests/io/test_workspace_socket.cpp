@@ -3,6 +3,7 @@
 // queue of frames not yet taken is the outbox the connection sees.
 #include "io/sqlite_workspace_store.hpp"
 #include "io/workspace_surface.hpp"
+#include "protocol/cluster.hpp"
 #include "protocol/config.hpp"
 #include "protocol/json.hpp"
 #include "protocol/workspace_events.hpp"
@@ -10,10 +11,12 @@
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -124,7 +127,10 @@ struct workspace_fixture {
   std::shared_ptr<io::workspace_surface> surface = std::make_shared<io::workspace_surface>();
   workspace_store_actor store;
 
-  explicit workspace_fixture(const std::string& stream_config) {
+  // A node of its own over a fresh store, or, given `shared`, a second node over that store whose
+  // logs tell `notifier` of their appends (CJ-10).
+  explicit workspace_fixture(const std::string& stream_config, workspace_store_actor shared = {},
+                             notifier_actor notifier = {}) {
     auto parsed = protocol::parse_config(
       R"({"workspaces":{"event_types":[{"name":"ops:deploy.finished","schema":{"type":"object","properties":{"service":{"type":"string"}}}}],"stream":)"
         + stream_config + "}}",
@@ -134,10 +140,14 @@ struct workspace_fixture {
     surface->open = true; // no credential configured: every caller is the default one
     surface->config = parsed.value.workspaces;
     surface->types = std::get<0>(rx::event_registry::build(surface->config));
-    auto spawned = io::spawn_sqlite_workspace_store(sys, fresh_db());
-    REQUIRE(spawned.index() == 0);
-    store = std::get<workspace_store_actor>(spawned);
-    surface->logs = spawn_workspaces(sys, store, {});
+    if (shared) {
+      store = shared;
+    } else {
+      auto spawned = io::spawn_sqlite_workspace_store(sys, fresh_db());
+      REQUIRE(spawned.index() == 0);
+      store = std::get<workspace_store_actor>(spawned);
+    }
+    surface->logs = spawn_workspaces(sys, store, {}, notifier);
   }
   std::vector<std::shared_ptr<client_socket>> clients;
 
@@ -215,11 +225,44 @@ std::vector<int64_t> take_replay(client_socket& c) {
   }
 }
 
-std::vector<int64_t> one_to(int64_t n) {
+std::vector<int64_t> seqs_from_to(int64_t first, int64_t last) {
   std::vector<int64_t> out;
-  for (int64_t i = 1; i <= n; ++i)
+  for (int64_t i = first; i <= last; ++i)
     out.push_back(i);
   return out;
+}
+
+std::vector<int64_t> one_to(int64_t n) {
+  return seqs_from_to(1, n);
+}
+
+// The seqs of the next `n` frames, fewer if they stop coming.
+std::vector<int64_t> take_seqs(client_socket& c, std::size_t n, std::chrono::milliseconds wait = 10s) {
+  std::vector<int64_t> seqs;
+  while (seqs.size() < n)
+    if (auto frame = c.take(wait))
+      seqs.push_back(seq_of(*frame));
+    else
+      break;
+  return seqs;
+}
+
+// CJ-10 between two nodes in one process: what one node's logs announce is read as the listener of
+// the other node reads a troupe_ws payload, and handed to that node's `workspaces` actor, unless the
+// test drops it (a lost notification).
+struct relay_state {
+  static inline const char* name = "wakeup_relay";
+};
+
+notifier_actor::behavior_type relay(notifier_actor::stateful_pointer<relay_state>, workspaces_actor to,
+                                    std::shared_ptr<std::atomic<bool>> drop) {
+  return {
+    [=](notify_atom, const std::string& channel, const std::string&, const std::string& payload) {
+      auto h = protocol::parse_workspace_wakeup(payload); // a bad one is not passed on: the test misses frames
+      if (channel == workspace_channel && h && !*drop)
+        caf::anon_send(to, appended_atom::value, workspace_key{h->tenant, h->workspace}, h->head);
+    },
+  };
 }
 
 } // namespace
@@ -269,4 +312,31 @@ TEST_CASE("a client that takes nothing from a full outbox is closed 4429, in rep
     CHECK(seqs == one_to(static_cast<int64_t>(seqs.size()))); // what it got is in order without gaps
     CHECK(seqs.size() < 30);
   }
+}
+
+TEST_CASE("a client of one node sees what another node appends to the log, woken by its notification or the next poll",
+          "[workspace][websocket][cluster]") { // CJ-10, CJ-29 (live tails elsewhere), WS-133
+  workspace_fixture b("{}");
+  auto drop = std::make_shared<std::atomic<bool>>(false);
+  auto to_b = b.sys.spawn(relay, b.surface->logs, drop);
+  workspace_fixture a("{}", b.store, to_b);
+  auto c = b.connect();
+  CHECK(take_replay(*c).empty());
+
+  a.publish_batch(5); // A tells B of its new head 5
+  CHECK(take_seqs(*c, 5) == one_to(5));
+
+  *drop = true; // the next notification is lost
+  a.publish_batch(3);
+  CHECK_FALSE(c->take(300ms));
+  caf::anon_send(b.surface->logs, appended_atom::value); // B's poll
+  CHECK(take_seqs(*c, 3) == seqs_from_to(6, 8));
+
+  b.publish_batch(2); // B's own appends follow A's without a gap
+  CHECK(take_seqs(*c, 2) == seqs_from_to(9, 10));
+  *drop = false;
+  a.publish_batch(1);
+  CHECK(take_seqs(*c, 1) == std::vector<int64_t>{11});
+  CHECK_FALSE(c->closed(0ms));
+  caf::anon_send_exit(to_b, caf::exit_reason::user_shutdown);
 }
