@@ -8,6 +8,7 @@
 
 #include "io/statement_spelling.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -85,6 +86,11 @@ public:
   // The first column of every row `text` selects with `arg` bound to $1.
   std::vector<std::string> ids(const char* text, const std::string& arg);
 
+  // The database's clock, read through the offset of this process's clock from it, which the worker
+  // measures (CJ-20: every node's leases on one clock).
+  std::chrono::system_clock::time_point now() const { return std::chrono::system_clock::now() + clock_offset_; }
+  void set_clock_offset(std::chrono::system_clock::duration offset) { clock_offset_ = offset; }
+
 private:
   friend class query;
   struct prepared {
@@ -97,6 +103,7 @@ private:
   std::unordered_map<const char*, prepared> prepared_; // by the address of their SQL text
   int64_t changes_ = 0;
   std::function<void(double)> observe_;
+  std::chrono::system_clock::duration clock_offset_{};
 };
 
 } // namespace troupe::io::pg

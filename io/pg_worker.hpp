@@ -40,7 +40,25 @@ struct worker_core {
   pool_settings settings;
   std::vector<pending_op> batch;
   std::vector<connection*> stores; // each store's operations; attached to every transaction
+  std::chrono::steady_clock::time_point clock_read{}; // when the database's clock was last read
 };
+
+// CJ-20: the stores keep time by the database's clock. Its offset from this process's clock is read
+// again every second, in a transaction already under way, so a step of either clock (or a node whose
+// clock is simply wrong) shifts no lease for longer than that.
+inline void read_clock_when_due(worker_core& core, pqxx::work& tx) {
+  using namespace std::chrono;
+  auto due = steady_clock::now();
+  if (due - core.clock_read < seconds(1))
+    return;
+  auto before = system_clock::now();
+  auto db_seconds = tx.exec1("SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8")[0].as<double>();
+  auto after = system_clock::now();
+  auto db_time = system_clock::time_point(duration_cast<system_clock::duration>(duration<double>(db_seconds)));
+  for (auto c : core.stores)
+    c->set_clock_offset(db_time - (before + (after - before) / 2));
+  core.clock_read = due;
+}
 
 // Carries out one op of a batch. An SQL error of the op alone (a constraint, a bad value) refuses
 // that op and, inside a savepoint, leaves the rest of the batch; what may succeed on another try
@@ -85,6 +103,7 @@ void flush(Pointer self) {
             c->attach(nullptr);
         }
       } attached(core.stores, tx);
+      read_clock_when_due(core, tx);
       if (ops.size() == 1)
         return carry_out(ops[0]);
       if (!savepoints) {

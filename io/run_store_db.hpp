@@ -7,9 +7,11 @@
 #pragma once
 
 #include "actors/store.hpp"
+#include "protocol/timestamp.hpp"
 
 #include <caf/error.hpp>
 
+#include <chrono>
 #include <limits>
 #include <optional>
 #include <string>
@@ -31,6 +33,14 @@ public:
 
   // A database server (PostgreSQL), where each statement is a round trip: its hot paths take fewer.
   static constexpr bool on_server = std::string_view(Conn::engine) == "postgres";
+
+  // The store's clock, `Conn::now()`: on PostgreSQL the database's, so every node's leases, lapses and
+  // times are on one clock however the nodes' clocks drift (CJ-20); on SQLite the process's.
+  std::string now_text() { return protocol::iso_timestamp(this->now()); }
+  std::string seconds_from_now(double seconds) {
+    auto d = std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(seconds));
+    return protocol::iso_timestamp(this->now() + d);
+  }
 
   // ---- Runs and their attempts (io/run_store_runs.cpp) ----
 

@@ -37,23 +37,18 @@ run_record read_run(const Query& q) {
   return r;
 }
 
-std::string seconds_from_now(double seconds) {
-  auto d = std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(seconds));
-  return protocol::iso_timestamp(std::chrono::system_clock::now() + d);
-}
-
-// Milliseconds from an iso timestamp until now (null when the text is not one).
-std::optional<double> ms_since(const std::string& iso) {
+// Milliseconds from an iso timestamp until `now` (null when the text is not one).
+std::optional<double> ms_since(const std::string& iso, std::chrono::system_clock::time_point now) {
   auto t = protocol::parse_iso_timestamp(iso);
   if (!t)
     return std::nullopt;
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now() - *t).count();
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(now - *t).count();
   return static_cast<double>(us / 10) / 100.0;
 }
 
 // A new run as the store accepts it: what the caller said about it, and nothing of its state, which
 // only the store's own transitions set.
-run_record accepted(run_record r) {
+run_record accepted(run_record r, const std::string& now) {
   run_record fresh;
   for (auto field : {&run_record::run_id, &run_record::run_kind, &run_record::session_id, &run_record::tenant_key,
                      &run_record::user_key, &run_record::metadata, &run_record::generation_options,
@@ -62,7 +57,7 @@ run_record accepted(run_record r) {
   fresh.max_attempts = r.max_attempts;
   fresh.priority = r.priority;
   fresh.status = "queued";
-  fresh.created_at = fresh.updated_at = protocol::iso_now();
+  fresh.created_at = fresh.updated_at = now;
   return fresh;
 }
 
@@ -102,7 +97,7 @@ std::optional<run_record> store_db<Conn>::read_one(const char* statement, const 
 
 template <class Conn>
 outcome<run_record> store_db<Conn>::create(run_record r) {
-  r = accepted(std::move(r));
+  r = accepted(std::move(r), now_text());
   auto q = sql(store_sql::insert_run);
   q.bind(1, r.run_id).bind(2, r.run_kind).bind(3, r.session_id).bind(4, r.tenant_key).bind(5, r.user_key);
   q.bind(6, r.status).bind(7, r.created_at).bind(8, r.started_at).bind(9, r.metadata);
@@ -134,13 +129,13 @@ outcome<run_record> store_db<Conn>::begin_chat(run_record r, const std::string& 
 template <class Conn>
 void store_db<Conn>::start_attempt(const std::string& run_id, const std::string& worker_id, double lease_seconds) {
   auto q = sql(store_sql::start_attempt);
-  q.bind(1, run_id).bind(2, worker_id).bind(3, seconds_from_now(lease_seconds)).bind(4, protocol::iso_now());
+  q.bind(1, run_id).bind(2, worker_id).bind(3, seconds_from_now(lease_seconds)).bind(4, now_text());
   q.done();
 }
 
 template <class Conn>
 outcome<run_claim> store_db<Conn>::claim(const claim_request& want) {
-  auto now = protocol::iso_now();
+  auto now = now_text();
   run_claim claim;
   if constexpr (on_server) {
     auto q = sql(store_sql::claim_ready_runs);
@@ -162,7 +157,7 @@ outcome<run_claim> store_db<Conn>::claim(const claim_request& want) {
   if (q.row())
     if (auto next = protocol::parse_iso_timestamp(q.text(0)))
       claim.next_ready_seconds =
-        std::max(0.0, std::chrono::duration<double>(*next - std::chrono::system_clock::now()).count());
+        std::max(0.0, std::chrono::duration<double>(*next - this->now()).count());
   return claim;
 }
 
@@ -235,14 +230,14 @@ template <class Conn>
 outcome<bool> store_db<Conn>::append(const std::string& run_id, int64_t lease_epoch, const stored_event& e) {
   if constexpr (on_server) {
     auto q = sql(store_sql::append_event);
-    q.bind(1, run_id).bind(2, lease_epoch).bind(3, e.sequence).bind(4, protocol::iso_now());
+    q.bind(1, run_id).bind(2, lease_epoch).bind(3, e.sequence).bind(4, now_text());
     q.bind(5, e.type).bind(6, e.json);
     if (!q.done() || changes() != 1)
       return fenced();
     return true;
   }
   auto update = sql(store_sql::count_appended_event);
-  update.bind(1, run_id).bind(2, lease_epoch).bind(3, e.sequence).bind(4, protocol::iso_now());
+  update.bind(1, run_id).bind(2, lease_epoch).bind(3, e.sequence).bind(4, now_text());
   if (!update.done() || changes() != 1 || !insert_event(run_id, e))
     return fenced();
   return true;
@@ -294,12 +289,12 @@ outcome<run_record> store_db<Conn>::transition(const run_transition& t) {
 template <class Conn>
 run_record store_db<Conn>::finish(run_record r, const std::string& status, const std::string& error,
                             const protocol::trace_facts& facts) {
-  auto now = protocol::iso_now();
+  auto now = now_text();
   r.status = status;
   r.error = error;
   r.completed_at = now;
   r.cancelled_at = status == "cancelled" ? now : "";
-  r.duration_ms = ms_since(r.started_at.empty() ? r.created_at : r.started_at);
+  r.duration_ms = ms_since(r.started_at.empty() ? r.created_at : r.started_at, this->now());
   r.lease_expires_at.clear();
   r.updated_at = now;
   auto q = sql(store_sql::finish_run);
@@ -319,7 +314,7 @@ void store_db<Conn>::requeue(const std::string& run_id, int64_t lease_epoch, con
   auto q = sql(store_sql::requeue_run);
   q.bind(1, run_id).bind(2, lease_epoch).bind(3, last_error);
   q.bind(4, retry_seconds > 0 ? seconds_from_now(retry_seconds) : std::string());
-  q.bind(5, protocol::iso_now());
+  q.bind(5, now_text());
   q.done();
 }
 
@@ -335,7 +330,7 @@ outcome<bool> store_db<Conn>::renew(const std::string& run_id, int64_t lease_epo
 template <class Conn>
 outcome<recovery_report> store_db<Conn>::recover(bool all_running, const protocol::lapse_ends& ends) {
   // With `all_running` the cutoff is "" and every running run is taken.
-  auto lapsed = ids(store_sql::lapsed_runs, all_running ? std::string() : protocol::iso_now());
+  auto lapsed = ids(store_sql::lapsed_runs, all_running ? std::string() : now_text());
   recovery_report report;
   for (auto& id : lapsed) {
     auto r = *lock(id);

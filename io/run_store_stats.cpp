@@ -32,7 +32,7 @@ void store_db<Conn>::add_details(protocol::store_stats& s) {
 template <class Conn>
 protocol::store_stats store_db<Conn>::stats(bool detailed) {
   protocol::store_stats s;
-  auto now = protocol::iso_now();
+  auto now = now_text();
   auto scalar = [&](const char* text, const std::string& arg = {}) {
     auto q = sql(text);
     if (!arg.empty())

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -146,6 +147,9 @@ public:
 
   // A statement whose text varies per call (a filtered list), prepared for one use.
   query statement(const std::string& text) { return query(prepare(db_.get(), text.c_str())); }
+
+  // The store's clock: one process writes the file, so its own.
+  std::chrono::system_clock::time_point now() const { return std::chrono::system_clock::now(); }
 
   std::string error() const { return sqlite3_errmsg(db_.get()); }
 

@@ -4,7 +4,7 @@
 TROUPE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TROUPE_PACKAGES=(build-essential cmake pkg-config ccache libcaf-dev libboost-dev rapidjson-dev libspdlog-dev
                  catch2 libsqlite3-dev libssl-dev libcli11-dev prometheus-cpp-dev bubblewrap
-                 json-schema-test-suite universal-ctags postgresql-15 libpqxx-dev)
+                 json-schema-test-suite universal-ctags postgresql-15 libpqxx-dev faketime)
 
 troupe_as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

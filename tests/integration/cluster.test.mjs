@@ -609,3 +609,52 @@ scenario('a node stopped with SIGTERM hands a run waiting on an approval back at
     assert.equal(events[events.length - 1].content, 'long and done');
   }
 }, { timeout: 180_000 });
+
+// A node whose wall clock runs `offset` ahead (libfaketime; its monotonic clock is left alone, so its
+// heartbeats and fencing keep their pace), or null where libfaketime is not installed.
+function clock_ahead_env(offset) {
+  const lib = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
+  if (!fs.existsSync(lib)) return null;
+  return {
+    LD_PRELOAD: lib, FAKETIME: offset, FAKETIME_DONT_FAKE_MONOTONIC: '1', FAKETIME_DONT_RESET: '1',
+    // A sanitizer build wants its runtime first; the preloaded clock does not touch memory.
+    ASAN_OPTIONS: `${process.env.ASAN_OPTIONS ?? ''}:verify_asan_link_order=0`,
+  };
+}
+
+scenario('a node whose clock runs 30 s ahead neither takes the runs others hold nor gives its own longer leases: leases are timed by the database clock (CJ-20)', async (s) => {
+  const ahead = clock_ahead_env('+30s');
+  assert.ok(ahead, 'libfaketime is installed (scripts/setup.sh installs faketime)');
+  const database = postgres_database('cluster_' + crypto.randomBytes(6).toString('hex'));
+  // B sweeps for lapsed leases every second; runs take 5 s against leases of 6 s.
+  const config = deep_merge(cluster_config(database), {
+    model: { script: [{ content: 'Thinking.', delay_ms: 5000 }] },
+  });
+  const a = await s.troupe({ config });
+  const a_id = (await a.request('GET', '/v1/cluster/health')).json.node_id;
+  await post_run(a, { messages: [user('long')], metadata: { run_id: 'held-by-a' } });
+  await until(async () => (await a.request('GET', '/v1/runs/held-by-a')).json.status === 'running',
+    { timeout_ms: 10_000, message: 'A to run it' });
+  const b = await s.troupe({ config, env: ahead });
+  const b_id = (await b.request('GET', '/v1/cluster/health')).json.node_id;
+  assert.notEqual(a_id, b_id);
+
+  await post_run(b, { messages: [user('long')], metadata: { run_id: 'held-by-b' } });
+  const held = await until(async () => {
+    const run = (await b.request('GET', '/v1/runs/held-by-b')).json;
+    return run.status === 'running' && run.lease_expires_at ? run : null;
+  }, { timeout_ms: 10_000, message: 'B to run its run' });
+  const db_now = spawnSync('psql', [database, '-tAc', 'SELECT EXTRACT(EPOCH FROM clock_timestamp())'], { encoding: 'utf8' });
+  const lease_left = Date.parse(held.lease_expires_at) / 1000 - Number(db_now.stdout.trim());
+  assert.ok(lease_left > 0 && lease_left <= config.service.run_lease_seconds + 1,
+    `B's lease ends ${lease_left.toFixed(1)} s after the database's now, not 30 s later: ${held.lease_expires_at}`);
+
+  for (const id of ['held-by-a', 'held-by-b']) {
+    const run = await until(async () => {
+      const r = (await a.request('GET', `/v1/runs/${id}`)).json;
+      return r.status === 'completed' ? r : null;
+    }, { timeout_ms: 30_000, message: `${id} to complete` });
+    assert.equal(run.attempts, 1, `${id} ran once: no node found its lease lapsed (${JSON.stringify(run)})`);
+  }
+  assert.doesNotMatch(b.stderr, /lapsed lease re-queued/);
+}, { timeout: 120_000 });
