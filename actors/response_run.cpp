@@ -512,9 +512,11 @@ void finish(run_pointer self, response_status status, const std::optional<std::s
       [self, end](caf::error& err) mutable {
         spdlog::error("responses: {} could not be stored: {}", self->state.job.id, message_of(err));
         end.failed = true;
-        end.error = {code_of(err) == errc::conflict ? errc::conflict : errc::internal, message_of(err),
-                     code_of(err) == errc::conflict ? "conversation" : "",
-                     code_of(err) == errc::conflict ? "conversation_locked" : "server_error"};
+        // A conflict is a conversation another response moved (RS-54), unless the response itself
+        // ended elsewhere meanwhile (CJ-16), which is the server's own fault.
+        bool locked = code_of(err) == errc::conflict && problem_of(err).kind != response_already_ended;
+        end.error = {locked ? errc::conflict : errc::internal, message_of(err), locked ? "conversation" : "",
+                     locked ? "conversation_locked" : "server_error"};
         // RS-40: no consistent terminal object can be produced.
         leave_registry(self);
         deliver(self, {rs::make_event(self->state.delivered + 1, "error", rs::error_members(end.error))});

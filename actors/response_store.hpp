@@ -95,6 +95,9 @@ struct page_request {
 inline constexpr const char* missing_response = "response_not_found";
 inline constexpr const char* missing_conversation = "conversation_not_found";
 inline constexpr const char* missing_item = "item_not_found";
+// What a store's errc::conflict names when a save comes after the response ended (another node
+// failed or cancelled it, CJ-16): nothing of that save is kept.
+inline constexpr const char* response_already_ended = "response_already_ended";
 
 using response_store_actor = caf::typed_actor<
   // Writes a response (creation, snapshot updates, the final commit) owned by its row's owner. A

@@ -95,6 +95,19 @@ std::vector<response_row> responses_db<Conn>::responses(const char* text, std::i
 }
 
 template <class Conn>
+bool responses_db<Conn>::has_ended(const std::string& response_id) {
+  auto q = sql(response_sql::ended);
+  q.bind(1, response_id);
+  return q.row();
+}
+
+template <class Conn>
+caf::error responses_db<Conn>::ended_elsewhere(const std::string& response_id) {
+  return make_error({errc::conflict, "Response '" + response_id + "' already ended; this save was not kept.", {},
+                     response_already_ended});
+}
+
+template <class Conn>
 bool responses_db<Conn>::put_response(const response_row& r) {
   auto q = sql(response_sql::put_response);
   q.bind(1, r.id).bind(2, r.created_at).bind(3, std::string(rs::to_string(r.status))).bind(4, int64_t{r.background});
@@ -153,14 +166,24 @@ outcome<int64_t> responses_db<Conn>::save(const response_commit& c) {
     if (row->revision != c.expected_revision)
       return make_error(errc::conflict, "Another response is in progress for conversation '" + conversation + "'.");
   }
-  if (!c.events_only && (!put_response(c.response) || !put_history(c.response.id, c.response.history_item_ids)))
-    return failed("saving a response");
+  // Events first: each is kept only while the response has not ended, and so is the row after them.
+  for (auto& e : c.events) {
+    if (!put_event(c.response.id, e))
+      return failed("appending an event");
+    if (changes() == 0 && has_ended(c.response.id))
+      return ended_elsewhere(c.response.id);
+  }
+  if (!c.events_only) {
+    if (!put_response(c.response))
+      return failed("saving a response");
+    if (changes() == 0)
+      return ended_elsewhere(c.response.id);
+    if (!put_history(c.response.id, c.response.history_item_ids))
+      return failed("saving a response");
+  }
   for (auto& item : c.items)
     if (!put_item(item, owner))
       return failed("storing an item");
-  for (auto& e : c.events)
-    if (!put_event(c.response.id, e))
-      return failed("appending an event");
   if (conversation.empty())
     return int64_t{-1};
   // An input that referenced a member already is not added twice: membership is a set.

@@ -40,7 +40,9 @@ public:
   std::optional<response_row> get_response(const std::string& id, const response_owner& owner);
   // Every response still queued or in progress, each with its history.
   std::vector<response_row> unfinished();
-  // One response commit (RS-53, RS-54): the revision is checked before anything is written.
+  // One response commit (RS-53, RS-54): the revision is checked before anything is written. A commit
+  // for a response that already ended (another node failed or cancelled it) keeps nothing and answers
+  // errc::conflict of kind response_already_ended.
   outcome<int64_t> save(const response_commit& c);
   outcome<bool> delete_response(const std::string& id, const response_owner& owner);
   // A page of a response's input listing (RS-8).
@@ -74,6 +76,8 @@ private:
   caf::error failed(const char* what) const;
   std::vector<std::string> history(const std::string& response_id);
   std::vector<response_row> responses(const char* text, std::initializer_list<std::string> args = {});
+  bool has_ended(const std::string& response_id);
+  caf::error ended_elsewhere(const std::string& response_id);
   bool put_response(const response_row& r);
   bool put_history(const std::string& response_id, const std::vector<std::string>& item_ids);
   bool put_item(const stored_item& item, const response_owner& owner);

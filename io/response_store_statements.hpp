@@ -20,7 +20,8 @@ namespace troupe::io::response_sql {
 inline constexpr char get_response[] = "SELECT " TROUPE_RESPONSE_COLUMNS " FROM responses WHERE id = ?1 AND owner = ?2";
 inline constexpr char unfinished[] = "SELECT " TROUPE_RESPONSE_COLUMNS
                                      " FROM responses WHERE status IN ('queued', 'in_progress') ORDER BY created_at, rowid";
-// A later save replaces every column but the id; the row keeps its place in insertion order.
+// A later save replaces every column but the id; the row keeps its place in insertion order. A response
+// that ended stays as it ended: a save after that (a fenced node's, CJ-16) changes nothing.
 inline constexpr char put_response[] = "INSERT INTO responses (" TROUPE_RESPONSE_COLUMNS
                                        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
                                        "ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at, "
@@ -29,16 +30,21 @@ inline constexpr char put_response[] = "INSERT INTO responses (" TROUPE_RESPONSE
                                        "request = excluded.request, input_count = excluded.input_count, "
                                        "previous_response_id = excluded.previous_response_id, "
                                        "conversation_id = excluded.conversation_id, owner = excluded.owner, "
-                                       "node_id = excluded.node_id";
+                                       "node_id = excluded.node_id "
+                                       "WHERE responses.status IN ('queued', 'in_progress')";
 inline constexpr char input_count[] = "SELECT input_count FROM responses WHERE id = ?1 AND owner = ?2";
 
 inline constexpr char history[] = "SELECT item_id FROM response_history WHERE response_id = ?1 ORDER BY position";
 inline constexpr char clear_history[] = "DELETE FROM response_history WHERE response_id = ?1";
 inline constexpr char add_history[] = "INSERT INTO response_history (response_id, position, item_id) VALUES (?1, ?2, ?3)";
 
+// Nor does an event come after the end: the events of a commit go in before its row.
 inline constexpr char put_event[] =
-  "INSERT INTO response_events (response_id, sequence, json) VALUES (?1, ?2, ?3) "
+  "INSERT INTO response_events (response_id, sequence, json) SELECT ?1, ?2, ?3 "
+  "WHERE NOT EXISTS (SELECT 1 FROM responses WHERE id = ?1 AND status NOT IN ('queued', 'in_progress')) "
   "ON CONFLICT (response_id, sequence) DO NOTHING";
+inline constexpr char ended[] =
+  "SELECT 1 FROM responses WHERE id = ?1 AND status NOT IN ('queued', 'in_progress')";
 inline constexpr char events_after[] =
   "SELECT sequence, json FROM response_events WHERE response_id = ?1 AND sequence > ?2 ORDER BY sequence";
 

@@ -47,6 +47,20 @@ async function two_nodes(s, { b_url, model, b_config = {}, before_a } = {}) {
   return { a, b: await start_b(), database, config };
 }
 
+// Nodes A and B as two_nodes starts them, B reaching the database through a stall proxy (`proxy`).
+async function two_nodes_b_behind_proxy(s, options = {}) {
+  let proxy;
+  const nodes = await two_nodes(s, {
+    ...options,
+    b_url: async (database) => {
+      const through = await s.stall_proxy(database);
+      proxy = through.proxy;
+      return through.url;
+    },
+  });
+  return { ...nodes, proxy };
+}
+
 // One unlabelled sample of the node's GET /metrics.
 async function metric(node, name) {
   const res = await node.request('GET', '/metrics');
@@ -167,17 +181,11 @@ scenario('a node frozen past its expiry fences itself when it wakes, writes noth
 }, { timeout: 180_000 });
 
 scenario('a node cut off from PostgreSQL stops its runs before the other may claim them, nothing of it lands afterwards, and it rejoins under a new id (CJ-14, CJ-50)', async (s) => {
-  let proxy;
   const long_runs = { script: [{ content: 'Thinking for a while.', delay_ms: 4000 }, { content: 'unused' }] };
   const ids = [];
   let b_id;
-  const { a, b } = await two_nodes(s, {
+  const { a, b, proxy } = await two_nodes_b_behind_proxy(s, {
     model: long_runs,
-    b_url: async (database) => {
-      const through = await s.stall_proxy(database);
-      proxy = through.proxy;
-      return through.url;
-    },
     before_a: async (b) => {
       b_id = (await b.request('GET', '/v1/cluster/health')).json.node_id;
       for (let i = 0; i < 10; i++) {
@@ -431,6 +439,32 @@ scenario('a background response left unfinished by a node killed with SIGKILL is
   assert.notEqual((await status_on(a, kept)).status, 'failed');
   await until(async () => (await status_on(a, kept)).status === 'completed',
     { timeout_ms: 20_000, interval_ms: 50, message: "A's own response to complete" });
+}, { timeout: 120_000 });
+
+scenario('a background response of a node cut off from PostgreSQL is failed by the other node, and nothing the cut-off node writes of it afterwards lands (CJ-16, CJ-50, RS-55)', async (s) => {
+  const { a, b, proxy } = await two_nodes_b_behind_proxy(s, { model: long_think });
+  const created = await b.request('POST', '/v1/responses', { body: { model: 'scripted', input: 'think', background: true } });
+  assert.equal(created.status, 200, created.text);
+  const id = created.json.id;
+  const followed = await open_sse(`${a.url}/v1/responses/${id}?stream=true`, { method: 'GET' });
+  await followed.wait_for((f) => f.json?.type === 'response.in_progress', 10_000); // B started it
+
+  await proxy.stall();
+  const failed = await until(async () => {
+    const r = (await a.request('GET', `/v1/responses/${id}`)).json;
+    return r.status === 'failed' && r;
+  }, { timeout_ms: 15_000, interval_ms: 50, message: "A to fail B's response" });
+  await proxy.resume();
+  // B's think ends after 8 s; its final commit comes after A's and keeps nothing.
+  await until(() => /responses: resp_\w+ could not be stored: Response '\w+' already ended/.test(b.stderr),
+    { timeout_ms: 30_000, interval_ms: 50, message: "B's late commit to be refused" });
+  const after = (await a.request('GET', `/v1/responses/${id}`)).json;
+  assert.equal(after.status, 'failed', JSON.stringify(after));
+  assert.deepEqual(after.error, failed.error);
+  const replay = await open_sse(`${a.url}/v1/responses/${id}?stream=true`, { method: 'GET' });
+  const stored = (await replay.finished).frames.filter((f) => f.json).map((f) => f.json);
+  assert.equal(stored[stored.length - 1].type, 'response.failed', stored.map((e) => e.type).join(', '));
+  assert.equal(stored.filter((e) => e.type === 'response.completed').length, 0);
 }, { timeout: 120_000 });
 
 // How long a run waited to be claimed, by the store's own timestamps.

@@ -210,16 +210,16 @@ TEST_CASE("a saved response reads back with its fields and its history in order"
   CHECK(r.conversation_id == "conv_x");
 
   // A later save of the same response replaces the row; a history that grew keeps its order.
-  c.response.status = rs::response_status::completed;
   c.response.history_item_ids.push_back("msg_d");
   c.items = {item("msg_d")};
   client.save(c);
-  r = client.get("resp_1");
-  CHECK(r.status == rs::response_status::completed);
-  CHECK(r.history_item_ids == std::vector<std::string>{"msg_c", "msg_a", "msg_b", "msg_d"});
+  CHECK(client.get("resp_1").history_item_ids == std::vector<std::string>{"msg_c", "msg_a", "msg_b", "msg_d"});
+  c.response.status = rs::response_status::completed;
   c.response.history_item_ids = {"msg_b", "msg_a"};
   client.save(c);
-  CHECK(client.get("resp_1").history_item_ids == std::vector<std::string>{"msg_b", "msg_a"});
+  r = client.get("resp_1");
+  CHECK(r.status == rs::response_status::completed);
+  CHECK(r.history_item_ids == std::vector<std::string>{"msg_b", "msg_a"});
 
   // Items come back in the order asked; ids not stored are left out.
   CHECK(ids_of(client.items({"msg_b", "msg_nope", "msg_c"})) == std::vector<std::string>{"msg_b", "msg_c"});
@@ -515,6 +515,33 @@ TEST_CASE("a response's events after a sequence come back in order and are never
   CHECK(events[0].json == R"({"n":2})");
   CHECK(events[1].sequence == 3);
   CHECK(client.ok<std::vector<response_event>>(response_events_atom::value, std::string("resp_1"), int64_t{3}).empty());
+}
+
+TEST_CASE("a response that ended stays as it ended: a later commit keeps nothing and answers conflict",
+          "[response_store][contract]") { // CJ-16: a fenced node's writes after another node failed its response
+  responses_client client(fresh_db("responses-ended"));
+  auto running = commit("resp_1", {"msg_a"}, {item("msg_a")}, "in_progress");
+  running.events = {{0, R"({"n":0})"}, {1, R"({"n":1})"}};
+  client.save(running);
+  auto failing = commit("resp_1", {"msg_a"}, {}, "failed"); // another node fails it, with its closing events
+  failing.events = {{2, R"({"type":"response.failed"})"}};
+  client.save(failing);
+
+  for (bool events_only : {true, false}) { // the node that ran it, back from a partition
+    auto late = commit("resp_1", {"msg_a", "msg_b"}, {item("msg_b")}, "completed");
+    late.events = {{3, R"({"n":3})"}, {4, R"({"type":"response.completed"})"}};
+    late.events_only = events_only;
+    auto err = client.refused<int64_t>(save_response_atom::value, late);
+    CHECK(code_of(err) == errc::conflict);
+    CHECK(problem_of(err).kind == response_already_ended);
+  }
+  auto r = client.get("resp_1");
+  CHECK(r.status == rs::response_status::failed);
+  CHECK(r.history_item_ids == std::vector<std::string>{"msg_a"});
+  auto events = client.ok<std::vector<response_event>>(response_events_atom::value, std::string("resp_1"), int64_t{-1});
+  REQUIRE(events.size() == 3);
+  CHECK(events.back().json == R"({"type":"response.failed"})");
+  CHECK(client.items({"msg_b"}).empty());
 }
 
 TEST_CASE("responses and conversations survive closing and reopening the store beside the run store",
