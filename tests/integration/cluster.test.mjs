@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { deep_merge, open_sse, postgres_database, scenario, until, user } from './harness.mjs';
+import { cluster_secret, deep_merge, open_sse, postgres_database, scenario, until, user } from './harness.mjs';
 import { all_events, check_recovered_log, kill9, post_run, terminal, types, wait_all } from './run_checks.mjs';
 
 const timings = { heartbeat_seconds: 0.25, node_expiry_seconds: 2, fence_margin_seconds: 0.5 };
@@ -28,10 +28,10 @@ function cluster_config(database) {
 }
 
 // Nodes A and B on one fresh database; B reaches it through `b_url(database)` when given, and
-// `b_config` is merged into B's config.
+// `a_config` and `b_config` are merged into A's and B's config.
 // `before_a(b)`, when given, runs once B is up and before A starts: what B claims then is all B's,
 // since an idle A would otherwise claim its share on B's wake-ups (CJ-10).
-async function two_nodes(s, { b_url, model, b_config = {}, before_a } = {}) {
+async function two_nodes(s, { b_url, model, a_config = {}, b_config = {}, before_a } = {}) {
   const database = postgres_database('cluster_' + crypto.randomBytes(6).toString('hex'));
   const config = cluster_config(database);
   if (model) config.model = model;
@@ -41,9 +41,9 @@ async function two_nodes(s, { b_url, model, b_config = {}, before_a } = {}) {
   if (before_a) {
     const b = await start_b();
     await before_a(b);
-    return { a: await s.troupe({ config }), b, database, config };
+    return { a: await s.troupe({ config: deep_merge(config, a_config) }), b, database, config };
   }
-  const a = await s.troupe({ config });
+  const a = await s.troupe({ config: deep_merge(config, a_config) });
   return { a, b: await start_b(), database, config };
 }
 
@@ -322,6 +322,28 @@ scenario('a run held by a node that cannot be reached is cancelled through the d
     { timeout_ms: 3_500, interval_ms: 20, message: 'B to stop the cancelled attempt' });
   assert.equal(await attempts_ended(b, 'fenced'), 1);
   await check_cancelled_log(a, 'far-cancel');
+}, { timeout: 120_000 });
+
+scenario('a cluster secret rotates without a node losing the others: mid-rotation the node that proves the new secret and the one that proves the old accept each other, and cancels cross over CAF both ways (CJ-23)', async (s) => {
+  const fresh = `troupe-test-rotated-secret-${crypto.randomBytes(16).toString('hex')}`;
+  // A has taken step 1 (accept the new secret, still prove the old); B step 2 (prove the new one,
+  // still accept the old).
+  const { a, b } = await two_nodes(s, {
+    model: long_think,
+    a_config: { cluster: { secret_previous: fresh } },
+    b_config: { cluster: { secret: fresh, secret_previous: cluster_secret } },
+  });
+  await hold_run(a, b, 'held-by-b');
+  await cancel_through(a, 'held-by-b');
+  await hold_run(b, a, 'held-by-a');
+  await cancel_through(b, 'held-by-a');
+  for (const [node, other] of [[a, b], [b, a]]) {
+    assert.equal(await attempts_ended(node, 'cancelled'), 1, `the holder stopped the run itself, asked over CAF\n${other.stderr}`);
+    assert.equal(await attempts_ended(node, 'fenced'), 0);
+    assert.doesNotMatch(other.stderr, /ending it through the store/);
+  }
+  await check_cancelled_log(a, 'held-by-b');
+  await check_cancelled_log(a, 'held-by-a');
 }, { timeout: 120_000 });
 
 scenario('a CAF peer without the cluster secret reaches nothing: its cancels are refused, its third wrong proof mutes it, no actor type is spawnable, and a node with another secret is not trusted (CJ-23, CJ-24, CJ-52 c)', async (s) => {
