@@ -394,9 +394,9 @@ std::variant<uint16_t, std::string> publish_node(caf::actor_system& sys, const p
   options.status = node.status;
   options.request_timeout_seconds = cfg.cluster.request_timeout_seconds;
   node.actor = spawn_node_actor(sys, nodes, registry, approvals, std::move(options));
-  if (!io::is_private_host(cfg.cluster.host))
+  if (!cfg.cluster.tls.enabled() && !io::is_private_host(cfg.cluster.host))
     spdlog::warn("cluster: cluster.host {} is not a loopback or private address; the nodes' handshake neither "
-                 "encrypts nor signs what follows it, so bind a private interface",
+                 "encrypts nor signs what follows it, so bind a private interface or set cluster.tls",
                  cfg.cluster.host);
   return io::publish_node_actor(sys, node.actor, cfg.cluster.host, static_cast<uint16_t>(cfg.cluster.port));
 }
@@ -687,7 +687,10 @@ int serve(const cli_options& cli) {
   tune_scheduler(caf_cfg);
   bool remoting = !cfg.postgres_url.empty() && cfg.cluster.remoting;
   if (remoting)
-    io::configure_remoting(caf_cfg, cfg.cluster);
+    if (auto problem = io::configure_remoting(caf_cfg, cfg.cluster)) {
+      std::cerr << "troupe: " << *problem << "\n";
+      return 2;
+    }
   caf::actor_system sys{caf_cfg};
   auto metrics = std::make_shared<node_metrics>();
   auto opened = io::open_stores(sys, cfg, metrics);

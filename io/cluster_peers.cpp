@@ -4,6 +4,9 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
 #include <arpa/inet.h>
@@ -193,7 +196,32 @@ caf::result<Answer> ask_node(peers_pointer self, const std::string& node_id, Ato
 
 } // namespace
 
-void configure_remoting(caf::actor_system_config& cfg, const protocol::cluster_config& cluster) {
+namespace {
+
+// What CAF's OpenSSL sessions will load for every connection, loaded once here: a file missing,
+// unreadable, not PEM, or a key that does not fit the certificate is named before anything starts.
+std::optional<std::string> tls_files_problem(const protocol::cluster_tls_config& tls) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_method()), &SSL_CTX_free);
+  if (!ctx)
+    return "cluster.tls: OpenSSL cannot make a context";
+  if (SSL_CTX_use_certificate_chain_file(ctx.get(), tls.certificate.c_str()) != 1)
+    return "cluster.tls.certificate: cannot load a PEM certificate chain from " + tls.certificate;
+  std::unique_ptr<BIO, decltype(&BIO_free)> file(BIO_new_file(tls.key.c_str(), "r"), &BIO_free);
+  auto no_passphrase = [](char*, int, int, void*) { return 0; }; // never a prompt on the terminal
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+    file ? PEM_read_bio_PrivateKey(file.get(), nullptr, no_passphrase, nullptr) : nullptr, &EVP_PKEY_free);
+  if (!key)
+    return "cluster.tls.key: cannot load a PEM private key (without passphrase) from " + tls.key;
+  if (SSL_CTX_use_PrivateKey(ctx.get(), key.get()) != 1 || SSL_CTX_check_private_key(ctx.get()) != 1)
+    return "cluster.tls.key: " + tls.key + " is not the key of cluster.tls.certificate";
+  if (SSL_CTX_load_verify_locations(ctx.get(), tls.ca_file.c_str(), nullptr) != 1)
+    return "cluster.tls.ca_file: cannot load PEM CA certificates from " + tls.ca_file;
+  return std::nullopt;
+}
+
+} // namespace
+
+std::optional<std::string> configure_remoting(caf::actor_system_config& cfg, const protocol::cluster_config& cluster) {
   cfg.load<caf::io::middleman>();
   cfg.set("middleman.enable-automatic-connections", false);
   cfg.set("middleman.app-identifiers", std::vector<std::string>{std::string(protocol::cluster_protocol)});
@@ -201,11 +229,22 @@ void configure_remoting(caf::actor_system_config& cfg, const protocol::cluster_c
   cfg.set("middleman.connection-timeout",
           caf::timespan{std::chrono::milliseconds(static_cast<int64_t>(cluster.peer_timeout_seconds * 1000.0))});
   add_cluster_message_types(cfg);
+  if (!cluster.tls.enabled())
+    return std::nullopt;
+  if (auto problem = tls_files_problem(cluster.tls))
+    return problem;
+  // With a certificate, a key and a CA, CAF requires and verifies a certificate on both sides.
+  cfg.load<caf::openssl::manager>();
+  cfg.openssl_certificate = cluster.tls.certificate;
+  cfg.openssl_key = cluster.tls.key;
+  cfg.openssl_cafile = cluster.tls.ca_file;
+  return std::nullopt;
 }
 
 std::variant<uint16_t, std::string> publish_node_actor(caf::actor_system& sys, const node_actor& node,
                                                        const std::string& host, uint16_t port) {
-  auto published = sys.middleman().publish(node, port, host.c_str());
+  auto published = sys.has_openssl_manager() ? caf::openssl::publish(node, port, host.c_str())
+                                             : sys.middleman().publish(node, port, host.c_str());
   if (!published)
     return "cannot publish the node actor on " + host + ":" + std::to_string(port) + " (cluster.host, cluster.port): "
            + sys.render(published.error());
@@ -234,7 +273,8 @@ cluster_peers_actor::behavior_type peers_behavior(peers_pointer self, node_store
   auto& st = self->state;
   st.nodes = std::move(nodes);
   st.options = std::move(options);
-  st.middleman = self->system().middleman().actor_handle();
+  auto& sys = self->system();
+  st.middleman = sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
   // A connection that dropped: the next request connects and proves this node again.
   self->set_down_handler([=](caf::down_msg& msg) {
     auto& st = self->state;

@@ -26,16 +26,19 @@
 namespace troupe::io {
 
 // Loads CAF's middleman with the cluster's settings (heartbeats every second, a silent connection
-// closed after cluster.peer_timeout_seconds, no automatic connections) and the message types. Called
-// on the config before the actor system exists; the secret never enters CAF's config.
-void configure_remoting(caf::actor_system_config& cfg, const protocol::cluster_config& cluster);
+// closed after cluster.peer_timeout_seconds, no automatic connections) and the message types, and
+// with cluster.tls CAF's OpenSSL module, after loading its files once (CAF would only find a bad one
+// at the first connection). Called on the config before the actor system exists; the secret never
+// enters CAF's config. Answers why the TLS files cannot serve, naming the key.
+std::optional<std::string> configure_remoting(caf::actor_system_config& cfg, const protocol::cluster_config& cluster);
 
-// Publishes the node actor on host:port (port 0: a free one); answers the port, or why not.
+// Publishes the node actor on host:port (port 0: a free one), over mutual TLS when the system has
+// CAF's OpenSSL module; answers the port, or why not.
 std::variant<uint16_t, std::string> publish_node_actor(caf::actor_system& sys, const node_actor& node,
                                                        const std::string& host, uint16_t port);
 
-// Whether peers reach `host` only from a loopback or private network (CJ-24): the handshake neither
-// encrypts nor signs, so a public interface deserves a warning.
+// Whether peers reach `host` only from a loopback or private network (CJ-24): without cluster.tls the
+// handshake neither encrypts nor signs, so a public interface deserves a warning.
 bool is_private_host(const std::string& host);
 
 struct cluster_peers_options {

@@ -247,6 +247,10 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   cluster.boolean("remoting", c.cluster.remoting);
   cluster.string("secret", c.cluster.secret);
   cluster.string("secret_previous", c.cluster.secret_previous);
+  auto tls = cluster.child("tls");
+  tls.string("certificate", c.cluster.tls.certificate);
+  tls.string("key", c.cluster.tls.key);
+  tls.string("ca_file", c.cluster.tls.ca_file);
   cluster.seconds("request_timeout_seconds", c.cluster.request_timeout_seconds, 0.001);
   cluster.seconds("peer_timeout_seconds", c.cluster.peer_timeout_seconds, 0.01);
   cluster.seconds("approval_poll_seconds", c.cluster.approval_poll_seconds, 0.01);
@@ -355,6 +359,15 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
                        + " bytes, got " + std::to_string(cl.secret_previous.size())
                        + "; set the secret the cluster used before, or leave it empty");
   }
+  // CJ-24: TLS between nodes is mutual or nothing: without a CA a node would accept any certificate.
+  if (cl.tls.enabled())
+    for (auto [key, value] : {std::pair<const char*, const std::string*>{"certificate", &cl.tls.certificate},
+                              {"key", &cl.tls.key},
+                              {"ca_file", &cl.tls.ca_file}})
+      if (value->empty())
+        errors.push_back(std::string("cluster.tls.") + key
+                         + ": expected a PEM file's path, since cluster.tls is set; mutual TLS needs "
+                           "certificate, key and ca_file together (or none of them for plain TCP)");
 
   if (c.model.provider == "openai" && c.model.base_url.empty())
     errors.push_back("model.base_url: expected the upstream's URL (e.g. http://127.0.0.1:11434/v1) when "

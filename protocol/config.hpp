@@ -129,6 +129,15 @@ struct postgres_config {
   double lock_timeout_seconds = 2;
 };
 
+// cluster.tls.*: mutual TLS between nodes (CJ-24), in PEM files: this node's certificate chain and key,
+// and the CA that must have signed every other node's. All three, or none (plain TCP).
+struct cluster_tls_config {
+  std::string certificate;
+  std::string key;
+  std::string ca_file;
+  bool enabled() const { return !certificate.empty() || !key.empty() || !ca_file.empty(); }
+};
+
 // cluster.*: how a node joins, proves it lives and fences itself (CJ-12 to CJ-14). A node is a
 // `troupe serve` on PostgreSQL.
 struct cluster_config {
@@ -145,6 +154,7 @@ struct cluster_config {
   bool remoting = true;
   std::string secret;          // cluster.secret, env TROUPE_CLUSTER_SECRET: the HMAC handshake's key
   std::string secret_previous; // cluster.secret_previous: also verifies, while a new secret rolls out
+  cluster_tls_config tls;
   double request_timeout_seconds = 2; // a request to another node; past it, the store fallback
   double peer_timeout_seconds = 5;    // a silent connection to another node is closed
   double approval_poll_seconds = 2;   // a node reads the approvals its runs wait on again (CJ-26)

@@ -346,6 +346,59 @@ scenario('a cluster secret rotates without a node losing the others: mid-rotatio
   await check_cancelled_log(a, 'held-by-a');
 }, { timeout: 120_000 });
 
+// A CA and certificates signed by it, made with the openssl command in `dir`: {ca, <name>: {certificate,
+// key}} for each name.
+function make_certificates(dir, names, ca_name = 'troupe-test-ca') {
+  const openssl = (...args) => {
+    const r = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
+    assert.equal(r.status, 0, `openssl ${args.join(' ')}: ${r.stderr}`);
+  };
+  const ca = path.join(dir, `${ca_name}.crt`);
+  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', `/CN=${ca_name}`,
+    '-keyout', `${ca_name}.key`, '-out', ca);
+  const out = { ca };
+  for (const name of names) {
+    openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${name}`, '-keyout', `${name}.key`, '-out', `${name}.csr`);
+    openssl('x509', '-req', '-days', '2', '-in', `${name}.csr`, '-CA', ca, '-CAkey', `${ca_name}.key`,
+      '-CAcreateserial', '-out', `${name}.crt`);
+    out[name] = { certificate: path.join(dir, `${name}.crt`), key: path.join(dir, `${name}.key`) };
+  }
+  return out;
+}
+
+const tls_of = (certs, name) => ({ cluster: { tls: { ...certs[name], ca_file: certs.ca } } });
+
+scenario('nodes with cluster.tls talk over mutual TLS: a cancel crosses over CAF, a node whose certificate another CA signed is refused and its run is cancelled through the database, and bad TLS files stop a node at start (CJ-24)', async (s) => {
+  const ours = make_certificates(s.tmpdir(), ['node-a', 'node-b']);
+  const theirs = make_certificates(s.tmpdir(), ['node-c'], 'other-ca');
+  const { a, b, config } = await two_nodes(s, {
+    model: long_think, a_config: tls_of(ours, 'node-a'), b_config: tls_of(ours, 'node-b'),
+  });
+  await hold_run(a, b, 'over-tls');
+  await cancel_through(a, 'over-tls');
+  assert.equal(await attempts_ended(b, 'cancelled'), 1, `B stopped it, asked over TLS\n${a.stderr}`);
+  assert.doesNotMatch(a.stderr, /ending it through the store/);
+  await check_cancelled_log(a, 'over-tls');
+
+  // C proves the right secret, but over TLS its certificate does not chain to A's CA.
+  const c = await s.troupe({ config: deep_merge(config, { cluster: { tls: { ...theirs['node-c'], ca_file: theirs.ca } } }) });
+  await hold_run(a, c, 'other-ca');
+  await cancel_through(a, 'other-ca');
+  assert.match(a.stderr, /did not stop run other-ca .*ending it through the store/);
+  await check_cancelled_log(a, 'other-ca');
+
+  // A key that is not the certificate's, and a missing CA file: the node exits 2 naming the key.
+  for (const [tls, said] of [
+    [{ ...ours['node-a'], key: ours['node-b'].key, ca_file: ours.ca }, /cluster\.tls\.key: .* is not the key of cluster\.tls\.certificate/],
+    [{ ...ours['node-a'], ca_file: path.join(s.tmpdir(), 'missing.crt') }, /cluster\.tls\.ca_file: cannot load PEM CA certificates/],
+  ]) {
+    const bad = await s.troupe({ config: deep_merge(config, { cluster: { tls } }), wait: false });
+    const exit = await bad.wait_exit(10_000);
+    assert.equal(exit?.code, 2, bad.describe());
+    assert.match(bad.stderr, said);
+  }
+}, { timeout: 120_000 });
+
 scenario('a CAF peer without the cluster secret reaches nothing: its cancels are refused, its third wrong proof mutes it, no actor type is spawnable, and a node with another secret is not trusted (CJ-23, CJ-24, CJ-52 c)', async (s) => {
   const { a, b, b_id, database, config } = await run_held_by_b(s, 'guarded');
   const a_id = (await a.request('GET', '/v1/cluster/health')).json.node_id;

@@ -331,9 +331,9 @@ TEST_CASE("an unknown key is refused with its path and the nearest known key whe
 }
 
 TEST_CASE("keys of features troupe does not have are unknown keys", "[config]") {
-  auto r = parse(R"({"cluster":{"tls":{}},"jobs":{}})");
+  auto r = parse(R"({"cluster":{"tls":{"ciphers":"HIGH"}},"jobs":{}})");
   CHECK(r.errors.size() == 2);
-  CHECK(has_error(r, "cluster.tls: unknown key"));
+  CHECK(has_error(r, "cluster.tls.ciphers: unknown key"));
   CHECK(has_error(r, "jobs: unknown key"));
 }
 
@@ -399,6 +399,21 @@ TEST_CASE("a node with remoting on needs cluster.secret or TROUPE_CLUSTER_SECRET
   CHECK(previous.errors[0].find("old-and-short") == std::string::npos);
 
   CHECK(parse(on_pg + R"(,"cluster":{"remoting":false}})").ok()); // every message takes its store fallback
+}
+
+TEST_CASE("cluster.tls takes a certificate, a key and a CA together, or none of them", "[config]") { // CJ-24
+  auto none = parse("");
+  REQUIRE(none.ok());
+  CHECK_FALSE(none.value.cluster.tls.enabled());
+  auto all = parse(R"({"cluster":{"tls":{"certificate":"node.crt","key":"node.key","ca_file":"ca.crt"}}})");
+  REQUIRE(all.ok());
+  CHECK(all.value.cluster.tls.enabled());
+  CHECK(all.value.cluster.tls.ca_file == "ca.crt");
+  auto no_ca = parse(R"({"cluster":{"tls":{"certificate":"node.crt","key":"node.key"}}})");
+  REQUIRE(no_ca.errors.size() == 1);
+  CHECK(no_ca.errors[0].rfind("cluster.tls.ca_file: expected a PEM file's path", 0) == 0);
+  auto only_ca = parse(R"({"cluster":{"tls":{"ca_file":"ca.crt"}}})");
+  CHECK(only_ca.errors.size() == 2);
 }
 
 TEST_CASE("an unknown key given with --set is refused like one in the file", "[config]") {
