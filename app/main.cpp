@@ -608,12 +608,15 @@ cluster_membership_actor start_membership(caf::actor_system& sys, cluster_node& 
                                           response_store_actor responses) {
   node.membership.metrics = std::move(metrics);
   node.membership.on_declared_dead = [&sys, responses](const std::vector<std::string>& dead) {
-    std::set<std::string> gone(dead.begin(), dead.end());
-    sys.spawn<caf::detached>([&sys, responses, gone] {
-      fail_unfinished_responses(
-        sys, responses, [&](const response_row& r) { return gone.count(r.node_id) > 0; },
-        "The node running the response stopped before it finished.");
-    });
+    // Detached: it waits on the store. Its state goes in as arguments, since CAF 0.17 spawning a
+    // function without any trips UBSan.
+    sys.spawn<caf::detached>(
+      [&sys](const response_store_actor& store, const std::set<std::string>& gone) {
+        fail_unfinished_responses(
+          sys, store, [&](const response_row& r) { return gone.count(r.node_id) > 0; },
+          "The node running the response stopped before it finished.");
+      },
+      responses, std::set<std::string>(dead.begin(), dead.end()));
   };
   return spawn_cluster_membership(sys, nodes, registry, node.status, node.membership);
 }

@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <caf/openssl/all.hpp>
+#include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
@@ -198,24 +199,36 @@ caf::result<Answer> ask_node(peers_pointer self, const std::string& node_id, Ato
 
 namespace {
 
+// OpenSSL's own words for what just failed, emptying its error queue.
+std::string openssl_reason() {
+  std::string out;
+  while (auto e = ERR_get_error()) {
+    char text[256];
+    ERR_error_string_n(e, text, sizeof text);
+    out += (out.empty() ? " (" : "; ") + std::string(text);
+  }
+  return out.empty() ? out : out + ")";
+}
+
 // What CAF's OpenSSL sessions will load for every connection, loaded once here: a file missing,
 // unreadable, not PEM, or a key that does not fit the certificate is named before anything starts.
 std::optional<std::string> tls_files_problem(const protocol::cluster_tls_config& tls) {
+  ERR_clear_error();
   std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_method()), &SSL_CTX_free);
   if (!ctx)
     return "cluster.tls: OpenSSL cannot make a context";
   if (SSL_CTX_use_certificate_chain_file(ctx.get(), tls.certificate.c_str()) != 1)
-    return "cluster.tls.certificate: cannot load a PEM certificate chain from " + tls.certificate;
+    return "cluster.tls.certificate: cannot load a PEM certificate chain from " + tls.certificate + openssl_reason();
   std::unique_ptr<BIO, decltype(&BIO_free)> file(BIO_new_file(tls.key.c_str(), "r"), &BIO_free);
   auto no_passphrase = [](char*, int, int, void*) { return 0; }; // never a prompt on the terminal
   std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
     file ? PEM_read_bio_PrivateKey(file.get(), nullptr, no_passphrase, nullptr) : nullptr, &EVP_PKEY_free);
   if (!key)
-    return "cluster.tls.key: cannot load a PEM private key (without passphrase) from " + tls.key;
+    return "cluster.tls.key: cannot load a PEM private key (without passphrase) from " + tls.key + openssl_reason();
   if (SSL_CTX_use_PrivateKey(ctx.get(), key.get()) != 1 || SSL_CTX_check_private_key(ctx.get()) != 1)
     return "cluster.tls.key: " + tls.key + " is not the key of cluster.tls.certificate";
   if (SSL_CTX_load_verify_locations(ctx.get(), tls.ca_file.c_str(), nullptr) != 1)
-    return "cluster.tls.ca_file: cannot load PEM CA certificates from " + tls.ca_file;
+    return "cluster.tls.ca_file: cannot load PEM CA certificates from " + tls.ca_file + openssl_reason();
   return std::nullopt;
 }
 
