@@ -51,8 +51,11 @@ for (const [where, body] of [
     stream.abort();
     assert.ok(!fs.existsSync(file), 'the file is not written before the client leaves');
 
-    await until(() => fs.existsSync(file), { timeout_ms: 15_000, interval_ms: 20, message: `${file} to appear` });
-    assert.equal(fs.readFileSync(file, 'utf8'), 'written after the client left');
+    // The file may be seen created before its content is written: wait for the content itself.
+    const written = () => fs.existsSync(file) && fs.readFileSync(file, 'utf8');
+    await until(() => written() === 'written after the client left',
+      { timeout_ms: 15_000, interval_ms: 20, message: `${file} to be written` })
+      .catch((err) => assert.fail(`${err.message}; it holds ${JSON.stringify(written())}`));
   });
 }
 
