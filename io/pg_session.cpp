@@ -34,11 +34,11 @@ caf::error unavailable(const std::string& why) {
 
 } // namespace
 
-std::string connection_url(const std::string& url, const session_limits& limits) {
+std::string connection_url(const std::string& url, const session_limits& limits, const char* application) {
   auto connect_timeout = std::to_string(std::max<int64_t>(2, std::llround(limits.connect_timeout_seconds)));
   const std::pair<const char*, std::string> wanted[] = {
     {"keepalives", "1"},         {"keepalives_idle", "10"},          {"keepalives_interval", "5"},
-    {"keepalives_count", "3"},   {"connect_timeout", connect_timeout}, {"application_name", "troupe"},
+    {"keepalives_count", "3"},   {"connect_timeout", connect_timeout}, {"application_name", application},
   };
   auto out = url;
   bool url_form = is_url(url);

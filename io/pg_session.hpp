@@ -25,8 +25,9 @@ struct session_limits {
 };
 
 // The connection URL with troupe's client-side settings added: keepalives, a connect timeout and the
-// application name, unless the URL sets them itself.
-std::string connection_url(const std::string& url, const session_limits& limits);
+// application name (`application`, so that operators tell troupe's connections apart in
+// pg_stat_activity), unless the URL sets them itself.
+std::string connection_url(const std::string& url, const session_limits& limits, const char* application = "troupe");
 
 // What to do after a transaction failed (CJ-5).
 enum class after_failure {

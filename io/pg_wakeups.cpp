@@ -1,5 +1,7 @@
 #include "io/pg_wakeups.hpp"
 
+#include "protocol/cluster.hpp"
+
 #include <caf/all.hpp>
 #include <pqxx/pqxx>
 #include <spdlog/spdlog.h>
@@ -15,16 +17,6 @@ namespace troupe::io {
 namespace {
 
 using flush_wakeups_atom = caf::atom_constant<caf::atom("flush_wake")>;
-
-// The connection string with `name` as its application, so that operators (and tests) can tell the
-// connection apart in pg_stat_activity.
-std::string named(const std::string& url, const pg::session_limits& limits, const char* name) {
-  bool url_form = url.rfind("postgresql://", 0) == 0 || url.rfind("postgres://", 0) == 0;
-  auto key = std::string("application_name=") + name;
-  auto with_name = url_form ? url + (url.find('?') == std::string::npos ? "?" : "&") + key
-                            : url + (url.empty() ? "" : " ") + key;
-  return pg::connection_url(with_name, limits);
-}
 
 struct notifier_state {
   static inline const char* name = "pg_notifier";
@@ -43,8 +35,16 @@ void send_pending(notifier_state& st) {
     if (!st.conn || !st.conn->is_open())
       st.conn = std::make_unique<pqxx::connection>(st.conninfo);
     pqxx::nontransaction tx(*st.conn);
-    for (auto& [to, payload] : pending)
+    for (auto& [to, payload] : pending) {
+      // PostgreSQL refuses a longer payload, and the error would drop the rest: this one alone is
+      // left to the listeners' poll.
+      if (payload.size() > protocol::max_wakeup_payload) {
+        spdlog::warn("cluster: a {}-byte wake-up on {} is over PostgreSQL's {} bytes; the others find it at "
+                     "their next poll", payload.size(), to.first, protocol::max_wakeup_payload);
+        continue;
+      }
       tx.exec_params("SELECT pg_notify($1, $2)", to.first, payload);
+    }
     st.failing = false;
   } catch (const std::exception& e) {
     st.conn.reset();
@@ -59,7 +59,7 @@ void send_pending(notifier_state& st) {
 notifier_actor spawn_pg_notifier(caf::actor_system& sys, std::string url, pg::session_limits limits,
                                  double coalesce_seconds) {
   auto coalesce = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(coalesce_seconds));
-  auto conninfo = named(url, limits, "troupe-notify");
+  auto conninfo = pg::connection_url(url, limits, "troupe-notify");
   // Detached: sending blocks on the database.
   return caf::actor_cast<notifier_actor>(sys.spawn<caf::detached>(
     [](caf::stateful_actor<notifier_state>* self, std::string conninfo, caf::timespan coalesce) -> caf::behavior {
@@ -126,7 +126,7 @@ clock::duration span(double seconds) {
 
 // Listens until the connection is lost (true) or the listener stops (false); polls meanwhile.
 bool pg_listener::listen_until_lost() {
-  pqxx::connection conn(named(url_, limits_, "troupe-listen"));
+  pqxx::connection conn(pg::connection_url(url_, limits_, "troupe-listen"));
   std::vector<std::unique_ptr<receiver>> receivers;
   for (auto& channel : channels_)
     receivers.push_back(std::make_unique<receiver>(conn, channel, wake_)); // LISTEN channel

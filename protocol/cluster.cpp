@@ -56,8 +56,7 @@ std::string workspace_wakeup(const workspace_head& h) {
 }
 
 std::optional<workspace_head> parse_workspace_wakeup(std::string_view payload) {
-  constexpr std::size_t max_payload = 8000;
-  if (payload.size() > max_payload)
+  if (payload.size() > max_wakeup_payload)
     return std::nullopt;
   auto doc = json::parse(payload);
   if (!doc || !doc->IsArray() || doc->Size() != 3)

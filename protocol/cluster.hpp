@@ -2,6 +2,7 @@
 // GET /v1/cluster/health does.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,6 +30,9 @@ std::string cluster_json(const std::vector<node_row>& nodes, const std::string& 
 // {"state":"alive","node_id":...}
 std::string cluster_health_json(const std::string& state, const std::string& node_id);
 
+// The longest NOTIFY payload PostgreSQL takes (in bytes, its default build).
+inline constexpr std::size_t max_wakeup_payload = 7999;
+
 // CJ-10's troupe_ws payload: a workspace log's head after a node appended to it, as the JSON array
 // ["tenant","workspace",head].
 struct workspace_head {
@@ -40,7 +44,7 @@ struct workspace_head {
 std::string workspace_wakeup(const workspace_head& h);
 
 // Anyone who may connect to the database may NOTIFY, so a payload is read like any input from
-// outside: nullopt unless it is exactly that array, at most 8,000 bytes (PostgreSQL's own bound),
+// outside: nullopt unless it is exactly that array, at most max_wakeup_payload bytes,
 // with non-empty names and a positive head.
 std::optional<workspace_head> parse_workspace_wakeup(std::string_view payload);
 

@@ -90,6 +90,8 @@ TEST_CASE("the connection URL gains keepalives, a connect timeout and troupe's n
   CHECK(pg::connection_url("host=h dbname=db application_name=mine", l)
         == "host=h dbname=db application_name=mine keepalives=1 keepalives_idle=10 keepalives_interval=5 "
            "keepalives_count=3 connect_timeout=7");
+  CHECK(pg::connection_url("postgresql://u@h/db", l, "troupe-listen").find("&application_name=troupe-listen")
+        != std::string::npos); // CJ-10's own connections, told apart
 }
 
 TEST_CASE("a store URL is shown without its password, in either form libpq reads", "[pg_session]") {
