@@ -6,6 +6,8 @@
 
 #include "actors/atoms.hpp"
 #include "protocol/cluster_handshake.hpp"
+#include "protocol/errors.hpp"
+#include "protocol/workspace_actor.hpp"
 
 #include <caf/fwd.hpp>
 #include <caf/meta/type_name.hpp>
@@ -13,11 +15,21 @@
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <variant>
+
+namespace troupe::protocol::reflexr {
+class event_registry;
+}
 
 namespace troupe {
 
+struct workspace_command;
+struct workspace_outcome;
+
 using auth_atom = caf::atom_constant<caf::atom("auth")>;
+using forward_atom = caf::atom_constant<caf::atom("forward")>;
 
 // CJ-25: stop the attempt of `id` that holds it at `lease_epoch` on the node asked.
 struct cancel_request {
@@ -38,6 +50,41 @@ struct approval_resolution {
 };
 
 struct resolve_ack {};
+
+// CJ-29: a workspace command for the log the asked node owns, as the asking node's edge addressed
+// it (who sent it, when, under which trace) with the command's JSON as it was read.
+struct workspace_forward {
+  std::string tenant_id;
+  std::string workspace_id;
+  std::string participant;
+  std::string command_id;
+  std::string frame; // a `Command` object, or a REST publish body
+  bool publish_body = false;
+  protocol::workspace_actor actor;
+  std::string now;
+  std::string traceparent;
+};
+
+// What the owner answered: the command's answer byte for byte and the status it stands for (WS-27).
+struct workspace_answer {
+  std::string body;
+  errc code = errc::none;
+  bool ok = true;
+  int64_t max_seq = 0;
+  bool remembered = false;
+};
+
+// A refusal of a forwarded command by a node that does not own its log (CJ-29's `not_owner`).
+inline constexpr const char* not_owner = "workspace_not_owner";
+
+workspace_forward forward_of(const workspace_command& c);
+workspace_answer answer_of(const workspace_outcome& o);
+workspace_outcome outcome_of(workspace_answer a);
+// The command a forward carries, read again as hostile input (bounded, UTF-8, no repeated members)
+// against this node's event types, or why it cannot be.
+std::variant<workspace_command, std::string> command_of(const workspace_forward& f,
+                                                        std::shared_ptr<const protocol::reflexr::event_registry> types,
+                                                        int max_depth);
 
 struct pong {
   std::string node_id;
@@ -64,6 +111,17 @@ typename Inspector::result_type inspect(Inspector& f, resolve_ack&) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, workspace_forward& x) {
+  return f(caf::meta::type_name("troupe.workspace_forward"), x.tenant_id, x.workspace_id, x.participant,
+           x.command_id, x.frame, x.publish_body, x.actor, x.now, x.traceparent);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, workspace_answer& x) {
+  return f(caf::meta::type_name("troupe.workspace_answer"), x.body, x.code, x.ok, x.max_seq, x.remembered);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pong& x) {
   return f(caf::meta::type_name("troupe.pong"), x.node_id);
 }
@@ -75,6 +133,7 @@ using node_actor = caf::typed_actor<
   caf::replies_to<auth_atom, protocol::cluster_proof>::with<protocol::cluster_welcome>,
   caf::replies_to<cancel_atom, cancel_request>::with<cancel_ack>,
   caf::replies_to<resolve_atom, approval_resolution>::with<resolve_ack>,
+  caf::replies_to<forward_atom, workspace_forward>::with<workspace_answer>,
   caf::replies_to<ping_atom>::with<pong>>;
 
 // This node's way to another node's actor, by node id: it finds the node's endpoint in `nodes`,
@@ -82,9 +141,12 @@ using node_actor = caf::typed_actor<
 // cluster.request_timeout_seconds answers an error, and the caller takes its store fallback. It
 // serves this node's actors only. A message for this node itself is answered at once (its actors
 // already know).
+// A forward waits up to its own timeout (cluster.forward_timeout_seconds), and a forward to this
+// node itself is refused as `not_owner`: the asking log carries its own commands out.
 using cluster_peers_actor =
   caf::typed_actor<caf::replies_to<cancel_atom, std::string, cancel_request>::with<cancel_ack>,
-                   caf::replies_to<resolve_atom, std::string, approval_resolution>::with<resolve_ack>>;
+                   caf::replies_to<resolve_atom, std::string, approval_resolution>::with<resolve_ack>,
+                   caf::replies_to<forward_atom, std::string, workspace_forward>::with<workspace_answer>>;
 
 // Registers every type above, the handshake's and troupe's error payload (`problem`), so that they
 // travel between nodes.
@@ -107,6 +169,12 @@ typename Inspector::result_type inspect(Inspector& f, cluster_challenge& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cluster_proof& x) {
   return f(caf::meta::type_name("troupe.cluster_proof"), x.proof);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, workspace_actor& x) {
+  return f(caf::meta::type_name("troupe.workspace_actor"), x.kind, x.id, x.name, x.rule, x.run_id, x.client_id,
+           x.version);
 }
 
 template <class Inspector>

@@ -161,6 +161,24 @@ node_actor::behavior_type node_behavior(node_pointer self, node_store_actor node
       self->send(self->state.approvals, wake_atom::value, std::move(resolution.request_id));
       return resolve_ack{};
     },
+    // CJ-29: a command for a log this node owns (the log refuses it as `not_owner` otherwise). The
+    // frame is read again as a client's would be; the asking node's forward timeout bounds the wait.
+    [=](forward_atom, workspace_forward& forward) -> caf::result<workspace_answer> {
+      if (auto refused = unwelcomed(self))
+        return std::move(*refused);
+      auto& opts = self->state.options;
+      if (!opts.workspaces)
+        return make_error(problem{errc::conflict, "this node serves no workspaces", {}, not_owner});
+      auto command = command_of(forward, opts.workspace_types, opts.workspace_max_depth);
+      if (auto why = std::get_if<std::string>(&command))
+        return make_error(errc::bad_request, *why);
+      auto rp = self->make_response_promise<workspace_answer>();
+      self->request(opts.workspaces, std::chrono::seconds(60), forward_atom::value,
+                    std::get<workspace_command>(std::move(command)))
+        .then([=](workspace_outcome& o) mutable { rp.deliver(answer_of(o)); },
+              [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      return rp;
+    },
     [=](ping_atom) -> caf::result<pong> {
       if (auto refused = unwelcomed(self))
         return std::move(*refused);

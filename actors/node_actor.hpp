@@ -1,7 +1,8 @@
 // The node actor (CJ-22 to CJ-25): what other nodes of the cluster reach of this one. It runs the
 // serving side of the HMAC handshake through a handshake_gate, keyed by the peer's CAF node, and
 // serves welcomed peers only: a cancel stops the attempt this node holds, a resolution wakes the run
-// waiting here on an approval resolved elsewhere, a ping answers the node id.
+// waiting here on an approval resolved elsewhere, a forwarded workspace command goes to the log it
+// names (which carries it out while this node owns it), a ping answers the node id.
 // Publishing it on a socket is the edge's work (io/cluster_peers.hpp).
 #pragma once
 
@@ -10,6 +11,7 @@
 #include "actors/cluster_messages.hpp"
 #include "actors/node_store.hpp"
 #include "actors/run_registry.hpp"
+#include "actors/workspace_log.hpp"
 
 #include <caf/actor_system.hpp>
 
@@ -27,6 +29,10 @@ struct node_actor_options {
   std::shared_ptr<node_status> status;     // this node's id now (it changes on a rejoin)
   double request_timeout_seconds = 2;      // a read of `nodes`, a cancel on this node
   std::chrono::milliseconds nodes_fresh{500}; // a hello reads `nodes` at most this often
+  // CJ-29: the logs forwarded commands go to, and what reading one needs (invalid: refused).
+  workspaces_actor workspaces;
+  std::shared_ptr<const protocol::reflexr::event_registry> workspace_types;
+  int workspace_max_depth = 8;
 };
 
 node_actor spawn_node_actor(caf::actor_system& sys, node_store_actor nodes, run_registry_actor registry,

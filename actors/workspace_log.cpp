@@ -1,5 +1,7 @@
 #include "actors/workspace_log.hpp"
 
+#include "actors/cluster_membership.hpp"
+#include "actors/errors.hpp"
 #include "protocol/cluster.hpp"
 #include "protocol/workspace_events.hpp"
 
@@ -7,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <set>
 #include <utility>
@@ -20,10 +23,27 @@ using clock = std::chrono::steady_clock;
 
 using workspace_log_actor = caf::typed_actor<
   caf::replies_to<command_atom, workspace_command>::with<workspace_outcome>,
+  caf::replies_to<forward_atom, workspace_command>::with<workspace_outcome>,
   caf::replies_to<read_atom, workspace_key, workspace_read>::with<workspace_slice>,
   caf::replies_to<subscribe_atom, workspace_key, caf::actor>::with<int64_t, ring_ptr>,
   caf::reacts_to<idle_atom>,
   caf::reacts_to<appended_atom, int64_t>>;
+
+using outcome_promise = caf::typed_response_promise<workspace_outcome>;
+
+// Where a command stands on its way to the owner (CJ-29).
+struct route {
+  bool forwarded = false;  // it came from another node: carried out here or refused, never sent on
+  bool retried = false;    // it went its way once and came back (refused by the store or the owner)
+  std::string unreachable; // a node that did not answer it: no second forward there
+  int reads = 0;           // reads of the owner it waited for
+};
+
+struct waiting_command {
+  workspace_command command;
+  outcome_promise rp;
+  route way;
+};
 
 struct log_state {
   static inline const char* name = "workspace_log";
@@ -40,6 +60,11 @@ struct log_state {
   bool catching_up = false;    // a read of other nodes' appends is on its way
   bool catch_up_again = false; // and another was asked for meanwhile
   clock::time_point last_activity = clock::now();
+  // CJ-28: the log's owner as last read (epoch 0: not known), and the commands that wait for a read
+  // of it under way, in arrival order.
+  workspace_owner owner;
+  bool owner_asked = false;
+  std::deque<waiting_command> waiting;
 };
 
 using log_pointer = workspace_log_actor::stateful_pointer<log_state>;
@@ -114,6 +139,131 @@ void catch_up(log_pointer self) {
       });
 }
 
+// ---- Ownership and forwarding (CJ-28, CJ-29) ----
+
+bool clustered(log_pointer self) {
+  return self->state.options.cluster.node != nullptr;
+}
+
+std::string me(log_pointer self) {
+  return self->state.options.cluster.node->node_id();
+}
+
+caf::error unreachable_owner(log_pointer self) {
+  return make_error(problem{errc::unavailable,
+                            "the node that owns workspace " + self->state.key.workspace + " did not answer; retry",
+                            {}, owner_unreachable});
+}
+
+void dispatch(log_pointer self, workspace_command c, outcome_promise rp, route way);
+
+// Commands are pipelined: the store carries them out in arrival order, so their answers (and the
+// ring) stay in seq order without waiting for one commit before sending the next. A command refused
+// because the log changed owner meanwhile goes its way again, once.
+void carry_out(log_pointer self, workspace_command c, outcome_promise rp, route way) {
+  auto& st = self->state;
+  ++st.in_flight;
+  auto again = clustered(self) && !way.retried ? std::optional<workspace_command>(c) : std::nullopt;
+  self->request(st.store, caf::infinite, command_atom::value, std::move(c))
+    .then(
+      [=](workspace_outcome& o) mutable {
+        --self->state.in_flight;
+        publish(self, o);
+        rp.deliver(std::move(o));
+      },
+      [=](caf::error& err) mutable {
+        --self->state.in_flight;
+        if (again && problem_of(err).kind == ownership_lost) {
+          self->state.owner = {};
+          way.retried = true;
+          return dispatch(self, std::move(*again), rp, std::move(way));
+        }
+        rp.deliver(std::move(err));
+      });
+}
+
+void forward(log_pointer self, workspace_command c, outcome_promise rp, route way) {
+  auto& st = self->state;
+  auto owner = st.owner;
+  auto again = std::optional<workspace_command>(c);
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(st.options.cluster.forward_timeout_seconds * 1000));
+  self->request(st.options.cluster.peers, timeout, forward_atom::value, owner.node_id, forward_of(c))
+    .then([=](workspace_answer& a) mutable { rp.deliver(outcome_of(std::move(a))); },
+          [=](caf::error& err) mutable {
+            // The owner is read again (taken here when its node is gone), and the command goes its
+            // way once more; an owner that did not answer gets no second try.
+            auto& st = self->state;
+            if (st.owner.node_id == owner.node_id && st.owner.epoch == owner.epoch)
+              st.owner = {};
+            if (way.retried) {
+              rp.deliver(unreachable_owner(self));
+              return;
+            }
+            way.retried = true;
+            if (problem_of(err).kind != not_owner)
+              way.unreachable = owner.node_id;
+            dispatch(self, std::move(*again), rp, std::move(way));
+          });
+}
+
+void ask_owner(log_pointer self) {
+  auto& st = self->state;
+  if (std::exchange(st.owner_asked, true))
+    return;
+  self->request(st.store, caf::infinite, own_atom::value, st.key, me(self))
+    .then(
+      [=](workspace_owner& owner) {
+        auto& st = self->state;
+        st.owner_asked = false;
+        st.owner = std::move(owner);
+        // An owner of epoch 0 (this read lost a race with another node's take) is read again.
+        for (auto& w : std::exchange(st.waiting, {}))
+          dispatch(self, std::move(w.command), w.rp, std::move(w.way));
+      },
+      [=](caf::error& err) {
+        auto& st = self->state;
+        st.owner_asked = false;
+        spdlog::warn("workspace {}/{}: its owner cannot be read: {}", st.key.tenant, st.key.workspace,
+                     self->system().render(err));
+        for (auto& w : std::exchange(st.waiting, {}))
+          w.rp.deliver(err);
+      });
+}
+
+// Where a command goes: carried out here under this node's ownership, forwarded to the owner, or
+// held while the owner is read.
+void dispatch(log_pointer self, workspace_command c, outcome_promise rp, route way) {
+  auto& st = self->state;
+  if (!clustered(self))
+    return carry_out(self, std::move(c), rp, std::move(way));
+  if (st.owner_asked || st.owner.epoch == 0) {
+    if (++way.reads > 2) { // no owner could be read: the caller retries
+      rp.deliver(unreachable_owner(self));
+      return;
+    }
+    st.waiting.push_back({std::move(c), rp, std::move(way)});
+    return ask_owner(self);
+  }
+  if (st.owner.node_id == me(self)) {
+    c.fence = st.owner;
+    return carry_out(self, std::move(c), rp, std::move(way));
+  }
+  if (way.forwarded)
+    rp.deliver(make_error(problem{errc::conflict, "this node does not own workspace " + st.key.workspace, {}, not_owner}));
+  else if (st.owner.node_id == way.unreachable)
+    rp.deliver(unreachable_owner(self));
+  else
+    forward(self, std::move(c), rp, std::move(way));
+}
+
+// A log retiring gives its ownership up, so the next command anywhere takes it at once.
+void give_up(log_pointer self) {
+  auto& st = self->state;
+  if (!clustered(self) || st.owner.epoch == 0 || st.owner.node_id != me(self))
+    return;
+  caf::anon_send(st.store, disown_atom::value, st.key, std::exchange(st.owner, {}));
+}
+
 void touch(log_pointer self) {
   ++self->state.handled;
   self->state.last_activity = clock::now();
@@ -153,20 +303,15 @@ workspace_log_actor::behavior_type workspace_log(log_pointer self, workspace_key
     [=](command_atom, workspace_command& c) -> caf::result<workspace_outcome> {
       touch(self);
       auto rp = self->make_response_promise<workspace_outcome>();
-      ++self->state.in_flight;
-      // Commands are pipelined: the store carries them out in arrival order, so their answers (and
-      // the ring) stay in seq order without waiting for one commit before sending the next.
-      self->request(self->state.store, caf::infinite, command_atom::value, std::move(c))
-        .then(
-          [=](workspace_outcome& o) mutable {
-            --self->state.in_flight;
-            publish(self, o);
-            rp.deliver(std::move(o));
-          },
-          [=](caf::error& err) mutable {
-            --self->state.in_flight;
-            rp.deliver(std::move(err));
-          });
+      dispatch(self, std::move(c), rp, route{});
+      return rp;
+    },
+    [=](forward_atom, workspace_command& c) -> caf::result<workspace_outcome> {
+      touch(self);
+      auto rp = self->make_response_promise<workspace_outcome>();
+      route way;
+      way.forwarded = true;
+      dispatch(self, std::move(c), rp, std::move(way));
       return rp;
     },
     [=](read_atom a, workspace_key& k, workspace_read& r) {
@@ -182,8 +327,10 @@ workspace_log_actor::behavior_type workspace_log(log_pointer self, workspace_key
     [=](idle_atom) {
       auto& s = self->state;
       auto quiet = clock::now() - s.last_activity >= std::chrono::duration<double>(s.options.log_idle_timeout);
-      if (quiet && s.subscribers.empty() && s.in_flight == 0)
+      if (quiet && s.subscribers.empty() && s.in_flight == 0) {
+        give_up(self);
         self->send(s.registry, idle_atom::value, s.key, s.handled);
+      }
       self->delayed_send(self, idle_period(s.options), idle_atom::value);
     },
     [=](appended_atom, int64_t head) {
@@ -246,6 +393,7 @@ workspaces_actor::behavior_type workspaces(registry_pointer self, workspace_stor
   });
   return {
     [=](command_atom a, workspace_command& c) { return self->delegate(log_for(self, c.key), a, std::move(c)); },
+    [=](forward_atom a, workspace_command& c) { return self->delegate(log_for(self, c.key), a, std::move(c)); },
     [=](read_atom a, workspace_key& k, workspace_read& r) {
       auto& log = log_for(self, k);
       return self->delegate(log, a, std::move(k), std::move(r));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "actors/atoms.hpp"
+#include "actors/cluster_messages.hpp"
 #include "actors/envelope_ring.hpp"
 #include "actors/wakeups.hpp"
 #include "actors/workspace_store.hpp"
@@ -16,14 +17,20 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace troupe {
+
+class node_status;
 
 using ring_ptr = std::shared_ptr<const envelope_ring>;
 
 // Every message names its workspace; the `workspaces` actor hands it to that workspace's log.
 using workspaces_actor = caf::typed_actor<
   caf::replies_to<command_atom, workspace_command>::with<workspace_outcome>,
+  // A command another node forwarded (CJ-29): carried out here while this node owns the log, else
+  // refused as `not_owner`; never forwarded again.
+  caf::replies_to<forward_atom, workspace_command>::with<workspace_outcome>,
   caf::replies_to<read_atom, workspace_key, workspace_read>::with<workspace_slice>,
   // Subscribes an actor to the log: it gets `(wake_atom, int64_t head)` after appends and reads new
   // envelopes from the ring (or the store once behind it). Answers the head at subscription, read
@@ -39,11 +46,25 @@ using workspaces_actor = caf::typed_actor<
   // A poll (CJ-10): every live log reads what other nodes appended since its head.
   caf::reacts_to<appended_atom>>;
 
+// In a cluster with remoting (CJ-28, CJ-29), one node at a time owns a log: a command reaching any
+// other node is forwarded to the owner, and a log with no live owner is taken by the node a command
+// reaches. Without `node`, every node carries commands out itself (the head-row lock orders them).
+struct workspace_cluster {
+  std::shared_ptr<node_status> node; // this node's id now
+  cluster_peers_actor peers;
+  double forward_timeout_seconds = 5;
+};
+
 struct workspaces_options {
   double log_idle_timeout = 300; // seconds without a message or subscriber before a log stops
   std::size_t ring_capacity = 4096;
   double command_result_retention = 7 * 86400.0; // seconds
+  workspace_cluster cluster;
 };
+
+// The kind of a command's error when the owner of its log did not answer and still holds it: a
+// fault the caller retries (CJ-29, WS-42), answered 503 with Retry-After at the edge.
+inline constexpr const char* owner_unreachable = "workspace_owner_unreachable";
 
 // `notifier`, when valid, tells the other nodes of each log's new head after its appends (CJ-10).
 workspaces_actor spawn_workspaces(caf::actor_system& sys, workspace_store_actor store, workspaces_options options,

@@ -16,6 +16,9 @@
 
 namespace troupe {
 
+using own_atom = caf::atom_constant<caf::atom("own")>;
+using disown_atom = caf::atom_constant<caf::atom("disown")>;
+
 // WS-1: a workspace is a tenant's workspace id.
 struct workspace_key {
   std::string tenant;
@@ -25,6 +28,12 @@ struct workspace_key {
   }
 };
 
+// CJ-28: the node that owns a log in a cluster, and the epoch it took the log at ("" and 0: none).
+struct workspace_owner {
+  std::string node_id;
+  int64_t epoch = 0;
+};
+
 // One command for the store to carry out against the log it names, keyed by its sender's
 // participant and command id (WS-38; a REST publish body has no key).
 struct workspace_command {
@@ -32,7 +41,12 @@ struct workspace_command {
   std::string participant;
   protocol::reflexr::command_request request;
   protocol::reflexr::command_context context;
+  // CJ-9: in a cluster, the ownership it is carried out under; the store refuses it (kind
+  // `workspace_ownership_lost`) once the log has another owner or epoch. Epoch 0: no owners.
+  workspace_owner fence;
 };
+
+inline constexpr const char* ownership_lost = "workspace_ownership_lost";
 
 // What a command answered and what it appended. `body` is the answer's JSON: a `command_result`
 // frame, or for a publish body the outcomes array or the `{"detail": …}` of its rejection.
@@ -72,12 +86,18 @@ using workspace_store_actor = caf::typed_actor<
   // The log's head seq (0 when empty).
   caf::replies_to<head_atom, workspace_key>::with<int64_t>,
   // Forgets command results older than `retention` seconds (WS-40).
-  caf::replies_to<prune_atom, double>::with<bool>>;
+  caf::replies_to<prune_atom, double>::with<bool>,
+  // CJ-28, PostgreSQL only: the log goes to the node named unless a live node owns it; answers the
+  // owner either way.
+  caf::replies_to<own_atom, workspace_key, std::string>::with<workspace_owner>,
+  // Gives the log up if this owner still holds it at its epoch; answers whether it did.
+  caf::replies_to<disown_atom, workspace_key, workspace_owner>::with<bool>>;
 
 } // namespace troupe
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::workspace_key)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::workspace_command)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::workspace_owner)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::workspace_outcome)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::workspace_read)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::workspace_slice)

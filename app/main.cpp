@@ -386,19 +386,30 @@ std::optional<std::string> previous_secret(const protocol::config& cfg) {
 std::variant<uint16_t, std::string> publish_node(caf::actor_system& sys, const protocol::config& cfg,
                                                  cluster_node& node, const node_store_actor& nodes,
                                                  const run_registry_actor& registry,
-                                                 const approval_registry_actor& approvals) {
+                                                 const approval_registry_actor& approvals,
+                                                 const io::workspace_surface& workspaces) {
   node_actor_options options;
   options.cluster_id = node.cluster_id;
   options.secret = cfg.cluster.secret;
   options.secret_previous = previous_secret(cfg);
   options.status = node.status;
   options.request_timeout_seconds = cfg.cluster.request_timeout_seconds;
+  options.workspaces = workspaces.logs;
+  options.workspace_types = workspaces.types;
+  options.workspace_max_depth = workspaces.config.max_depth;
   node.actor = spawn_node_actor(sys, nodes, registry, approvals, std::move(options));
   if (!cfg.cluster.tls.enabled() && !io::is_private_host(cfg.cluster.host))
     spdlog::warn("cluster: cluster.host {} is not a loopback or private address; the nodes' handshake neither "
                  "encrypts nor signs what follows it, so bind a private interface or set cluster.tls",
                  cfg.cluster.host);
   return io::publish_node_actor(sys, node.actor, cfg.cluster.host, static_cast<uint16_t>(cfg.cluster.port));
+}
+
+cluster_peers_actor spawn_peers(caf::actor_system& sys, const protocol::config& cfg, const node_store_actor& nodes,
+                                const cluster_node& node) {
+  return io::spawn_cluster_peers(sys, nodes,
+                                 {node.cluster_id, cfg.cluster.secret, previous_secret(cfg), node.status,
+                                  cfg.cluster.request_timeout_seconds, cfg.cluster.forward_timeout_seconds});
 }
 
 // Joins under the endpoint the node actor listens on (`port`); answers why not, if it cannot.
@@ -457,10 +468,11 @@ std::optional<std::string> join_cluster(caf::actor_system& sys, const protocol::
 // one); answers why it cannot.
 std::optional<std::string> publish_and_join(caf::actor_system& sys, const protocol::config& cfg, cluster_node& node,
                                             const node_store_actor& nodes, const run_registry_actor& registry,
-                                            const approval_registry_actor& approvals, bool remoting) {
+                                            const approval_registry_actor& approvals,
+                                            const io::workspace_surface& workspaces, bool remoting) {
   auto port = static_cast<uint16_t>(cfg.cluster.port);
   if (remoting) {
-    auto published = publish_node(sys, cfg, node, nodes, registry, approvals);
+    auto published = publish_node(sys, cfg, node, nodes, registry, approvals, workspaces);
     if (auto* err = std::get_if<std::string>(&published))
       return *err;
     port = std::get<uint16_t>(published);
@@ -507,8 +519,11 @@ std::shared_ptr<response_environment> make_response_environment(const protocol::
   return responses;
 }
 
+// On a node with remoting (`peers`), one node at a time owns each log (CJ-28, CJ-29).
 std::shared_ptr<io::workspace_surface> make_workspace_surface(caf::actor_system& sys, const protocol::config& cfg,
-                                                              workspace_store_actor store, notifier_actor notifier) {
+                                                              workspace_store_actor store, notifier_actor notifier,
+                                                              std::shared_ptr<node_status> node,
+                                                              cluster_peers_actor peers) {
   auto surface = std::make_shared<io::workspace_surface>();
   surface->sys = &sys;
   surface->types = std::get<event_types>(protocol::reflexr::event_registry::build(cfg.workspaces));
@@ -518,6 +533,8 @@ std::shared_ptr<io::workspace_surface> make_workspace_surface(caf::actor_system&
   workspaces_options ws_options;
   ws_options.log_idle_timeout = cfg.workspaces.log_idle_timeout;
   ws_options.command_result_retention = cfg.workspaces.command_result_retention;
+  if (node && peers)
+    ws_options.cluster = {std::move(node), std::move(peers), cfg.cluster.forward_timeout_seconds};
   surface->logs = spawn_workspaces(sys, std::move(store), ws_options, std::move(notifier));
   if (surface->open)
     spdlog::warn("workspaces: no credentials configured; every caller is tenant default, user local (WS-59)");
@@ -719,15 +736,17 @@ int serve(const cli_options& cli) {
   auto env = make_run_environment(cfg, ports, tools, stores.runs);
   env->metrics = metrics;
   if (node && remoting)
-    env->peers = io::spawn_cluster_peers(sys, stores.nodes,
-                                         {node->cluster_id, cfg.cluster.secret, previous_secret(cfg),
-                                          node->status, cfg.cluster.request_timeout_seconds});
+    env->peers = spawn_peers(sys, cfg, stores.nodes, *node);
   auto registry = start_runs(sys, cfg, env, node ? &*node : nullptr);
+  auto surface = make_workspace_surface(sys, cfg, stores.workspaces, env->notifier, node ? node->status : nullptr,
+                                        env->peers);
   if (node) {
-    if (auto failure = publish_and_join(sys, cfg, *node, stores.nodes, registry, env->approvals, remoting)) {
+    if (auto failure =
+          publish_and_join(sys, cfg, *node, stores.nodes, registry, env->approvals, *surface, remoting)) {
       std::cerr << "troupe: " << *failure << "\n";
       for (auto& actor : {caf::actor_cast<caf::actor>(registry), caf::actor_cast<caf::actor>(env->approvals),
-                          caf::actor_cast<caf::actor>(env->peers), caf::actor_cast<caf::actor>(node->actor)})
+                          caf::actor_cast<caf::actor>(env->peers), caf::actor_cast<caf::actor>(node->actor),
+                          caf::actor_cast<caf::actor>(surface->logs)})
         anon_send_exit(actor, caf::exit_reason::user_shutdown);
       return 2;
     }
@@ -738,7 +757,6 @@ int serve(const cli_options& cli) {
   if (node)
     membership = start_membership(sys, *node, stores.nodes, registry, metrics, responses->store);
   caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs
-  auto surface = make_workspace_surface(sys, cfg, stores.workspaces, env->notifier);
   if (node)
     node->wakeups = listen_to_other_nodes(cfg, registry, surface->logs);
 

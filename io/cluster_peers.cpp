@@ -36,6 +36,9 @@ struct waiting_request {
 
 struct peer {
   node_actor handle; // once welcomed
+  // Requests sent over the connection and not answered yet, by number: a connection that drops
+  // fails them at once (CAF 0.17 would leave them to their timeouts).
+  std::unordered_map<uint64_t, std::function<void(caf::error)>> in_flight;
   bool connecting = false;
   std::vector<waiting_request> waiting;
   steady::time_point retry_at{}; // after a failure, no new attempt before this (backoff up to 5 s)
@@ -49,25 +52,56 @@ struct peers_state {
   caf::io::middleman_actor middleman;
   std::unordered_map<std::string, peer> peers; // by node id
   std::unordered_map<caf::actor_addr, std::string> node_of_handle;
+  uint64_t next_request = 0; // numbers requests across peers, so a late answer never settles another's
 };
 
 using peers_pointer = cluster_peers_actor::stateful_pointer<peers_state>;
 
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0) + 1);
+}
+
 std::chrono::milliseconds timeout(peers_pointer self) {
-  return std::chrono::milliseconds(static_cast<int64_t>(self->state.options.request_timeout_seconds * 1000.0) + 1);
+  return millis(self->state.options.request_timeout_seconds);
+}
+
+// Forgets the peer; what it has not answered fails now, so its callers take their fallbacks.
+void drop_peer(peers_pointer self, const std::string& node_id, const std::string& why) {
+  auto p = self->state.peers.find(node_id);
+  if (p == self->state.peers.end())
+    return;
+  auto in_flight = std::move(p->second.in_flight);
+  self->state.peers.erase(p);
+  for (auto& [number, fail] : in_flight)
+    fail(make_error(errc::unavailable, "node " + node_id + " dropped: " + why));
+}
+
+// The request's entry in its peer's in_flight, gone once answered; false when the connection dropped
+// first (its promise was failed then).
+bool settle(peers_pointer self, const std::string& node_id, uint64_t number) {
+  auto p = self->state.peers.find(node_id);
+  return p != self->state.peers.end() && p->second.in_flight.erase(number) == 1;
 }
 
 template <class Answer, class Atom, class Request>
 void forward(peers_pointer self, const std::string& node_id, const node_actor& handle, Atom atom, Request request,
-             caf::typed_response_promise<Answer> rp) {
-  self->request(handle, timeout(self), atom, std::move(request))
-    .then([=](Answer& answer) mutable { rp.deliver(std::move(answer)); },
-          [=](caf::error& err) mutable {
-            // The node forgot this one (it rejoined as a new node): the next request proves it anew.
-            if (code_of(err) == errc::unauthorized)
-              self->state.peers.erase(node_id);
-            rp.deliver(std::move(err));
-          });
+             caf::typed_response_promise<Answer> rp, std::chrono::milliseconds wait) {
+  auto number = self->state.next_request++;
+  self->state.peers[node_id].in_flight.emplace(number, [rp](caf::error err) mutable { rp.deliver(std::move(err)); });
+  self->request(handle, wait, atom, std::move(request))
+    .then(
+      [=](Answer& answer) mutable {
+        if (settle(self, node_id, number))
+          rp.deliver(std::move(answer));
+      },
+      [=](caf::error& err) mutable {
+        if (!settle(self, node_id, number))
+          return;
+        // The node forgot this one (it rejoined as a new node): the next request proves it anew.
+        if (code_of(err) == errc::unauthorized)
+          drop_peer(self, node_id, "it no longer knows this node");
+        rp.deliver(std::move(err));
+      });
 }
 
 void failed(peers_pointer self, const std::string& node_id, const std::string& why) {
@@ -172,10 +206,10 @@ bool from_this_process(peers_pointer self) {
 }
 
 // `request` to node_id's actor, over the connection the node is welcomed on, made first when needed.
-// `to_self` answers a request for this node itself.
+// `to_self` answers a request for this node itself; the answer is awaited for `wait` once sent.
 template <class Answer, class Atom, class Request>
 caf::result<Answer> ask_node(peers_pointer self, const std::string& node_id, Atom atom, Request request,
-                             Answer to_self) {
+                             caf::result<Answer> to_self, std::chrono::milliseconds wait) {
   if (!from_this_process(self))
     return make_error(errc::forbidden, "cluster_peers serves this process's actors only");
   if (node_id == self->state.options.status->node_id())
@@ -183,12 +217,12 @@ caf::result<Answer> ask_node(peers_pointer self, const std::string& node_id, Ato
   auto& p = self->state.peers[node_id];
   auto rp = self->make_response_promise<Answer>();
   if (p.handle) {
-    forward(self, node_id, p.handle, atom, std::move(request), rp);
+    forward(self, node_id, p.handle, atom, std::move(request), rp, wait);
     return rp;
   }
   if (steady::now() < p.retry_at || p.waiting.size() >= max_waiting)
     return make_error(errc::unavailable, "node " + node_id + " cannot be reached now");
-  p.waiting.push_back({[=](const node_actor& handle) { forward(self, node_id, handle, atom, request, rp); },
+  p.waiting.push_back({[=](const node_actor& handle) { forward(self, node_id, handle, atom, request, rp, wait); },
                        [=](caf::error err) mutable { rp.deliver(std::move(err)); }});
   if (!p.connecting)
     connect(self, node_id);
@@ -294,16 +328,25 @@ cluster_peers_actor::behavior_type peers_behavior(peers_pointer self, node_store
     auto it = st.node_of_handle.find(msg.source);
     if (it == st.node_of_handle.end())
       return;
-    if (auto p = st.peers.find(it->second); p != st.peers.end() && p->second.handle.address() == msg.source)
-      st.peers.erase(p);
+    auto node_id = it->second;
     st.node_of_handle.erase(it);
+    if (auto p = st.peers.find(node_id); p != st.peers.end() && p->second.handle.address() == msg.source)
+      drop_peer(self, node_id, "its connection closed");
   });
   return {
     [=](cancel_atom, std::string& node_id, cancel_request& request) {
-      return ask_node(self, node_id, cancel_atom::value, std::move(request), cancel_ack{"not_here"});
+      return ask_node(self, node_id, cancel_atom::value, std::move(request), caf::result<cancel_ack>(cancel_ack{"not_here"}),
+                      timeout(self));
     },
     [=](resolve_atom, std::string& node_id, approval_resolution& resolution) {
-      return ask_node(self, node_id, resolve_atom::value, std::move(resolution), resolve_ack{});
+      return ask_node(self, node_id, resolve_atom::value, std::move(resolution),
+                      caf::result<resolve_ack>(resolve_ack{}), timeout(self));
+    },
+    [=](forward_atom, std::string& node_id, workspace_forward& forward) {
+      return ask_node(self, node_id, forward_atom::value, std::move(forward),
+                      caf::result<workspace_answer>(make_error(problem{
+                        errc::conflict, "a workspace command is not forwarded to this node itself", {}, not_owner})),
+                      millis(self->state.options.forward_timeout_seconds));
     },
   };
 }

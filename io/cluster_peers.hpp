@@ -47,6 +47,7 @@ struct cluster_peers_options {
   std::optional<std::string> secret_previous;
   std::shared_ptr<node_status> status; // this node's id now, which a hello names
   double request_timeout_seconds = 2;
+  double forward_timeout_seconds = 5; // a workspace command forwarded to its log's owner (CJ-29)
 };
 
 cluster_peers_actor spawn_cluster_peers(caf::actor_system& sys, node_store_actor nodes, cluster_peers_options options);

@@ -1,5 +1,6 @@
 #include "io/workspace_routes.hpp"
 
+#include "actors/errors.hpp"
 #include "io/route_ask.hpp"
 #include "protocol/json.hpp"
 #include "protocol/timestamp.hpp"
@@ -34,8 +35,12 @@ void submit(std::shared_ptr<const workspace_surface> s, workspace_command comman
     auto id = command.request.command_id;
     self->request(s->logs, command_timeout, command_atom::value, std::move(command))
       .then([ex](workspace_outcome& o) { ex->respond(json_response(protocol::http_status(o.code), std::move(o.body))); },
-            [ex, id](caf::error&) {
-              // WS-42: a fault is not remembered, so the same key may be retried.
+            [ex, id](caf::error& err) {
+              // WS-42: a fault is not remembered, so the same key may be retried; an owner that did
+              // not answer (CJ-29) says so with a 503 and Retry-After.
+              auto p = problem_of(err);
+              if (p.kind == owner_unreachable)
+                return ex->respond(reflexr_error({errc::unavailable, std::move(p.message)}));
               ex->respond(server_fault(id.empty() ? "the events could not be published"
                                                   : "command " + id + " failed on the server"));
             });

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 namespace troupe::io::workspace_store {
 
@@ -64,10 +65,12 @@ int64_t workspace_db<Conn>::head(const workspace_key& key) {
 }
 
 template <class Conn>
-void workspace_db<Conn>::lock_head(const workspace_key& key) {
+workspace_owner workspace_db<Conn>::lock_head(const workspace_key& key) {
   auto q = sql(workspace_sql::lock_head);
   q.bind(1, key.tenant).bind(2, key.workspace);
-  q.row();
+  if (!q.row())
+    return {};
+  return {q.text(1), q.integer(2)};
 }
 
 template <class Conn>
@@ -88,7 +91,10 @@ std::optional<workspace_outcome> workspace_db<Conn>::remembered(const workspace_
 template <class Conn>
 outcome<workspace_outcome> workspace_db<Conn>::carry_out(const workspace_command& c) {
   // Held before the key is looked up, so a command sent twice at once is carried out once.
-  lock_head(c.key);
+  auto owner = lock_head(c.key);
+  if (c.fence.epoch != 0 && (owner.node_id != c.fence.node_id || owner.epoch != c.fence.epoch))
+    return make_error(problem{errc::conflict, "workspace " + c.key.workspace + " has another owner now", {},
+                              ownership_lost});
   bool keyed = !c.request.command_id.empty();
   if (keyed)
     if (auto first = remembered(c))
@@ -151,6 +157,30 @@ void workspace_db<Conn>::prune(double retention) {
   auto q = sql(workspace_sql::prune_results);
   q.bind(1, std::optional<double>(now_seconds() - retention));
   q.done();
+}
+
+template <class Conn>
+outcome<workspace_owner> workspace_db<Conn>::own(const workspace_key& key, const std::string& node_id) {
+  if constexpr (!std::is_same_v<Conn, pg::connection>) {
+    return make_error(errc::internal, "workspace store: an embedded store has no owners");
+  } else {
+    auto q = sql(workspace_sql::take_owner);
+    q.bind(1, key.tenant).bind(2, key.workspace).bind(3, node_id);
+    if (!q.row())
+      return workspace_owner{}; // a race with another node's take: the caller asks again
+    return workspace_owner{q.text(0), q.integer(1)};
+  }
+}
+
+template <class Conn>
+outcome<bool> workspace_db<Conn>::disown(const workspace_key& key, const workspace_owner& owner) {
+  if constexpr (!std::is_same_v<Conn, pg::connection>) {
+    return make_error(errc::internal, "workspace store: an embedded store has no owners");
+  } else {
+    sql(workspace_sql::give_up_owner).bind(1, key.tenant).bind(2, key.workspace).bind(3, owner.node_id)
+      .bind(4, owner.epoch).done();
+    return this->changes() == 1;
+  }
 }
 
 template class workspace_db<sqlite::connection>;

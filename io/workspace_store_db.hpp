@@ -32,13 +32,18 @@ public:
   int64_t head(const workspace_key& key);
   // Forgets the command results remembered more than `retention` seconds ago (WS-40).
   void prune(double retention);
+  // CJ-28, PostgreSQL only (an embedded store has no nodes): takes the log for `node_id` unless a
+  // live node owns it, and answers its owner; gives it up while `owner` still holds it.
+  outcome<workspace_owner> own(const workspace_key& key, const std::string& node_id);
+  outcome<bool> disown(const workspace_key& key, const workspace_owner& owner);
 
 private:
   // The log as a command reads it inside its transaction (io/workspace_store_db.cpp).
   class reader;
 
   std::optional<workspace_outcome> remembered(const workspace_command& c);
-  void lock_head(const workspace_key& key);
+  // Locks the head (CJ-9) and answers the log's owner, read under that lock.
+  workspace_owner lock_head(const workspace_key& key);
   caf::error failed(const char* what) const;
 
   using Conn::error;

@@ -28,6 +28,12 @@ typename Actor::behavior_type port_behavior(Engine engine, Extra... extra) {
     [=](head_atom, workspace_key& key) {
       return engine.template read<int64_t>([=](auto& db) { return outcome<int64_t>(db.head(key)); });
     },
+    [=](own_atom, workspace_key& key, std::string& node_id) {
+      return engine.template write<workspace_owner>([=](auto& db) { return db.own(key, node_id); });
+    },
+    [=](disown_atom, workspace_key& key, workspace_owner& owner) {
+      return engine.template write<bool>([=](auto& db) { return db.disown(key, owner); });
+    },
     [=](prune_atom, double retention) {
       return engine.template write<bool>([=](auto& db) {
         db.prune(retention);

@@ -12,9 +12,10 @@ namespace troupe::io::workspace_sql {
 inline constexpr char head[] = "SELECT COALESCE(MAX(seq), 0) FROM workspace_events WHERE tenant = ?1 AND workspace = ?2";
 
 // CJ-9: a command holds its log's head until it commits, so concurrent writers take seqs one after
-// the other. SQLite has one writer at a time and reads the head; PostgreSQL locks the head row.
+// the other, and reads the log's owner and epoch (CJ-28) under the same lock. SQLite has one writer
+// at a time, no owners, and reads the head; PostgreSQL locks the head row.
 inline constexpr char lock_head[] =
-  "SELECT COALESCE(MAX(seq), 0) FROM workspace_events WHERE tenant = ?1 AND workspace = ?2";
+  "SELECT COALESCE(MAX(seq), 0), '', 0 FROM workspace_events WHERE tenant = ?1 AND workspace = ?2";
 
 inline constexpr char last_ts[] =
   "SELECT ts FROM workspace_events WHERE tenant = ?1 AND workspace = ?2 ORDER BY seq DESC LIMIT 1";
@@ -34,6 +35,27 @@ inline constexpr char remember_result[] = R"sql(
   INSERT INTO workspace_command_results
     (tenant, workspace, participant, command_id, code, ok, max_seq, result, created_at)
   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9))sql";
+
+// CJ-28, PostgreSQL only: the log goes to ?3 unless a node alive or draining owns it, with the epoch
+// one higher, and the statement answers the owner either way. The head row is made here when the
+// log is new. A take that lost a race to another node reads the row as it was before, at worst an
+// owner no longer alive: a forward to it fails and the command asks again.
+inline constexpr char take_owner[] = R"sql(
+  WITH taken AS (
+    INSERT INTO workspaces AS w (tenant, workspace, owner_node, owner_epoch) VALUES (?1, ?2, ?3, 1)
+    ON CONFLICT (tenant, workspace) DO UPDATE SET owner_node = ?3, owner_epoch = w.owner_epoch + 1
+    WHERE w.owner_node <> ?3 AND NOT EXISTS (
+      SELECT 1 FROM nodes n WHERE n.node_id = w.owner_node AND n.state IN ('alive', 'draining'))
+    RETURNING owner_node, owner_epoch)
+  SELECT owner_node, owner_epoch FROM taken
+  UNION ALL
+  SELECT owner_node, owner_epoch FROM workspaces
+  WHERE tenant = ?1 AND workspace = ?2 AND NOT EXISTS (SELECT 1 FROM taken))sql";
+
+// CJ-28: an owner idle past WS-128's timeout gives the log up, only if it still holds it.
+inline constexpr char give_up_owner[] = R"sql(
+  UPDATE workspaces SET owner_node = ''
+  WHERE tenant = ?1 AND workspace = ?2 AND owner_node = ?3 AND owner_epoch = ?4)sql";
 
 inline constexpr char prune_results[] = "DELETE FROM workspace_command_results WHERE created_at < ?1";
 
@@ -64,7 +86,7 @@ inline constexpr statement_spelling postgres_spelling[] = {
   {lock_head, R"sql(
     INSERT INTO workspaces AS w (tenant, workspace) VALUES ($1, $2)
     ON CONFLICT (tenant, workspace) DO UPDATE SET head_seq = w.head_seq
-    RETURNING head_seq)sql"},
+    RETURNING head_seq, owner_node, owner_epoch)sql"},
   {append_envelope, R"sql(
     WITH advanced AS (
       UPDATE workspaces SET head_seq = $3, head_ts = $6 WHERE tenant = $1 AND workspace = $2)

@@ -252,6 +252,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   tls.string("key", c.cluster.tls.key);
   tls.string("ca_file", c.cluster.tls.ca_file);
   cluster.seconds("request_timeout_seconds", c.cluster.request_timeout_seconds, 0.001);
+  cluster.seconds("forward_timeout_seconds", c.cluster.forward_timeout_seconds, 0.001);
   cluster.seconds("peer_timeout_seconds", c.cluster.peer_timeout_seconds, 0.01);
   cluster.seconds("approval_poll_seconds", c.cluster.approval_poll_seconds, 0.01);
   cluster.seconds("tail_poll_seconds", c.cluster.tail_poll_seconds, 0.01);

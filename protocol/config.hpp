@@ -156,6 +156,7 @@ struct cluster_config {
   std::string secret_previous; // cluster.secret_previous: also verifies, while a new secret rolls out
   cluster_tls_config tls;
   double request_timeout_seconds = 2; // a request to another node; past it, the store fallback
+  double forward_timeout_seconds = 5; // a workspace command forwarded to its log's owner (CJ-29)
   double peer_timeout_seconds = 5;    // a silent connection to another node is closed
   double approval_poll_seconds = 2;   // a node reads the approvals its runs wait on again (CJ-26)
   double tail_poll_seconds = 0.2;     // a stream of a run held elsewhere reads the store this often (CJ-27)

@@ -1,9 +1,11 @@
-// The node actor against fake ports (CJ-22 to CJ-26): its gate before and after the handshake, what
-// a welcomed peer's cancel and resolution reach, and a rejoin that makes it a new node. Every sender
+// The node actor against fake ports (CJ-22 to CJ-26, CJ-29): its gate before and after the
+// handshake, what a welcomed peer's cancel, resolution and forwarded workspace command reach, and a
+// rejoin that makes it a new node. Every sender
 // here is of this process, so the whole test is one peer; tests/integration/cluster.test.mjs drives
 // it over real sockets from other processes.
 #include "actors/errors.hpp"
 #include "actors/node_actor.hpp"
+#include "protocol/config.hpp"
 
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
@@ -26,6 +28,7 @@ struct heard {
   std::mutex mu;
   std::vector<std::string> cancels; // run ids
   std::vector<std::string> wakes;   // approval ids
+  std::vector<std::string> commands; // forwarded: "<participant> <command_id> <body JSON>"
   void add(std::vector<std::string>& to, std::string what) {
     std::lock_guard<std::mutex> lock(mu);
     to.push_back(std::move(what));
@@ -64,6 +67,39 @@ caf::behavior fake_approvals(caf::event_based_actor* self, std::shared_ptr<heard
   }};
 }
 
+// The logs: a forwarded command answers a command_result naming its id.
+caf::behavior fake_workspaces(caf::event_based_actor*, std::shared_ptr<heard> h) {
+  return {[=](forward_atom, const workspace_command& c) {
+    h->add(h->commands, c.participant + " " + c.request.command_id + " " + protocol::json::serialize(*c.request.body));
+    workspace_outcome o;
+    o.body = R"({"type":"command_result","command_id":")" + c.request.command_id + "\"}";
+    o.max_seq = 4;
+    return o;
+  }};
+}
+
+std::shared_ptr<const protocol::reflexr::event_registry> event_types() {
+  auto parsed = protocol::parse_config(
+    R"({"workspaces":{"event_types":[{"name":"ops:deploy.finished","schema":{"type":"object","additionalProperties":true}}]}})",
+    {}, [](const std::string&) { return std::nullopt; });
+  REQUIRE(parsed.errors == std::vector<std::string>{});
+  return std::get<0>(protocol::reflexr::event_registry::build(parsed.value.workspaces));
+}
+
+// A forward of a publish by user ana, with `frame` as the command's JSON.
+workspace_forward forward_of_frame(std::string frame) {
+  workspace_forward f;
+  f.tenant_id = "acme";
+  f.workspace_id = "prod";
+  f.actor.kind = "user";
+  f.actor.id = "ana";
+  f.participant = "user:ana";
+  f.command_id = "c-1";
+  f.frame = std::move(frame);
+  f.now = "2026-01-01T00:00:00.000000+00:00";
+  return f;
+}
+
 node_row row(std::string id, std::string state) {
   node_row r;
   r.node_id = std::move(id);
@@ -85,12 +121,15 @@ struct fixture {
     auto nodes = sys.spawn(fake_nodes, node_list{row("node-00000000000000cc", "alive"), row("node-00000000000000dd", "dead")});
     auto registry = sys.spawn(fake_registry, h);
     auto approvals = sys.spawn(fake_approvals, h, caf::actor_cast<caf::actor>(self));
-    fakes = {nodes, registry, approvals};
+    auto workspaces = sys.spawn(fake_workspaces, h);
+    fakes = {nodes, registry, approvals, workspaces};
     node_actor_options options;
     options.cluster_id = "cluster-1";
     options.secret = secret;
     options.status = status;
     options.nodes_fresh = 0ms; // every hello reads `nodes`
+    options.workspaces = caf::actor_cast<workspaces_actor>(workspaces);
+    options.workspace_types = event_types();
     node = spawn_node_actor(sys, caf::actor_cast<node_store_actor>(nodes), caf::actor_cast<run_registry_actor>(registry),
                             caf::actor_cast<approval_registry_actor>(approvals), options);
   }
@@ -107,6 +146,15 @@ struct fixture {
     std::string out = "no answer";
     self->request(node, 5s, std::forward<Ts>(xs)...)
       .receive([&](Answer&) { out = "answered"; }, [&](caf::error& err) { out = problem_of(err).kind; });
+    return out;
+  }
+
+  // A forward's answer body, or `refused: <message>`.
+  std::string forward(workspace_forward f) {
+    std::string out = "no answer";
+    self->request(node, 5s, forward_atom::value, std::move(f))
+      .receive([&](workspace_answer& a) { out = a.body; },
+               [&](caf::error& err) { out = "refused: " + problem_of(err).kind + " " + message_of(err); });
     return out;
   }
 
@@ -186,4 +234,40 @@ TEST_CASE_METHOD(fixture, "a node that rejoined under a new id is a new node: it
   CHECK(cancel("r1", 7).outcome == "cluster_unauthenticated");
   REQUIRE(handshake("node-00000000000000cc", secret) == "answered");
   CHECK(cancel("r1", 7).outcome == "stopped");
+}
+
+TEST_CASE_METHOD(fixture, "a welcomed peer's workspace command reaches the logs as a client's would, read again from "
+                          "its JSON; an unwelcomed peer's reaches nothing (CJ-24, CJ-29)",
+                 "[cluster][node_actor]") {
+  auto publish = R"({"type":"publish","event":{"type":"ops:deploy.finished","service":"api"}})";
+  CHECK(forward(forward_of_frame(publish)).rfind("refused: cluster_unauthenticated", 0) == 0);
+  CHECK(h->read(h->commands).empty());
+  REQUIRE(handshake("node-00000000000000cc", secret) == "answered");
+  CHECK(forward(forward_of_frame(publish)) == R"({"type":"command_result","command_id":"c-1"})");
+  CHECK(h->read(h->commands)
+        == std::vector<std::string>{std::string("user:ana c-1 ") + publish});
+}
+
+TEST_CASE_METHOD(fixture, "a forwarded command is hostile input: a frame that is no command, nests too deep, repeats a "
+                          "member or breaks UTF-8, a participant that is not its actor's and a bad workspace id are "
+                          "refused before any log hears of them (CJ-29)",
+                 "[cluster][node_actor]") {
+  REQUIRE(handshake("node-00000000000000cc", secret) == "answered");
+  auto refused = [&](workspace_forward f) { return forward(std::move(f)).rfind("refused: ", 0) == 0; };
+  CHECK(refused(forward_of_frame("{")));
+  CHECK(refused(forward_of_frame(std::string(100000, '[') + std::string(100000, ']'))));
+  CHECK(refused(forward_of_frame(R"({"type":"publish","type":"publish","event":{"type":"ops:deploy.finished"}})")));
+  CHECK(refused(forward_of_frame("{\"type\":\"publish\",\"event\":{\"type\":\"ops:deploy.finished\",\"s\":\"\xff\"}}")));
+  // A frame that would close the command early and add a member of its own to the frame around it.
+  CHECK(refused(forward_of_frame(R"({"type":"publish","event":{"type":"ops:deploy.finished"}},"x":1)")));
+  auto other = forward_of_frame(R"({"type":"publish","event":{"type":"ops:deploy.finished"}})");
+  other.participant = "user:bob";
+  CHECK(refused(other));
+  auto bad_id = forward_of_frame(R"({"type":"publish","event":{"type":"ops:deploy.finished"}})");
+  bad_id.workspace_id = "../prod";
+  CHECK(refused(bad_id));
+  auto body = forward_of_frame(R"({"event":{"type":"ops:deploy.finished"},"oops":1})");
+  body.publish_body = true;
+  CHECK(refused(body));
+  CHECK(h->read(h->commands).empty());
 }

@@ -1,8 +1,9 @@
 // Conformance: one workspace log served by two troupe nodes on one throwaway PostgreSQL (CJ-52 a,
-// CJ-29's live tails, CJ-10's troupe_ws wake-ups, WS-39), driven over REST and followed by `ws`
-// clients. Runs through scripts/pg-throwaway (see tests/CMakeLists.txt), which skips it with the
+// CJ-28's ownership, CJ-29's forwarding and live tails, CJ-10's troupe_ws wake-ups, WS-39), driven
+// over REST and followed by `ws` clients. Runs through scripts/pg-throwaway (see tests/CMakeLists.txt), which skips it with the
 // reason where PostgreSQL cannot start.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import WebSocket from 'ws';
 import { postgres_database, scenario, until } from '../integration/harness.mjs';
@@ -47,14 +48,21 @@ async function follow(node) {
 }
 
 // Sends `ids` through `node`, `width` at a time, into `answers` (id → response, with `at` its arrival
-// time); a lane ends at its first request the node does not answer (it died).
-async function send_all(node, ids, answers, width = 8) {
+// time); a lane ends at its first request the node does not answer (it died). A 503 (the log's owner
+// did not answer, CJ-29) is retried under the same command_id after its Retry-After, and counted.
+async function send_all(node, ids, answers, width = 8, retries = { count: 0, bodies: new Set() }) {
   let next = 0;
   const lane = async () => {
     while (next < ids.length) {
       const id = ids[next++];
       try {
-        const r = await publish(node, id);
+        let r = await publish(node, id);
+        while (r.status === 503) {
+          retries.count++;
+          retries.bodies.add(`${r.headers.get('retry-after')} ${r.text}`);
+          await new Promise((resolve) => setTimeout(resolve, Number(r.headers.get('retry-after')) * 1000));
+          r = await publish(node, id);
+        }
         r.at = Date.now();
         answers.set(id, r);
       } catch {
@@ -80,7 +88,7 @@ async function whole_log(node) {
 
 const range = (n) => Array.from({ length: n }, (_, i) => i + 1);
 
-scenario('1,000 commands to one workspace through each of two nodes at once get seqs 1…2000 without a gap; the node killed mid-stream loses nothing: its commands resent by command_id to the other take effect once with identical answers, and a follower on the other node sees the whole log in order (CJ-52 a, CJ-29, CJ-10, WS-39)', async (s) => {
+scenario('1,000 commands to one workspace through each of two nodes at once get seqs 1…2000 without a gap; the owner killed mid-stream loses nothing: the other node takes the log over, its commands resent by command_id take effect once with identical answers, and a follower on the other node sees the whole log in order (CJ-52 a, CJ-28, CJ-29, CJ-10, WS-39)', async (s) => {
   const database = postgres_database('cluster_' + crypto.randomBytes(6).toString('hex'));
   const config = cluster_config(database);
   const a = await s.troupe({ config });
@@ -90,15 +98,25 @@ scenario('1,000 commands to one workspace through each of two nodes at once get 
   const b_ids = range(n).map((i) => `b-${i}`);
   const follower = await follow(a); // on the node that lives: B's appends reach it through troupe_ws
 
-  // Both nodes take commands at once; B is killed once it has answered 300.
-  const a_answers = new Map(), b_answers = new Map();
-  const through_a = send_all(a, a_ids, a_answers);
-  const through_b = send_all(b, b_ids, b_answers);
+  // B's first command makes B the log's owner (CJ-28): A forwards its commands to B from then on.
+  const b_answers = new Map();
+  await send_all(b, b_ids.slice(0, 1), b_answers, 1);
+  assert.equal(b_answers.get('b-1').status, 200, b_answers.get('b-1').text);
+
+  // Both nodes take commands at once; B, the owner, is killed once it has answered 300.
+  const a_answers = new Map(), retries = { count: 0, bodies: new Set() };
+  const through_a = send_all(a, a_ids, a_answers, 8, retries);
+  const through_b = send_all(b, b_ids.slice(1), b_answers);
   await until(() => b_answers.size >= 300, { timeout_ms: 60_000, message: 'B to answer 300 commands' });
   await kill9(b);
   await Promise.all([through_a, through_b]);
   assert.equal(a_answers.size, n);
   for (const [id, r] of a_answers) assert.equal(r.status, 200, `${id}: ${r.text}`);
+  // A's commands in flight to B when it died either waited until B was declared dead and A took the
+  // log over, or were answered 503 (retried above) while the dead owner still held it.
+  console.log(`A's clients were told to retry ${retries.count} times while B, dead, still owned the log`);
+  for (const body of retries.bodies)
+    assert.equal(body, '1 {"detail":"the node that owns workspace shared did not answer; retry"}');
   const answered_by_b = new Map(b_answers);
   assert.ok(answered_by_b.size >= 300 && answered_by_b.size < n, `B answered ${answered_by_b.size} before it died`);
 
@@ -112,6 +130,11 @@ scenario('1,000 commands to one workspace through each of two nodes at once get 
     const first = answered_by_b.get(id);
     if (first) assert.equal(r.text, first.text, `${id}: the resent command answers B's first result`);
   }
+
+  // The log is A's now, under the epoch after B's (CJ-28).
+  const a_node = (await a.request('GET', '/v1/cluster')).json.node_id;
+  const owner = spawnSync('psql', [database, '-tAc', "SELECT owner_node || ' ' || owner_epoch FROM workspaces"], { encoding: 'utf8' });
+  assert.equal(owner.stdout.trim(), `${a_node} 2`, owner.stderr);
 
   // One effect per command: seqs 1…2000 without gap, each command's event once, ts never decreasing.
   const log = await whole_log(a);

@@ -374,6 +374,7 @@ TEST_CASE("a node with remoting on needs cluster.secret or TROUPE_CLUSTER_SECRET
   REQUIRE(defaults.ok()); // the embedded store is no cluster: nothing to prove
   CHECK(defaults.value.cluster.remoting);
   CHECK(defaults.value.cluster.request_timeout_seconds == 2);
+  CHECK(defaults.value.cluster.forward_timeout_seconds == 5);
   CHECK(defaults.value.cluster.peer_timeout_seconds == 5);
   CHECK(defaults.value.cluster.approval_poll_seconds == 2);
 
