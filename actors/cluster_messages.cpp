@@ -75,6 +75,10 @@ void add_cluster_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<pong>("troupe.pong");
   cfg.add_message_type<workspace_forward>("troupe.workspace_forward");
   cfg.add_message_type<workspace_answer>("troupe.workspace_answer");
+  cfg.add_message_type<feed_request>("troupe.feed_request");
+  cfg.add_message_type<feed_ack>("troupe.feed_ack");
+  cfg.add_message_type<feed_events>("troupe.feed_events");
+  cfg.add_message_type<feed_end>("troupe.feed_end");
   cfg.add_message_type<problem>("troupe.problem"); // the context of every troupe error a node answers
 }
 

@@ -9,6 +9,7 @@
 #include "protocol/errors.hpp"
 #include "protocol/workspace_actor.hpp"
 
+#include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
@@ -18,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace troupe::protocol::reflexr {
 class event_registry;
@@ -30,6 +32,8 @@ struct workspace_outcome;
 
 using auth_atom = caf::atom_constant<caf::atom("auth")>;
 using forward_atom = caf::atom_constant<caf::atom("forward")>;
+using feed_atom = caf::atom_constant<caf::atom("feed")>;
+using credit_atom = caf::atom_constant<caf::atom("credit")>;
 
 // CJ-25: stop the attempt of `id` that holds it at `lease_epoch` on the node asked.
 struct cancel_request {
@@ -50,6 +54,34 @@ struct approval_resolution {
 };
 
 struct resolve_ack {};
+
+// CJ-27: a stream on the asking node follows run `id`, held by the node asked. `subscriber` gets
+// the attempt's committed events there, never more than `credit` ahead of the credit it returns.
+struct feed_request {
+  std::string id;
+  int64_t credit = 0;
+  caf::actor subscriber;
+};
+
+// `relay`, where the subscriber returns credit; none when no attempt on the node feeds the run.
+struct feed_ack {
+  caf::actor relay;
+};
+
+// What a relay sends its subscriber as `(feed_atom, …)`: committed events as their SSE frames, or
+// the feed's end: the run ended, or the attempt there stopped short of it (the stream then reads
+// the store, where the next attempt writes, wherever it runs).
+struct feed_events {
+  std::vector<int64_t> sequences;
+  std::vector<std::string> frames;
+};
+
+struct feed_end {
+  bool run_ended = false;
+};
+
+// The most credit a subscriber may grant (cluster.stream_credit_events is 256).
+inline constexpr int64_t max_feed_credit = 4096;
 
 // CJ-29: a workspace command for the log the asked node owns, as the asking node's edge addressed
 // it (who sent it, when, under which trace) with the command's JSON as it was read.
@@ -111,6 +143,26 @@ typename Inspector::result_type inspect(Inspector& f, resolve_ack&) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, feed_request& x) {
+  return f(caf::meta::type_name("troupe.feed_request"), x.id, x.credit, x.subscriber);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, feed_ack& x) {
+  return f(caf::meta::type_name("troupe.feed_ack"), x.relay);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, feed_events& x) {
+  return f(caf::meta::type_name("troupe.feed_events"), x.sequences, x.frames);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, feed_end& x) {
+  return f(caf::meta::type_name("troupe.feed_end"), x.run_ended);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, workspace_forward& x) {
   return f(caf::meta::type_name("troupe.workspace_forward"), x.tenant_id, x.workspace_id, x.participant,
            x.command_id, x.frame, x.publish_body, x.actor, x.now, x.traceparent);
@@ -134,6 +186,7 @@ using node_actor = caf::typed_actor<
   caf::replies_to<cancel_atom, cancel_request>::with<cancel_ack>,
   caf::replies_to<resolve_atom, approval_resolution>::with<resolve_ack>,
   caf::replies_to<forward_atom, workspace_forward>::with<workspace_answer>,
+  caf::replies_to<subscribe_atom, feed_request>::with<feed_ack>,
   caf::replies_to<ping_atom>::with<pong>>;
 
 // This node's way to another node's actor, by node id: it finds the node's endpoint in `nodes`,
@@ -146,7 +199,8 @@ using node_actor = caf::typed_actor<
 using cluster_peers_actor =
   caf::typed_actor<caf::replies_to<cancel_atom, std::string, cancel_request>::with<cancel_ack>,
                    caf::replies_to<resolve_atom, std::string, approval_resolution>::with<resolve_ack>,
-                   caf::replies_to<forward_atom, std::string, workspace_forward>::with<workspace_answer>>;
+                   caf::replies_to<forward_atom, std::string, workspace_forward>::with<workspace_answer>,
+                   caf::replies_to<subscribe_atom, std::string, feed_request>::with<feed_ack>>;
 
 // Registers every type above, the handshake's and troupe's error payload (`problem`), so that they
 // travel between nodes.

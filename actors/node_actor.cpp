@@ -1,6 +1,7 @@
 #include "actors/node_actor.hpp"
 
 #include "actors/errors.hpp"
+#include "actors/run_feed.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -176,6 +177,20 @@ node_actor::behavior_type node_behavior(node_pointer self, node_store_actor node
       self->request(opts.workspaces, std::chrono::seconds(60), forward_atom::value,
                     std::get<workspace_command>(std::move(command)))
         .then([=](workspace_outcome& o) mutable { rp.deliver(answer_of(o)); },
+              [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      return rp;
+    },
+    // CJ-27: a stream on the asking node follows a run; a feed here relays the attempt's events to
+    // it, while this node holds one.
+    [=](subscribe_atom, feed_request& req) -> caf::result<feed_ack> {
+      if (auto refused = unwelcomed(self))
+        return std::move(*refused);
+      if (req.id.empty() || !req.subscriber)
+        return make_error(errc::bad_request, "feed_request: the run id and the subscriber are required");
+      auto feed = spawn_run_feed(self->system(), self->state.registry, std::move(req));
+      auto rp = self->make_response_promise<feed_ack>();
+      self->request(feed, millis(self->state.options.request_timeout_seconds), subscribe_atom::value)
+        .then([=](feed_ack& ack) mutable { rp.deliver(std::move(ack)); },
               [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
       return rp;
     },

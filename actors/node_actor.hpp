@@ -2,7 +2,8 @@
 // serving side of the HMAC handshake through a handshake_gate, keyed by the peer's CAF node, and
 // serves welcomed peers only: a cancel stops the attempt this node holds, a resolution wakes the run
 // waiting here on an approval resolved elsewhere, a forwarded workspace command goes to the log it
-// names (which carries it out while this node owns it), a ping answers the node id.
+// names (which carries it out while this node owns it), a feed request relays a run's live events
+// to a stream on the asking node (actors/run_feed.hpp), a ping answers the node id.
 // Publishing it on a socket is the edge's work (io/cluster_peers.hpp).
 #pragma once
 

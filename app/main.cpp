@@ -763,7 +763,7 @@ int serve(const cli_options& cli) {
   auto routes = std::make_shared<io::router>();
   io::add_agent_routes(*routes, sys, registry,
                        {cfg, tools, env->store, TROUPE_VERSION, sandbox, node ? node->status : nullptr});
-  io::add_run_routes(*routes, sys, registry, env->store, env->metrics, cfg);
+  io::add_run_routes(*routes, sys, registry, env->store, env->metrics, cfg, env->peers);
   io::add_policy_routes(*routes, sys, env->approvals, env->store, cfg);
   io::add_responses_routes(*routes, sys, response_registry, responses->store, ports.models, cfg);
   io::add_workspace_routes(*routes, surface);

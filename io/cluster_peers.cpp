@@ -348,6 +348,11 @@ cluster_peers_actor::behavior_type peers_behavior(peers_pointer self, node_store
                         errc::conflict, "a workspace command is not forwarded to this node itself", {}, not_owner})),
                       millis(self->state.options.forward_timeout_seconds));
     },
+    [=](subscribe_atom, std::string& node_id, feed_request& request) {
+      // This node's own runs feed their streams through its registry: nothing to relay.
+      return ask_node(self, node_id, subscribe_atom::value, std::move(request), caf::result<feed_ack>(feed_ack{}),
+                      timeout(self));
+    },
   };
 }
 

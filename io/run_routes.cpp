@@ -21,6 +21,7 @@ struct context {
   store_actor store;
   std::shared_ptr<node_metrics> metrics;
   protocol::config config;
+  cluster_peers_actor peers;
 };
 
 http_response snapshot(const run_record& r) {
@@ -96,8 +97,9 @@ bool valid_status(const std::string& s) {
 } // namespace
 
 void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor registry, store_actor store,
-                    std::shared_ptr<node_metrics> metrics, const protocol::config& config) {
-  auto ctx = std::make_shared<context>(context{&sys, std::move(registry), std::move(store), std::move(metrics), config});
+                    std::shared_ptr<node_metrics> metrics, const protocol::config& config, cluster_peers_actor peers) {
+  auto ctx = std::make_shared<context>(
+    context{&sys, std::move(registry), std::move(store), std::move(metrics), config, std::move(peers)});
   // Every route here is a control endpoint: the service token applies (AS-3), and the store must exist.
   auto guarded = [ctx](auto handler) {
     return [ctx, handler](http_request& req, std::shared_ptr<http_exchange> ex) {
@@ -147,7 +149,7 @@ void add_run_routes(router& routes, caf::actor_system& sys, run_registry_actor r
     if (auto err = std::get_if<http_response>(&cursor))
       return ex->respond(std::move(*err));
     spawn_run_stream(*ctx->sys, std::move(ex), ctx->registry, ctx->store, req.params["run_id"],
-                     std::get<int64_t>(cursor), stream_tail(ctx->config));
+                     std::get<int64_t>(cursor), stream_tail(ctx->config), ctx->peers);
   }));
   routes.add("GET", "/v1/traces", guarded([ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     auto limit = protocol::parse_list_limit(query_value(req, "limit"));

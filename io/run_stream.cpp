@@ -1,5 +1,6 @@
 #include "io/run_stream.hpp"
 
+#include "actors/cluster_membership.hpp"
 #include "io/agent_http.hpp"
 #include "io/route_ask.hpp"
 #include "io/stream_pacing.hpp"
@@ -69,6 +70,9 @@ using drained_atom = caf::atom_constant<caf::atom("drained")>;
 using tail_atom = caf::atom_constant<caf::atom("tail")>;
 
 constexpr int64_t replay_page = 500;
+// CJ-27: what a stream grants a feed from another node, and how much it returns at once.
+constexpr int64_t feed_credit = 256;
+constexpr int64_t credit_batch = 64;
 
 struct run_stream_state {
   static inline const char* name = "run_stream";
@@ -80,11 +84,18 @@ struct run_stream_state {
   stream_phase phase = stream_phase::subscribing;
   bool fed = false;    // an attempt on this node sends the stream its events
   caf::timespan tail{}; // how often an unfed stream reads the store; zero: never
+  // CJ-27: a feed from the node that holds the run, while it relays (invalid: none).
+  cluster_peers_actor peers; // invalid on one node, or without remoting
+  caf::actor feed;
+  bool feed_asked = false;
+  int64_t credit_left = 0; // what the feed may still send, as far as this stream knows
 };
 
 using stream_pointer = caf::stateful_actor<run_stream_state>*;
 
 void read_page(stream_pointer self);
+void follow_elsewhere(stream_pointer self, const run_record& run);
+void return_credit(stream_pointer self);
 
 // False when the client is gone (the stream then stops).
 bool send_event(stream_pointer self, std::string frame, int64_t sequence) {
@@ -97,7 +108,13 @@ bool send_event(stream_pointer self, std::string frame, int64_t sequence) {
   return true;
 }
 
-void apply(stream_pointer self, stream_input in, const protocol::agent_event* live = nullptr) {
+// `live` is the event a live input carries: its sequence and SSE frame.
+struct live_event {
+  int64_t sequence;
+  const std::string& frame;
+};
+
+void apply(stream_pointer self, stream_input in, const live_event* live = nullptr) {
   auto& st = self->state;
   auto step = next_step(st.phase, in);
   st.phase = step.next;
@@ -105,7 +122,7 @@ void apply(stream_pointer self, stream_input in, const protocol::agent_event* li
     case stream_action::none:
       break;
     case stream_action::send:
-      send_event(self, protocol::to_sse_frame(*live), live->sequence);
+      send_event(self, live->frame, live->sequence);
       break;
     case stream_action::read:
       read_page(self);
@@ -155,8 +172,11 @@ void read_page(stream_pointer self) {
       [=](run_events_page& page) {
         if (!self->state.pacing)
           open_stream(self, page.run);
-        if (auto in = send_page(self, page))
+        if (auto in = send_page(self, page)) {
           apply(self, *in);
+          follow_elsewhere(self, page.run);
+          return_credit(self);
+        }
       },
       [=](caf::error& err) {
         auto& st = self->state;
@@ -185,15 +205,62 @@ stream_input live_input(stream_pointer self, int64_t sequence) {
 // An unfed stream that follows has read everything stored so far; it reads again every `tail`.
 void tail(stream_pointer self) {
   auto& st = self->state;
-  if (!st.fed && st.phase == stream_phase::following)
+  if (!st.fed && !st.feed && st.phase == stream_phase::following)
     apply(self, stream_input::tail_due);
 }
 
+// CJ-27: a stream that follows and keeps up gives the feed back what it used, in batches; one behind
+// returns nothing, so the feed runs dry and stops while the stream catches up from the store.
+void return_credit(stream_pointer self) {
+  auto& st = self->state;
+  if (!st.feed || st.phase != stream_phase::following || st.pacing->behind()
+      || st.credit_left > feed_credit - credit_batch)
+    return;
+  self->send(st.feed, credit_atom::value, feed_credit - st.credit_left);
+  st.credit_left = feed_credit;
+}
+
+// A run another node holds, as the stored run says: that node is asked to feed the stream (CJ-27);
+// until it does, or when it cannot, the stream tails the store.
+void follow_elsewhere(stream_pointer self, const run_record& run) {
+  auto& st = self->state;
+  if (!st.peers || st.fed || st.feed || st.feed_asked || run.status != "running")
+    return;
+  auto node_id = node_of_worker(run.worker_id);
+  if (node_id.empty())
+    return;
+  st.feed_asked = true;
+  auto me = caf::actor_cast<caf::actor>(self);
+  self->request(st.peers, ask_timeout, subscribe_atom::value, node_id, feed_request{st.run_id, feed_credit, me})
+    .then(
+      [=](feed_ack& ack) {
+        auto& st = self->state;
+        st.feed_asked = false;
+        if (!ack.relay || st.phase == stream_phase::done)
+          return;
+        st.feed = std::move(ack.relay);
+        st.credit_left = feed_credit;
+        self->monitor(st.feed);
+      },
+      [=](caf::error&) { self->state.feed_asked = false; }); // the tail goes on
+}
+
+void feed_gone(stream_pointer self) {
+  self->state.feed = nullptr;
+  tail(self);
+}
+
 caf::behavior run_stream(stream_pointer self, std::shared_ptr<http_exchange> exchange, run_registry_actor registry,
-                         store_actor store, std::string run_id, int64_t cursor, caf::timespan tail_every) {
+                         store_actor store, std::string run_id, int64_t cursor, caf::timespan tail_every,
+                         cluster_peers_actor peers) {
   auto& st = self->state;
   st.exchange = exchange;
   st.tail = tail_every;
+  st.peers = std::move(peers);
+  self->set_down_handler([=](caf::down_msg& msg) {
+    if (self->state.feed && msg.source == self->state.feed.address())
+      feed_gone(self);
+  });
   st.store = std::move(store);
   st.run_id = run_id;
   st.last_sent = cursor;
@@ -217,7 +284,28 @@ caf::behavior run_stream(stream_pointer self, std::shared_ptr<http_exchange> exc
   return {
     [=](event_atom, protocol::agent_event& e) {
       self->state.fed = true;
-      apply(self, live_input(self, e.sequence), &e);
+      auto in = live_input(self, e.sequence);
+      if (in != stream_input::live_next)
+        return apply(self, in);
+      auto frame = protocol::to_sse_frame(e);
+      live_event live{e.sequence, frame};
+      apply(self, in, &live);
+    },
+    [=](feed_atom, feed_events& batch) {
+      auto& st = self->state;
+      auto n = std::min(batch.sequences.size(), batch.frames.size());
+      st.credit_left -= static_cast<int64_t>(n);
+      for (std::size_t i = 0; i < n && st.phase != stream_phase::done; ++i) {
+        live_event live{batch.sequences[i], batch.frames[i]};
+        apply(self, live_input(self, live.sequence), &live);
+      }
+      if (st.phase != stream_phase::done)
+        return_credit(self);
+    },
+    [=](feed_atom, feed_end& end) {
+      if (end.run_ended)
+        return apply(self, stream_input::run_ended);
+      feed_gone(self);
     },
     // The attempt here stopped short of the run's end (re-queued, fenced, handed back): the next one
     // may run anywhere.
@@ -238,8 +326,10 @@ caf::behavior run_stream(stream_pointer self, std::shared_ptr<http_exchange> exc
 } // namespace
 
 void spawn_run_stream(caf::actor_system& sys, std::shared_ptr<http_exchange> ex, run_registry_actor registry,
-                      store_actor store, std::string run_id, int64_t cursor, caf::timespan tail) {
-  sys.spawn(run_stream, std::move(ex), std::move(registry), std::move(store), std::move(run_id), cursor, tail);
+                      store_actor store, std::string run_id, int64_t cursor, caf::timespan tail,
+                      cluster_peers_actor peers) {
+  sys.spawn(run_stream, std::move(ex), std::move(registry), std::move(store), std::move(run_id), cursor, tail,
+            std::move(peers));
 }
 
 } // namespace troupe::io

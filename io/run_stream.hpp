@@ -2,6 +2,7 @@
 // between its phases.
 #pragma once
 
+#include "actors/cluster_messages.hpp"
 #include "actors/run_registry.hpp"
 #include "actors/store.hpp"
 #include "io/http_types.hpp"
@@ -51,8 +52,11 @@ stream_step next_step(stream_phase at, stream_input in);
 // once and in order. A client that falls behind is sent nothing live; once a write made room the
 // stream catches up from the store, so a slow client costs no memory here. While no attempt on this
 // node feeds it (the run is queued, or held by another node), the stream reads the store every
-// `tail` (zero: never, a single node's registry starts every attempt itself).
+// `tail` (zero: never, a single node's registry starts every attempt itself). With `peers`, a run the
+// store shows running on another node is followed live through that node's feed (CJ-27), with
+// credit; the tail stops while the feed relays and starts again once it ends.
 void spawn_run_stream(caf::actor_system& sys, std::shared_ptr<http_exchange> ex, run_registry_actor registry,
-                      store_actor store, std::string run_id, int64_t cursor, caf::timespan tail);
+                      store_actor store, std::string run_id, int64_t cursor, caf::timespan tail,
+                      cluster_peers_actor peers = {});
 
 } // namespace troupe::io

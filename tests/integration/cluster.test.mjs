@@ -479,6 +479,18 @@ scenario('a run held by one node streams through the other from its start to don
   assert.ok((await cluster_view(a)).data.some((n) => n.node_id === b_id && n.state === 'dead'));
 }, { timeout: 120_000 });
 
+scenario('a stream through one node of a run the other holds gets its events live over CAF as they are stored, not from the store tail, and ends with the run (CJ-27, AS-74)', async (s) => {
+  // A's store tail is 30 s: only B's feed can bring B's events to A's client within the run.
+  const { a, b } = await two_nodes(s, { a_config: { cluster: { tail_poll_seconds: 30 } } });
+  await hold_run(a, b, 'live');
+  const stream = await stream_whole_run(a, 'live');
+  const end = await stream.wait_for((f) => f.event === 'session_end', 15_000);
+  const lag_ms = Date.now() - Date.parse(end.json.timestamp);
+  console.log(`B's session_end reached A's client ${lag_ms} ms after B stamped it (A's store tail: 30 s)`);
+  assert.ok(lag_ms < 1000, `session_end arrived ${lag_ms} ms after it was stamped`);
+  await check_streamed(stream, a, 'live');
+}, { timeout: 60_000 });
+
 scenario('a background response left unfinished by a node killed with SIGKILL is failed by the node that declares it dead, and a stream of it through the live node follows it to response.failed; the live node\'s own responses are left alone (RS-55, RS-6, CJ-16, CJ-27)', async (s) => {
   const { a, b } = await two_nodes(s, { model: long_think });
   const create = async (node) => {

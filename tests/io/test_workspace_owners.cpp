@@ -57,6 +57,9 @@ cluster_peers_actor::behavior_type peers(cluster_peers_actor::stateful_pointer<p
     [](resolve_atom, std::string&, approval_resolution&) -> caf::result<resolve_ack> {
       return make_error(errc::unavailable, "not in this test");
     },
+    [](subscribe_atom, std::string&, feed_request&) -> caf::result<feed_ack> {
+      return make_error(errc::unavailable, "not in this test");
+    },
     [=](forward_atom, std::string& node_id, workspace_forward& f) -> caf::result<workspace_answer> {
       auto to = net->reach(node_id);
       if (!to)

@@ -1,0 +1,107 @@
+// CJ-27's feed against a fake registry: it relays the events of the attempt here to its subscriber
+// (a stream on another node) one credit each, drops what comes at zero credit, takes credit back,
+// and ends with the run or the attempt.
+#include "actors/errors.hpp"
+#include "actors/run_feed.hpp"
+#include "protocol/agent_event.hpp"
+
+#include <caf/all.hpp>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Holds run r1 here; any other run has no attempt here.
+caf::behavior fake_registry(caf::event_based_actor*) {
+  return {[](subscribe_atom, const std::string& run_id, const caf::actor&) { return run_id == "r1"; }};
+}
+
+protocol::agent_event event(int64_t sequence) {
+  protocol::agent_event e;
+  e.type = "content";
+  e.sequence = sequence;
+  e.run_id = "r1";
+  e.content = "part " + std::to_string(sequence);
+  return e;
+}
+
+struct fixture {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  caf::actor registry = sys.spawn(fake_registry);
+
+  ~fixture() { self->send_exit(registry, caf::exit_reason::user_shutdown); }
+
+  // A feed of `run_id` for this test, with `credit`; answers its relay (none: nothing feeds it here).
+  caf::actor subscribe(const std::string& run_id, int64_t credit) {
+    auto feed = spawn_run_feed(sys, caf::actor_cast<run_registry_actor>(registry),
+                               feed_request{run_id, credit, caf::actor_cast<caf::actor>(self)});
+    caf::actor relay;
+    self->request(feed, 5s, subscribe_atom::value)
+      .receive([&](feed_ack& ack) { relay = ack.relay; }, [](caf::error& err) { FAIL(message_of(err)); });
+    return relay;
+  }
+
+  // The sequences of the batches that reach the test within `wait`.
+  std::vector<int64_t> received(std::chrono::milliseconds wait = 300ms) {
+    std::vector<int64_t> out;
+    bool more = true;
+    while (more)
+      self->receive(
+        [&](feed_atom, const feed_events& batch) {
+          REQUIRE(batch.sequences.size() == batch.frames.size());
+          for (std::size_t i = 0; i < batch.sequences.size(); ++i) {
+            CHECK(batch.frames[i] == protocol::to_sse_frame(event(batch.sequences[i])));
+            out.push_back(batch.sequences[i]);
+          }
+        },
+        caf::after(wait) >> [&] { more = false; });
+    return out;
+  }
+
+  bool ended(bool run_ended) {
+    bool got = false;
+    self->receive([&](feed_atom, const feed_end& end) { got = end.run_ended == run_ended; },
+                  caf::after(5s) >> [] {});
+    return got;
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "a feed relays the attempt's events as their frames, one credit each, drops what comes at "
+                          "zero credit and goes on once credit comes back (CJ-27)",
+                 "[cluster][run_feed]") {
+  auto relay = subscribe("r1", 3);
+  REQUIRE(relay);
+  for (int64_t i = 0; i < 5; ++i)
+    self->send(relay, event_atom::value, event(i));
+  CHECK(received() == std::vector<int64_t>{0, 1, 2}); // 3 and 4 dropped: the stream reads them stored
+  self->send(relay, credit_atom::value, int64_t{2});
+  for (int64_t i = 5; i < 8; ++i)
+    self->send(relay, event_atom::value, event(i));
+  CHECK(received() == std::vector<int64_t>{5, 6});
+  self->send(relay, credit_atom::value, int64_t{-100}); // no credit is taken away, nor grows past the cap
+  self->send(relay, credit_atom::value, max_feed_credit * 10);
+  self->send(relay, event_atom::value, event(8));
+  CHECK(received() == std::vector<int64_t>{8});
+  self->send(relay, run_end_atom::value, run_result{});
+  CHECK(ended(true));
+}
+
+TEST_CASE_METHOD(fixture, "a feed ends when the attempt here stops short of the run's end, and none starts for a run "
+                          "no attempt here holds (CJ-27)",
+                 "[cluster][run_feed]") {
+  auto relay = subscribe("r1", 256);
+  REQUIRE(relay);
+  self->send(relay, attempt_gone_atom::value);
+  CHECK(ended(false));
+  CHECK_FALSE(subscribe("r2", 256));
+}
