@@ -55,12 +55,15 @@ struct approval_resolution {
 
 struct resolve_ack {};
 
-// CJ-27: a stream on the asking node follows run `id`, held by the node asked. `subscriber` gets
-// the attempt's committed events there, never more than `credit` ahead of the credit it returns.
+// CJ-27: a stream on the asking node follows run or background response `id` (`kind` "run" or
+// "response"), live on the node asked. `subscriber` gets its committed events there (a response's
+// from after `after`), never more than `credit` ahead of the credit it returns.
 struct feed_request {
   std::string id;
   int64_t credit = 0;
   caf::actor subscriber;
+  std::string kind = "run";
+  int64_t after = -1;
 };
 
 // `relay`, where the subscriber returns credit; none when no attempt on the node feeds the run.
@@ -68,9 +71,9 @@ struct feed_ack {
   caf::actor relay;
 };
 
-// What a relay sends its subscriber as `(feed_atom, …)`: committed events as their SSE frames, or
-// the feed's end: the run ended, or the attempt there stopped short of it (the stream then reads
-// the store, where the next attempt writes, wherever it runs).
+// What a feed sends its subscriber as `(feed_atom, …)`: committed events as their SSE frames, or
+// the feed's end: the run or response ended, or the attempt there stopped short of it (the stream
+// then reads the store, where the next attempt writes, wherever it runs).
 struct feed_events {
   std::vector<int64_t> sequences;
   std::vector<std::string> frames;
@@ -144,7 +147,7 @@ typename Inspector::result_type inspect(Inspector& f, resolve_ack&) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, feed_request& x) {
-  return f(caf::meta::type_name("troupe.feed_request"), x.id, x.credit, x.subscriber);
+  return f(caf::meta::type_name("troupe.feed_request"), x.id, x.credit, x.subscriber, x.kind, x.after);
 }
 
 template <class Inspector>

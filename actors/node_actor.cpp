@@ -1,7 +1,7 @@
 #include "actors/node_actor.hpp"
 
 #include "actors/errors.hpp"
-#include "actors/run_feed.hpp"
+#include "actors/live_feed.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -83,6 +83,22 @@ void answer_hello(node_pointer self, caf::typed_response_promise<protocol::clust
     rp.deliver(refusal_error(std::get<protocol::handshake_refusal>(r)));
 }
 
+// The frame is read again as a client's would be; the asking node's forward timeout bounds the wait.
+caf::result<workspace_answer> carry_out_forward(node_pointer self, const workspace_forward& forward) {
+  auto& opts = self->state.options;
+  if (!opts.workspaces)
+    return make_error(problem{errc::conflict, "this node serves no workspaces", {}, not_owner});
+  auto command = command_of(forward, opts.workspace_types, opts.workspace_max_depth);
+  if (auto why = std::get_if<std::string>(&command))
+    return make_error(errc::bad_request, *why);
+  auto rp = self->make_response_promise<workspace_answer>();
+  self->request(opts.workspaces, std::chrono::seconds(60), forward_atom::value,
+                std::get<workspace_command>(std::move(command)))
+    .then([=](workspace_outcome& o) mutable { rp.deliver(answer_of(o)); },
+          [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
 // The state goes in as arguments: CAF 0.17 spawning a function without any trips UBSan.
 node_actor::behavior_type node_behavior(node_pointer self, node_store_actor nodes, run_registry_actor registry,
                                         approval_registry_actor approvals, node_actor_options options) {
@@ -162,32 +178,24 @@ node_actor::behavior_type node_behavior(node_pointer self, node_store_actor node
       self->send(self->state.approvals, wake_atom::value, std::move(resolution.request_id));
       return resolve_ack{};
     },
-    // CJ-29: a command for a log this node owns (the log refuses it as `not_owner` otherwise). The
-    // frame is read again as a client's would be; the asking node's forward timeout bounds the wait.
+    // CJ-29: a command for a log this node owns (the log refuses it as `not_owner` otherwise).
     [=](forward_atom, workspace_forward& forward) -> caf::result<workspace_answer> {
       if (auto refused = unwelcomed(self))
         return std::move(*refused);
-      auto& opts = self->state.options;
-      if (!opts.workspaces)
-        return make_error(problem{errc::conflict, "this node serves no workspaces", {}, not_owner});
-      auto command = command_of(forward, opts.workspace_types, opts.workspace_max_depth);
-      if (auto why = std::get_if<std::string>(&command))
-        return make_error(errc::bad_request, *why);
-      auto rp = self->make_response_promise<workspace_answer>();
-      self->request(opts.workspaces, std::chrono::seconds(60), forward_atom::value,
-                    std::get<workspace_command>(std::move(command)))
-        .then([=](workspace_outcome& o) mutable { rp.deliver(answer_of(o)); },
-              [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
-      return rp;
+      return carry_out_forward(self, forward);
     },
-    // CJ-27: a stream on the asking node follows a run; a feed here relays the attempt's events to
-    // it, while this node holds one.
+    // CJ-27: a stream on the asking node follows a run or a background response; a feed here relays
+    // its events to it, while it lives here.
     [=](subscribe_atom, feed_request& req) -> caf::result<feed_ack> {
       if (auto refused = unwelcomed(self))
         return std::move(*refused);
-      if (req.id.empty() || !req.subscriber)
-        return make_error(errc::bad_request, "feed_request: the run id and the subscriber are required");
-      auto feed = spawn_run_feed(self->system(), self->state.registry, std::move(req));
+      if (req.id.empty() || !req.subscriber || (req.kind != "run" && req.kind != "response"))
+        return make_error(errc::bad_request, "feed_request: an id, a subscriber and kind run or response are required");
+      auto& st = self->state;
+      if (req.kind == "response" && !st.options.responses)
+        return feed_ack{};
+      auto feed = req.kind == "run" ? spawn_run_feed(self->system(), st.registry, std::move(req))
+                                    : spawn_response_feed(self->system(), st.options.responses, std::move(req));
       auto rp = self->make_response_promise<feed_ack>();
       self->request(feed, millis(self->state.options.request_timeout_seconds), subscribe_atom::value)
         .then([=](feed_ack& ack) mutable { rp.deliver(std::move(ack)); },

@@ -9,6 +9,7 @@
 
 #include "actors/approval_registry.hpp"
 #include "actors/cluster_membership.hpp"
+#include "actors/response_registry.hpp"
 #include "actors/cluster_messages.hpp"
 #include "actors/node_store.hpp"
 #include "actors/run_registry.hpp"
@@ -30,6 +31,8 @@ struct node_actor_options {
   std::shared_ptr<node_status> status;     // this node's id now (it changes on a rejoin)
   double request_timeout_seconds = 2;      // a read of `nodes`, a cancel on this node
   std::chrono::milliseconds nodes_fresh{500}; // a hello reads `nodes` at most this often
+  // CJ-27: where a feed of a background response live here subscribes (invalid: none is fed).
+  response_registry_actor responses;
   // CJ-29: the logs forwarded commands go to, and what reading one needs (invalid: refused).
   workspaces_actor workspaces;
   std::shared_ptr<const protocol::reflexr::event_registry> workspace_types;

@@ -470,7 +470,8 @@ void answer_replay(registry_pointer self, caf::typed_response_promise<response_r
         }
         if (rs::in_flight(row.status) && self->state.options.tail.count() > 0) {
           // CJ-27: another node runs it; its events reach the store first (RS-55).
-          spawn_response_tail(self->system(), store, id, owner, after, relay, self->state.options.tail);
+          spawn_response_tail(self->system(), store, id, owner, after, relay, self->state.options.tail,
+                              self->state.options.peers);
           out.following = true;
           rp.deliver(std::move(out));
           return;
@@ -602,6 +603,12 @@ registry_impl::behavior_type response_registry(registry_pointer self, std::share
       auto rp = self->make_response_promise<response_replay>();
       answer_replay(self, rp, id, owner, after, std::move(relay));
       return rp;
+    },
+    [=](subscribe_atom, const std::string& id, int64_t after, caf::actor& relay) {
+      auto run = find_live(self->state, id);
+      if (run)
+        caf::anon_send(run, subscribe_atom::value, std::move(relay), after);
+      return static_cast<bool>(run);
     },
     [=](cancel_atom, const std::string& id, const response_owner& owner) -> caf::result<std::string> {
       auto rp = self->make_response_promise<std::string>();

@@ -4,6 +4,7 @@
 // one way to find a live response. The edge parses, asks it, and renders what it answers.
 #pragma once
 
+#include "actors/cluster_messages.hpp"
 #include "actors/response_run.hpp"
 #include "protocol/config.hpp"
 
@@ -31,6 +32,8 @@ struct response_registry_options {
   std::function<std::string()> node_id;
   // How often a stream of a response another node runs reads the store (CJ-27); zero: never.
   caf::timespan tail{};
+  // The other nodes, whose feeds bring such a stream the response's events live (CJ-27).
+  cluster_peers_actor peers;
 };
 
 // Opens a streaming client's event stream. Asked once every check passed, so a refused request is
@@ -58,6 +61,9 @@ using response_registry_actor = caf::typed_actor<
   // The response object as it stands (RS-5).
   caf::replies_to<get_response_atom, std::string, response_owner>::with<std::string>,
   caf::replies_to<subscribe_atom, std::string, response_owner, int64_t, caf::actor>::with<response_replay>,
+  // CJ-27: a feed for another node's stream; the response's run here sends `relay` what it delivered
+  // after the sequence, then follows. False when it does not run here (the owner was checked there).
+  caf::replies_to<subscribe_atom, std::string, int64_t, caf::actor>::with<bool>,
   // RS-9: the cancelled object.
   caf::replies_to<cancel_atom, std::string, response_owner>::with<std::string>,
   caf::replies_to<delete_response_atom, std::string, response_owner>::with<bool>,

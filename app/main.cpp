@@ -382,22 +382,29 @@ std::optional<std::string> previous_secret(const protocol::config& cfg) {
   return cfg.cluster.secret_previous;
 }
 
+// What the node actor hands the other nodes' requests to.
+struct node_locals {
+  run_registry_actor runs;
+  approval_registry_actor approvals;
+  response_registry_actor responses;
+  const io::workspace_surface* workspaces;
+};
+
 // CJ-22: the node actor, published where the other nodes reach it; answers the port, or why not.
 std::variant<uint16_t, std::string> publish_node(caf::actor_system& sys, const protocol::config& cfg,
                                                  cluster_node& node, const node_store_actor& nodes,
-                                                 const run_registry_actor& registry,
-                                                 const approval_registry_actor& approvals,
-                                                 const io::workspace_surface& workspaces) {
+                                                 const node_locals& locals) {
   node_actor_options options;
   options.cluster_id = node.cluster_id;
   options.secret = cfg.cluster.secret;
   options.secret_previous = previous_secret(cfg);
   options.status = node.status;
   options.request_timeout_seconds = cfg.cluster.request_timeout_seconds;
-  options.workspaces = workspaces.logs;
-  options.workspace_types = workspaces.types;
-  options.workspace_max_depth = workspaces.config.max_depth;
-  node.actor = spawn_node_actor(sys, nodes, registry, approvals, std::move(options));
+  options.responses = locals.responses;
+  options.workspaces = locals.workspaces->logs;
+  options.workspace_types = locals.workspaces->types;
+  options.workspace_max_depth = locals.workspaces->config.max_depth;
+  node.actor = spawn_node_actor(sys, nodes, locals.runs, locals.approvals, std::move(options));
   if (!cfg.cluster.tls.enabled() && !io::is_private_host(cfg.cluster.host))
     spdlog::warn("cluster: cluster.host {} is not a loopback or private address; the nodes' handshake neither "
                  "encrypts nor signs what follows it, so bind a private interface or set cluster.tls",
@@ -467,12 +474,10 @@ std::optional<std::string> join_cluster(caf::actor_system& sys, const protocol::
 // A node publishes its actor, then joins under the endpoint it listens on (cluster.port 0: a free
 // one); answers why it cannot.
 std::optional<std::string> publish_and_join(caf::actor_system& sys, const protocol::config& cfg, cluster_node& node,
-                                            const node_store_actor& nodes, const run_registry_actor& registry,
-                                            const approval_registry_actor& approvals,
-                                            const io::workspace_surface& workspaces, bool remoting) {
+                                            const node_store_actor& nodes, const node_locals& locals, bool remoting) {
   auto port = static_cast<uint16_t>(cfg.cluster.port);
   if (remoting) {
-    auto published = publish_node(sys, cfg, node, nodes, registry, approvals, workspaces);
+    auto published = publish_node(sys, cfg, node, nodes, locals);
     if (auto* err = std::get_if<std::string>(&published))
       return *err;
     port = std::get<uint16_t>(published);
@@ -605,16 +610,17 @@ void settle_abandoned_responses(caf::actor_system& sys, const response_store_act
     "The server restarted before the response finished.");
 }
 
-// The Responses gateway's registry, once what stopped processes left unfinished has failed (RS-55).
+// The Responses gateway's registry. It takes no response before settle_abandoned_responses ran, once
+// the node joined, since no route leads to it before; other nodes' feeds may reach it earlier (CJ-27).
 response_registry_actor start_responses(caf::actor_system& sys, const protocol::config& cfg,
                                         const std::shared_ptr<response_environment>& responses,
-                                        const cluster_node* node) {
-  settle_abandoned_responses(sys, responses->store, node);
+                                        const cluster_node* node, cluster_peers_actor peers) {
   auto options = io::registry_options(cfg);
   if (node) {
     options.node_id = [status = node->status] { return status->node_id(); };
     options.tail =
       std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(cfg.cluster.tail_poll_seconds));
+    options.peers = std::move(peers);
   }
   return spawn_response_registry(sys, responses, std::move(options));
 }
@@ -740,19 +746,20 @@ int serve(const cli_options& cli) {
   auto registry = start_runs(sys, cfg, env, node ? &*node : nullptr);
   auto surface = make_workspace_surface(sys, cfg, stores.workspaces, env->notifier, node ? node->status : nullptr,
                                         env->peers);
+  auto responses = make_response_environment(cfg, ports, tools, stores.responses);
+  auto response_registry = start_responses(sys, cfg, responses, node ? &*node : nullptr, env->peers);
   if (node) {
-    if (auto failure =
-          publish_and_join(sys, cfg, *node, stores.nodes, registry, env->approvals, *surface, remoting)) {
+    node_locals locals{registry, env->approvals, response_registry, surface.get()};
+    if (auto failure = publish_and_join(sys, cfg, *node, stores.nodes, locals, remoting)) {
       std::cerr << "troupe: " << *failure << "\n";
       for (auto& actor : {caf::actor_cast<caf::actor>(registry), caf::actor_cast<caf::actor>(env->approvals),
                           caf::actor_cast<caf::actor>(env->peers), caf::actor_cast<caf::actor>(node->actor),
-                          caf::actor_cast<caf::actor>(surface->logs)})
+                          caf::actor_cast<caf::actor>(surface->logs), caf::actor_cast<caf::actor>(response_registry)})
         anon_send_exit(actor, caf::exit_reason::user_shutdown);
       return 2;
     }
   }
-  auto responses = make_response_environment(cfg, ports, tools, stores.responses);
-  auto response_registry = start_responses(sys, cfg, responses, node ? &*node : nullptr);
+  settle_abandoned_responses(sys, responses->store, node ? &*node : nullptr);
   cluster_membership_actor membership;
   if (node)
     membership = start_membership(sys, *node, stores.nodes, registry, metrics, responses->store);

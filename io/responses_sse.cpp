@@ -1,5 +1,6 @@
 #include "io/responses_sse.hpp"
 
+#include "actors/cluster_messages.hpp"
 #include "actors/response_run.hpp"
 #include "io/stream_pacing.hpp"
 #include "protocol/sse.hpp"
@@ -51,6 +52,18 @@ caf::behavior sse_relay(caf::stateful_actor<relay_state>* self, std::shared_ptr<
     [=](event_atom, std::vector<rs::stream_event>& events) {
       auto& st = self->state;
       auto frames = frames_after(events, st.last);
+      if (!frames.empty() && !st.open().send(std::move(frames)))
+        self->quit();
+    },
+    // CJ-27: the node that runs it feeds its frames live, through the store tail here.
+    [=](feed_atom, feed_events& batch) {
+      auto& st = self->state;
+      std::string frames;
+      for (std::size_t i = 0; i < batch.sequences.size() && i < batch.frames.size(); ++i)
+        if (batch.sequences[i] > st.last) {
+          st.last = batch.sequences[i];
+          frames += batch.frames[i];
+        }
       if (!frames.empty() && !st.open().send(std::move(frames)))
         self->quit();
     },

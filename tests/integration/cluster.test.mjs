@@ -528,6 +528,26 @@ scenario('a background response left unfinished by a node killed with SIGKILL is
     { timeout_ms: 20_000, interval_ms: 50, message: "A's own response to complete" });
 }, { timeout: 120_000 });
 
+scenario('a stream through one node of a background response the other runs gets its events live over CAF, not from the store tail, to response.completed without gap or repeat (CJ-27, RS-6)', async (s) => {
+  // A's store tail is 30 s: only B's feed can bring the response's end to A's client within 10 s.
+  const { a, b } = await two_nodes(s, {
+    model: { script: [{ content: 'A short think.', delay_ms: 1500 }] },
+    a_config: { cluster: { tail_poll_seconds: 30 } },
+  });
+  const created = await b.request('POST', '/v1/responses', { body: { model: 'scripted', input: 'think', background: true } });
+  assert.equal(created.status, 200, created.text);
+  const followed = await open_sse(`${a.url}/v1/responses/${created.json.id}?stream=true`, { method: 'GET' });
+  assert.equal(followed.status, 200);
+  const started = Date.now();
+  await followed.wait_for((f) => f.json?.type === 'response.completed', 10_000);
+  console.log(`the response's end reached A's client ${Date.now() - started} ms after A's stream opened (B's model takes 1500 ms; A's store tail: 30 s)`);
+  const live = (await followed.finished).frames.filter((f) => f.json).map((f) => f.json);
+  const replay = await open_sse(`${a.url}/v1/responses/${created.json.id}?stream=true`, { method: 'GET' });
+  const stored = (await replay.finished).frames.filter((f) => f.json).map((f) => f.json);
+  assert.deepEqual(live.map((e) => e.sequence_number), stored.map((e) => e.sequence_number), 'no gap or repeat');
+  assert.deepEqual(live, stored, 'the live events are the stored ones, byte for byte as JSON');
+}, { timeout: 60_000 });
+
 scenario('a background response of a node cut off from PostgreSQL is failed by the other node, and nothing the cut-off node writes of it afterwards lands (CJ-16, CJ-50, RS-55)', async (s) => {
   const { a, b, proxy } = await two_nodes_b_behind_proxy(s, { model: long_think });
   const created = await b.request('POST', '/v1/responses', { body: { model: 'scripted', input: 'think', background: true } });

@@ -1,9 +1,10 @@
-// CJ-27's feed against a fake registry: it relays the events of the attempt here to its subscriber
-// (a stream on another node) one credit each, drops what comes at zero credit, takes credit back,
-// and ends with the run or the attempt.
+// CJ-27's feeds against fake registries: a feed relays the events of the run or response live here
+// to its subscriber (a stream on another node) one credit each, drops what comes at zero credit,
+// takes credit back, and ends with the run, the response or the attempt.
 #include "actors/errors.hpp"
-#include "actors/run_feed.hpp"
+#include "actors/live_feed.hpp"
 #include "protocol/agent_event.hpp"
+#include "protocol/sse.hpp"
 
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
@@ -20,6 +21,11 @@ namespace {
 // Holds run r1 here; any other run has no attempt here.
 caf::behavior fake_registry(caf::event_based_actor*) {
   return {[](subscribe_atom, const std::string& run_id, const caf::actor&) { return run_id == "r1"; }};
+}
+
+// Runs response resp_1 here.
+caf::behavior fake_responses(caf::event_based_actor*) {
+  return {[](subscribe_atom, const std::string& id, int64_t, const caf::actor&) { return id == "resp_1"; }};
 }
 
 protocol::agent_event event(int64_t sequence) {
@@ -78,7 +84,7 @@ struct fixture {
 
 TEST_CASE_METHOD(fixture, "a feed relays the attempt's events as their frames, one credit each, drops what comes at "
                           "zero credit and goes on once credit comes back (CJ-27)",
-                 "[cluster][run_feed]") {
+                 "[cluster][live_feed]") {
   auto relay = subscribe("r1", 3);
   REQUIRE(relay);
   for (int64_t i = 0; i < 5; ++i)
@@ -98,10 +104,35 @@ TEST_CASE_METHOD(fixture, "a feed relays the attempt's events as their frames, o
 
 TEST_CASE_METHOD(fixture, "a feed ends when the attempt here stops short of the run's end, and none starts for a run "
                           "no attempt here holds (CJ-27)",
-                 "[cluster][run_feed]") {
+                 "[cluster][live_feed]") {
   auto relay = subscribe("r1", 256);
   REQUIRE(relay);
   self->send(relay, attempt_gone_atom::value);
   CHECK(ended(false));
   CHECK_FALSE(subscribe("r2", 256));
+}
+
+TEST_CASE_METHOD(fixture, "a response's feed relays what its run delivers as SSE frames, as far as the credit goes, "
+                          "and ends with the response (CJ-27, RS-6)",
+                 "[cluster][live_feed]") {
+  auto responses = sys.spawn(fake_responses);
+  auto feed = spawn_response_feed(sys, caf::actor_cast<response_registry_actor>(responses),
+                                  feed_request{"resp_1", 2, caf::actor_cast<caf::actor>(self), "response", 4});
+  caf::actor relay;
+  self->request(feed, 5s, subscribe_atom::value)
+    .receive([&](feed_ack& ack) { relay = ack.relay; }, [](caf::error& err) { FAIL(message_of(err)); });
+  REQUIRE(relay);
+  std::vector<protocol::responses::stream_event> events{
+    {"response.output_text.delta", R"({"type":"response.output_text.delta","sequence_number":5})", 5},
+    {"response.output_text.delta", R"({"type":"response.output_text.delta","sequence_number":6})", 6},
+    {"response.output_text.delta", R"({"type":"response.output_text.delta","sequence_number":7})", 7}};
+  self->send(relay, event_atom::value, events);
+  feed_events got;
+  self->receive([&](feed_atom, feed_events& batch) { got = std::move(batch); }, caf::after(5s) >> [] {});
+  CHECK(got.sequences == std::vector<int64_t>{5, 6}); // the third is past the credit: the store has it
+  REQUIRE(got.frames.size() == 2);
+  CHECK(got.frames[0] == protocol::sse_frame(std::nullopt, events[0].type, events[0].json));
+  self->send(relay, run_end_atom::value, response_end{});
+  CHECK(ended(true));
+  self->send_exit(responses, caf::exit_reason::user_shutdown);
 }
