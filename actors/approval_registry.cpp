@@ -72,8 +72,11 @@ void deliver_stored(registry_pointer self, const std::string& id, std::vector<pr
       });
 }
 
-// CJ-26: an approval resolved here whose run waits on another node; that node is told, once.
+// CJ-26: an approval resolved here whose run waits on another node; every node hears of it through
+// troupe_approval, and the run's node over CAF too, once.
 void wake_holder(registry_pointer self, const approval_record& r) {
+  if (auto& notifier = self->state.options.notifier)
+    caf::anon_send(notifier, notify_atom::value, std::string(approval_channel), r.request_id, r.request_id);
   auto& peers = self->state.options.peers;
   if (!peers)
     return;
@@ -317,7 +320,11 @@ approval_registry_actor::behavior_type approval_registry_behavior(registry_point
       }
       settle(self, id, "expired", "approval_timeout");
     },
-    [=](wake_atom, const std::string& id) { refresh(self, id); },
+    // Only an approval a run here waits on is read again: anyone on the database may NOTIFY.
+    [=](wake_atom, const std::string& id) {
+      if (self->state.pending.count(id) != 0)
+        refresh(self, id);
+    },
     [=](tick_atom) {
       for (auto& [id, p] : self->state.pending)
         if (!p.waiters.empty())

@@ -13,6 +13,7 @@
 #include "actors/cluster_messages.hpp"
 #include "actors/messages.hpp"
 #include "actors/store.hpp"
+#include "actors/wakeups.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/replies_to.hpp>
@@ -39,6 +40,7 @@ using approval_registry_actor = caf::typed_actor<
 
 struct approval_options {
   cluster_peers_actor peers; // the other nodes; invalid outside a cluster or without remoting
+  notifier_actor notifier;   // tells every node of a resolution (troupe_approval); invalid on one node
   double poll_seconds = 0;   // 0: no poll (one process owns the store)
 };
 

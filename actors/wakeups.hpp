@@ -1,4 +1,5 @@
-// CJ-10: how a node tells the others that work became ready or a workspace log moved. On PostgreSQL
+// CJ-10: how a node tells the others that work became ready, a workspace log moved or an approval
+// was resolved. On PostgreSQL
 // the edge's notifier sends pg_notify after the commit that made it so, never inside a data
 // transaction, and merges wake-ups of one subject; a lost one costs the others one poll interval at
 // most.
@@ -20,6 +21,8 @@ inline constexpr char work_channel[] = "troupe_work";
 inline constexpr char run_work[] = "run";
 // CJ-10's channel for workspace logs; its payload is protocol::workspace_wakeup's.
 inline constexpr char workspace_channel[] = "troupe_ws";
+// CJ-26: an approval was resolved; its payload is the approval's id.
+inline constexpr char approval_channel[] = "troupe_approval";
 
 // Sends (channel, payload) to every node listening. Of the wake-ups of one (channel, subject) told
 // within the notifier's window only the last payload goes out (a log's newest head, say).

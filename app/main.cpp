@@ -492,10 +492,13 @@ run_registry_actor start_runs(caf::actor_system& sys, const protocol::config& cf
   // once. A node leaves that to the death declarations, which know whose work it was (CJ-13).
   if (!node)
     recover_previous_runs(sys, env->store);
+  if (node) // tells the other nodes of claimable runs, workspace appends and resolutions (CJ-10)
+    env->notifier = io::spawn_wakeup_notifier(sys, cfg);
   // Restores pending approvals (AS-81) after recovery, so those of runs it failed are denied at once.
   // A node also reads the approvals its runs wait on again, for those resolved on other nodes (CJ-26).
   approval_options approvals;
   approvals.peers = env->peers;
+  approvals.notifier = env->notifier;
   approvals.poll_seconds = node ? cfg.cluster.approval_poll_seconds : 0;
   env->approvals = spawn_approval_registry(sys, env->store, std::move(approvals));
   scheduler_options sched;
@@ -506,10 +509,8 @@ run_registry_actor start_runs(caf::actor_system& sys, const protocol::config& cf
   sched.claim_batch = static_cast<uint32_t>(cfg.cluster.claim_batch);
   sched.tenant_max_running = cfg.cluster.tenant_max_running;
   sched.max_handoffs = cfg.cluster.max_handoffs;
-  if (node) {
+  if (node)
     sched.worker_id = worker_of(node->membership.node.node_id);
-    env->notifier = io::spawn_wakeup_notifier(sys, cfg);
-  }
   return spawn_run_registry(sys, env, sched);
 }
 
@@ -647,11 +648,17 @@ cluster_membership_actor start_membership(caf::actor_system& sys, cluster_node& 
 // CJ-10: the other nodes' notifications, and each poll, wake this node's claims and its live workspace
 // logs (called from the listener's thread).
 std::shared_ptr<io::pg_listener> listen_to_other_nodes(const protocol::config& cfg, run_registry_actor registry,
-                                                       workspaces_actor logs) {
-  return io::listen_for_wakeups(cfg, [registry, logs](const std::string& channel, const std::string& payload) {
+                                                       workspaces_actor logs, approval_registry_actor approvals) {
+  return io::listen_for_wakeups(cfg, [=](const std::string& channel, const std::string& payload) {
     if (channel == workspace_channel) {
       if (auto h = protocol::parse_workspace_wakeup(payload))
         caf::anon_send(logs, appended_atom::value, workspace_key{h->tenant, h->workspace}, h->head);
+      return;
+    }
+    if (channel == approval_channel) {
+      // An approval id is `approval-` and 20 hex digits; the registry reads only those runs wait on.
+      if (payload.size() <= 64)
+        caf::anon_send(approvals, wake_atom::value, payload);
       return;
     }
     caf::anon_send(registry, schedule_atom::value);
@@ -765,7 +772,7 @@ int serve(const cli_options& cli) {
     membership = start_membership(sys, *node, stores.nodes, registry, metrics, responses->store);
   caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs
   if (node)
-    node->wakeups = listen_to_other_nodes(cfg, registry, surface->logs);
+    node->wakeups = listen_to_other_nodes(cfg, registry, surface->logs, env->approvals);
 
   auto routes = std::make_shared<io::router>();
   io::add_agent_routes(*routes, sys, registry,

@@ -104,7 +104,26 @@ void forward(peers_pointer self, const std::string& node_id, const node_actor& h
       });
 }
 
+// Peers that are neither connected nor connecting, with nothing waiting and no backoff left, are
+// forgotten once this many node ids were met (each rejoin is a new one), so the map stays bounded.
+constexpr std::size_t peers_kept = 64;
+
+void prune(peers_pointer self) {
+  auto& peers = self->state.peers;
+  if (peers.size() <= peers_kept)
+    return;
+  auto now = steady::now();
+  for (auto it = peers.begin(); it != peers.end();) {
+    auto& p = it->second;
+    if (!p.handle && !p.connecting && p.waiting.empty() && p.in_flight.empty() && p.retry_at <= now)
+      it = peers.erase(it);
+    else
+      ++it;
+  }
+}
+
 void failed(peers_pointer self, const std::string& node_id, const std::string& why) {
+  prune(self);
   auto& p = self->state.peers[node_id];
   p.connecting = false;
   p.failures = std::min(p.failures + 1, 6);

@@ -35,7 +35,7 @@ notifier_actor spawn_wakeup_notifier(caf::actor_system& sys, const protocol::con
 std::shared_ptr<pg_listener> listen_for_wakeups(const protocol::config& cfg,
                                                 std::function<void(const std::string&, const std::string&)> wake) {
   return std::make_shared<pg_listener>(cfg.postgres_url, postgres_settings(cfg).limits,
-                                       std::vector<std::string>{work_channel, workspace_channel},
+                                       std::vector<std::string>{work_channel, workspace_channel, approval_channel},
                                        cfg.cluster.poll_interval_seconds, std::move(wake));
 }
 

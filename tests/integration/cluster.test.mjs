@@ -682,7 +682,19 @@ scenario('an approval resolved on one node wakes the run waiting on the other at
   assert.equal(/SAFETY_DENIED/.test(raced_result.content), winner === 'denied', `the run followed ${winner}`);
 }, { timeout: 120_000 });
 
-scenario('an approval resolved on a node that cannot reach the waiting one is found by that node\'s poll (CJ-26 fallback)', async (s) => {
+scenario('an approval resolved on a node that cannot reach the waiting one over CAF wakes that node through troupe_approval at once, without waiting for its poll (CJ-26, CJ-10)', async (s) => {
+  const { a, b } = await two_nodes(s, {
+    model: gated_call, b_config: { cluster: { remoting: false, approval_poll_seconds: 60 } },
+  });
+  await post_run(b, { messages: [user('remove it')], metadata: { run_id: 'gated-notify' } });
+  const approval = await pending_approval(a, 'gated-notify');
+  const resolved_at = Date.now();
+  assert.equal((await resolve(a, approval.request_id, 'approve')).status, 200);
+  assert.equal((await run_ended(a, 'gated-notify', 5_000)).status, 'completed');
+  console.log(`B's run, woken by troupe_approval, completed ${Date.now() - resolved_at} ms after the resolution on A (B's poll: 60 s)`);
+}, { timeout: 120_000 });
+
+scenario('an approval resolved on a node that cannot reach the waiting one is found by that node through troupe_approval or its poll (CJ-26 fallbacks)', async (s) => {
   const { a, b } = await two_nodes(s, {
     model: gated_call, b_config: { cluster: { remoting: false, approval_poll_seconds: 0.5 } },
   });
