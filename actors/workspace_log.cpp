@@ -249,7 +249,8 @@ void dispatch(log_pointer self, workspace_command c, outcome_promise rp, route w
     return carry_out(self, std::move(c), rp, std::move(way));
   }
   if (way.forwarded)
-    rp.deliver(make_error(problem{errc::conflict, "this node does not own workspace " + st.key.workspace, {}, not_owner}));
+    rp.deliver(
+      make_error(problem{errc::conflict, "this node does not own workspace " + st.key.workspace, {}, not_owner}));
   else if (st.owner.node_id == way.unreachable)
     rp.deliver(unreachable_owner(self));
   else

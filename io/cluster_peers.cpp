@@ -354,8 +354,8 @@ cluster_peers_actor::behavior_type peers_behavior(peers_pointer self, node_store
   });
   return {
     [=](cancel_atom, std::string& node_id, cancel_request& request) {
-      return ask_node(self, node_id, cancel_atom::value, std::move(request), caf::result<cancel_ack>(cancel_ack{"not_here"}),
-                      timeout(self));
+      return ask_node(self, node_id, cancel_atom::value, std::move(request),
+                      caf::result<cancel_ack>(cancel_ack{"not_here"}), timeout(self));
     },
     [=](resolve_atom, std::string& node_id, approval_resolution& resolution) {
       return ask_node(self, node_id, resolve_atom::value, std::move(resolution),

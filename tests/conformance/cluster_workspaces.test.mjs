@@ -1,7 +1,7 @@
 // Conformance: one workspace log served by two troupe nodes on one throwaway PostgreSQL (CJ-52 a,
 // CJ-28's ownership, CJ-29's forwarding and live tails, CJ-10's troupe_ws wake-ups, WS-39), driven
-// over REST and followed by `ws` clients. Runs through scripts/pg-throwaway (see tests/CMakeLists.txt), which skips it with the
-// reason where PostgreSQL cannot start.
+// over REST and followed by `ws` clients. Runs through scripts/pg-throwaway (see
+// tests/CMakeLists.txt), which skips it with the reason where PostgreSQL cannot start.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
