@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace troupe::protocol {
 
@@ -15,6 +16,10 @@ std::string utc_timestamp(std::chrono::system_clock::time_point t);
 
 // The time an iso_timestamp names; nullopt for any other text.
 std::optional<std::chrono::system_clock::time_point> parse_iso_timestamp(const std::string& text);
+
+// An RFC 3339 date-time (`2025-03-01T09:00:00Z`, `…T10:00:00.5+01:00`; `T` or `t`, `Z` or `z`), read
+// strictly: fields in range, 1 to 9 fraction digits (microseconds kept), an offset within ±23:59.
+std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view text);
 
 // Milliseconds between two steady times, rounded to 2 decimals (the spec's `*_ms`).
 double elapsed_ms(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to);

@@ -3,11 +3,13 @@
 #include "protocol/chat_request.hpp"
 #include "protocol/cluster.hpp"
 #include "protocol/config.hpp"
+#include "protocol/jobs.hpp"
 #include "protocol/mcp.hpp"
 #include "protocol/responses_stream.hpp"
 #include "protocol/upstream_readers.hpp"
 #include "protocol/round_reply.hpp"
 #include "protocol/sse_parser.hpp"
+#include "protocol/timestamp.hpp"
 #include "protocol/workspace_commands.hpp"
 #include "protocol/workspace_stream.hpp"
 
@@ -21,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     return 0;
   std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   using namespace troupe::protocol;
-  switch (data[0] % 8) {
+  switch (data[0] % 9) {
     case 0:
       parse_chat_request(input);
       break;
@@ -73,6 +75,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       reflexr::parse_event_query(input, {"ops:deploy.finished"});
       parse_workspace_wakeup(input);
       break;
+    case 8: { // the jobs API: enqueue and lease bodies, lease tokens, run_after, a follow-up run's template
+      jobs::parse_enqueue(input, {});
+      jobs::parse_lease(input);
+      jobs::token_epoch(input);
+      parse_rfc3339(input);
+      jobs::render_start_run(input, {"job_1", "t", std::string(input.substr(0, 64)), "[1]"});
+      break;
+    }
   }
   return 0;
 }

@@ -1,0 +1,396 @@
+#include "protocol/jobs.hpp"
+
+#include "protocol/ids.hpp"
+#include "protocol/timestamp.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+namespace troupe::protocol::jobs {
+
+namespace {
+
+using issues = std::vector<validation_issue>;
+using loc = std::vector<std::string>;
+
+constexpr char payload_placeholder[] = "{{job.payload}}";
+constexpr char result_placeholder[] = "{{job.result}}";
+
+loc at(const loc& base, std::string member) {
+  auto out = base;
+  out.push_back(std::move(member));
+  return out;
+}
+
+std::string text_of(const json::value& v) {
+  return std::string(v.GetString(), v.GetStringLength());
+}
+
+// An integer member within [low, high], or its default when absent or null.
+void integer(const json::value& obj, const char* key, const loc& base, int64_t low, int64_t high, int64_t& out,
+             issues& bad) {
+  auto v = json::member(obj, key);
+  if (!v || v->IsNull())
+    return;
+  if (!v->IsInt64()) {
+    bad.push_back({at(base, key), "Input should be a valid integer", "int_type"});
+    return;
+  }
+  auto n = v->GetInt64();
+  if (n < low || n > high) {
+    bad.push_back({at(base, key),
+                   "Input should be between " + std::to_string(low) + " and " + std::to_string(high), "range"});
+    return;
+  }
+  out = n;
+}
+
+// A string member that is_name_text holds for; nullopt when absent or null.
+std::optional<std::string> name(const json::value& obj, const char* key, const loc& base, issues& bad) {
+  auto v = json::member(obj, key);
+  if (!v || v->IsNull())
+    return std::nullopt;
+  if (!v->IsString() || !is_name_text(text_of(*v))) {
+    bad.push_back({at(base, key), std::string("Input should be ") + name_text_rule, "string_type"});
+    return std::nullopt;
+  }
+  return text_of(*v);
+}
+
+// A body from outside as a JSON object, or AS-2's refusal.
+std::variant<json::document, request_error> body_object(std::string_view body) {
+  auto parsed = json::parse_body(body);
+  if (auto failure = std::get_if<json::parse_failure>(&parsed))
+    return body_refusal(*failure);
+  if (!std::get<json::document>(parsed).IsObject())
+    return request_error{invalid({{{"body"}, "Input should be a valid dictionary", "dict_type"}})};
+  return std::move(std::get<json::document>(parsed));
+}
+
+// Every member of `obj` not in `allowed` is an issue.
+void forbid_extra(const json::value& obj, const std::vector<std::string>& allowed, const loc& base, issues& bad) {
+  for (auto m = obj.MemberBegin(); m != obj.MemberEnd(); ++m) {
+    std::string key(m->name.GetString(), m->name.GetStringLength());
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+      bad.push_back({at(base, key), "Extra inputs are not permitted", "extra_forbidden"});
+  }
+}
+
+// CJ-41: a pska.digest job names the PSKA job it carries out.
+void check_pska_payload(const json::value& payload, const loc& base, issues& bad) {
+  auto where = at(base, "payload");
+  if (!payload.IsObject()) {
+    bad.push_back({where, "A pska.digest payload is an object with pska_job_id", "dict_type"});
+    return;
+  }
+  for (auto m = payload.MemberBegin(); m != payload.MemberEnd(); ++m) {
+    std::string key(m->name.GetString(), m->name.GetStringLength());
+    if (key != "pska_job_id" && key != "tenant_id" && key != "represented_user_id")
+      bad.push_back({at(where, key), "Extra inputs are not permitted", "extra_forbidden"});
+    else if (!m->value.IsString() || !is_name_text(text_of(m->value)))
+      bad.push_back({at(where, key), std::string("Input should be ") + name_text_rule, "string_type"});
+  }
+  if (!json::member(payload, "pska_job_id"))
+    bad.push_back({at(where, "pska_job_id"), "Field required", "missing"});
+}
+
+// CJ-40: `{"start_run":{…}}`, whose body rendered with this job's payload and a null result must be
+// a valid POST /v1/runs body.
+void check_on_complete(const json::value& v, const new_job& job, const loc& base, issues& bad) {
+  auto where = at(base, "on_complete");
+  auto start_run = json::member(v, "start_run");
+  if (!v.IsObject() || v.MemberCount() != 1 || !start_run || !start_run->IsObject()) {
+    bad.push_back({where, "on_complete is {\"start_run\": {a POST /v1/runs body}}", "value_error"});
+    return;
+  }
+  auto rendered = render_start_run(json::serialize(*start_run), {"job_0", job.type, job.payload, "null"});
+  if (!rendered) {
+    bad.push_back({at(where, "start_run"),
+                   "Its placeholders would add more than " + std::to_string(max_rendered_growth) + " bytes",
+                   "value_error"});
+    return;
+  }
+  auto parsed = parse_chat_request(*rendered, request_kind::background_run);
+  if (auto err = std::get_if<request_error>(&parsed)) {
+    auto body_loc = at(where, "start_run");
+    if (err->what.issues.empty())
+      bad.push_back({body_loc, err->what.message, "value_error"});
+    for (auto& issue : err->what.issues) {
+      auto l = body_loc;
+      l.insert(l.end(), issue.loc.begin() + (issue.loc.empty() || issue.loc[0] != "body" ? 0 : 1), issue.loc.end());
+      bad.push_back({l, issue.msg, issue.type});
+    }
+  }
+}
+
+const std::vector<std::string> job_members{"type",           "payload",         "priority",  "run_after",
+                                           "idempotency_key", "max_attempts",    "timeout_seconds",
+                                           "tenant_key",      "on_complete"};
+
+// One job object at `base`; a payload past the limit is reported through `too_large`.
+new_job read_job(const json::value& obj, const loc& base, const enqueue_limits& limits, issues& bad,
+                 bool& too_large) {
+  new_job job;
+  if (!obj.IsObject()) {
+    bad.push_back({base, "Input should be a valid dictionary", "dict_type"});
+    return job;
+  }
+  forbid_extra(obj, job_members, base, bad);
+  auto type = json::member(obj, "type");
+  if (!type)
+    bad.push_back({at(base, "type"), "Field required", "missing"});
+  else if (!type->IsString() || !is_job_type(text_of(*type)))
+    bad.push_back({at(base, "type"),
+                   "A job type is dotted lowercase names (^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)*$), at most 100 "
+                   "characters",
+                   "string_pattern_mismatch"});
+  else
+    job.type = text_of(*type);
+  bool pska = job.type == pska_digest_type;
+  if (pska) {
+    job.max_attempts = 3;
+    job.timeout_seconds = 3600;
+  }
+  if (auto payload = json::member(obj, "payload")) {
+    job.payload = json::serialize(*payload);
+    if (static_cast<int64_t>(job.payload.size()) > limits.max_payload_bytes)
+      too_large = true;
+    if (pska)
+      check_pska_payload(*payload, base, bad);
+  } else if (pska) {
+    bad.push_back({at(base, "payload"), "Field required", "missing"});
+  }
+  integer(obj, "priority", base, -100, 100, job.priority, bad);
+  integer(obj, "max_attempts", base, 1, 100, job.max_attempts, bad);
+  integer(obj, "timeout_seconds", base, 1, 86400, job.timeout_seconds, bad);
+  if (auto run_after = json::member(obj, "run_after"); run_after && !run_after->IsNull()) {
+    auto t = run_after->IsString() ? parse_rfc3339(text_of(*run_after)) : std::nullopt;
+    if (!t)
+      bad.push_back({at(base, "run_after"), "Input should be an RFC 3339 date-time", "datetime_parsing"});
+    else
+      job.run_after = iso_timestamp(*t);
+  }
+  job.idempotency_key = name(obj, "idempotency_key", base, bad).value_or("");
+  job.tenant_key = name(obj, "tenant_key", base, bad);
+  if (auto on_complete = json::member(obj, "on_complete"); on_complete && !on_complete->IsNull()) {
+    check_on_complete(*on_complete, job, base, bad);
+    job.on_complete = json::serialize(*on_complete);
+  }
+  return job;
+}
+
+// Renders one value of a start_run body into `w`, spending `budget` on what placeholders add; false
+// once it is spent.
+class start_run_renderer {
+public:
+  start_run_renderer(const job_values& job, std::size_t budget) : job_(job), budget_(budget) {}
+
+  bool value(json::writer& w, const json::value& v) {
+    if (v.IsString()) {
+      auto text = text_of(v);
+      if (text == payload_placeholder || text == result_placeholder) {
+        auto& json_text = text == payload_placeholder ? job_.payload : job_.result;
+        if (!spend(json_text.size()))
+          return false;
+        json::write_raw(w, json_text);
+        return true;
+      }
+      std::string out;
+      if (!substitute(text, out))
+        return false;
+      w.String(out.c_str(), static_cast<rapidjson::SizeType>(out.size()));
+    } else if (v.IsObject()) {
+      w.StartObject();
+      for (auto m = v.MemberBegin(); m != v.MemberEnd(); ++m) {
+        w.Key(m->name.GetString(), m->name.GetStringLength());
+        if (!value(w, m->value)) // bounded: a parsed document nests at most json::max_depth deep
+          return false;
+      }
+      w.EndObject();
+    } else if (v.IsArray()) {
+      w.StartArray();
+      for (auto& item : v.GetArray())
+        if (!value(w, item))
+          return false;
+      w.EndArray();
+    } else {
+      json::write_raw(w, json::serialize(v));
+    }
+    return true;
+  }
+
+private:
+  bool spend(std::size_t n) {
+    if (n > budget_)
+      return false;
+    budget_ -= n;
+    return true;
+  }
+
+  // One pass: what a placeholder brings in is not read for placeholders again.
+  bool substitute(std::string_view text, std::string& out) {
+    const std::pair<std::string_view, const std::string*> names[] = {
+      {"{{job.id}}", &job_.id}, {"{{job.type}}", &job_.type}, {payload_placeholder, &job_.payload},
+      {result_placeholder, &job_.result}};
+    std::size_t from = 0;
+    for (auto at = text.find("{{job."); at != std::string_view::npos; at = text.find("{{job.", from)) {
+      out.append(text.substr(from, at - from));
+      from = at + 2;
+      out.append("{{");
+      for (auto& [placeholder, value] : names)
+        if (text.substr(at, placeholder.size()) == placeholder) {
+          if (!spend(value->size()))
+            return false;
+          out.resize(out.size() - 2);
+          out.append(*value);
+          from = at + placeholder.size();
+          break;
+        }
+    }
+    out.append(text.substr(from));
+    return true;
+  }
+
+  const job_values& job_;
+  std::size_t budget_;
+};
+
+} // namespace
+
+bool is_job_type(std::string_view type) {
+  if (type.empty() || type.size() > max_type_length)
+    return false;
+  bool at_start = true; // of a dotted name: a letter must come
+  for (char c : type) {
+    bool lower = c >= 'a' && c <= 'z';
+    if (at_start) {
+      if (!lower)
+        return false;
+      at_start = false;
+    } else if (c == '.') {
+      at_start = true;
+    } else if (!lower && !(c >= '0' && c <= '9') && c != '_') {
+      return false;
+    }
+  }
+  return !at_start;
+}
+
+std::variant<enqueue_request, request_error> parse_enqueue(std::string_view body, const enqueue_limits& limits) {
+  auto parsed = body_object(body);
+  if (auto err = std::get_if<request_error>(&parsed))
+    return std::move(*err);
+  auto& doc = std::get<json::document>(parsed);
+  enqueue_request out;
+  issues bad;
+  bool too_large = false;
+  auto jobs = json::member(doc, "jobs");
+  if (jobs && doc.MemberCount() == 1) {
+    out.batch = true;
+    if (!jobs->IsArray() || jobs->Empty() || jobs->Size() > max_batch)
+      return request_error{invalid({{{"body", "jobs"}, "Input should be a list of 1 to 1000 jobs", "list_type"}})};
+    for (rapidjson::SizeType i = 0; i < jobs->Size(); ++i)
+      out.jobs.push_back(read_job((*jobs)[i], {"body", "jobs", std::to_string(i)}, limits, bad, too_large));
+  } else {
+    out.jobs.push_back(read_job(doc, {"body"}, limits, bad, too_large));
+  }
+  if (too_large)
+    return request_error{problem{errc::payload_too_large,
+                                 "A job payload is larger than jobs.max_payload_bytes (" +
+                                   std::to_string(limits.max_payload_bytes) + " bytes)",
+                                 "payload", "payload_too_large"}};
+  if (!bad.empty())
+    return request_error{invalid(std::move(bad))};
+  return out;
+}
+
+std::variant<lease_request, request_error> parse_lease(std::string_view body) {
+  auto parsed = body_object(body);
+  if (auto err = std::get_if<request_error>(&parsed))
+    return std::move(*err);
+  auto& doc = std::get<json::document>(parsed);
+  lease_request out;
+  issues bad;
+  loc base{"body"};
+  static const std::vector<std::string> members{"worker_id", "types", "max_jobs", "lease_seconds", "wait_seconds",
+                                                "tenant_keys"};
+  forbid_extra(doc, members, base, bad);
+  if (auto worker = name(doc, "worker_id", base, bad))
+    out.worker_id = *worker;
+  else if (!json::member(doc, "worker_id"))
+    bad.push_back({at(base, "worker_id"), "Field required", "missing"});
+  auto list = [&](const char* key, std::vector<std::string>& into, const std::function<bool(std::string_view)>& ok,
+                  const char* rule) {
+    auto v = json::member(doc, key);
+    if (!v || v->IsNull())
+      return;
+    if (!v->IsArray() || v->Size() > 100) {
+      bad.push_back({at(base, key), "Input should be a list of at most 100 strings", "list_type"});
+      return;
+    }
+    for (rapidjson::SizeType i = 0; i < v->Size(); ++i) {
+      auto& item = (*v)[i];
+      if (!item.IsString() || !ok(text_of(item)))
+        bad.push_back({at(at(base, key), std::to_string(i)), rule, "string_type"});
+      else
+        into.push_back(text_of(item));
+    }
+  };
+  list("types", out.types, is_job_type, "Input should be a job type");
+  list("tenant_keys", out.tenant_keys, is_name_text, name_text_rule);
+  integer(doc, "max_jobs", base, 1, 100, out.max_jobs, bad);
+  integer(doc, "lease_seconds", base, 5, 3600, out.lease_seconds, bad);
+  integer(doc, "wait_seconds", base, 0, 30, out.wait_seconds, bad);
+  if (!bad.empty())
+    return request_error{invalid(std::move(bad))};
+  return out;
+}
+
+std::string lease_token(int64_t epoch, std::string_view random_hex32) {
+  return "lt_" + std::to_string(epoch) + "_" + std::string(random_hex32);
+}
+
+std::optional<int64_t> token_epoch(std::string_view token) {
+  if (token.size() < 3 + 1 + 1 + 32 || token.substr(0, 3) != "lt_")
+    return std::nullopt;
+  auto rest = token.substr(3);
+  auto sep = rest.find('_');
+  if (sep == 0 || sep == std::string_view::npos || sep > 18 || rest.size() - sep - 1 != 32)
+    return std::nullopt;
+  int64_t epoch = 0;
+  for (char c : rest.substr(0, sep)) {
+    if (c < '0' || c > '9')
+      return std::nullopt;
+    epoch = epoch * 10 + (c - '0');
+  }
+  for (char c : rest.substr(sep + 1))
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return std::nullopt;
+  return epoch;
+}
+
+double retry_delay_seconds(int64_t attempt, double base_seconds, double max_seconds, double u) {
+  auto exponent = static_cast<double>(std::clamp<int64_t>(attempt - 1, 0, 62));
+  auto delay = std::min(max_seconds, base_seconds * std::pow(2.0, exponent));
+  return delay * (1.0 + std::clamp(u, 0.0, 0.1));
+}
+
+std::optional<std::string> render_start_run(std::string_view start_run, const job_values& job) {
+  auto doc = json::parse(start_run);
+  if (!doc || !doc->IsObject())
+    return std::nullopt;
+  start_run_renderer renderer(job, max_rendered_growth);
+  bool whole = true;
+  auto out = json::object([&](json::writer& w) {
+    for (auto m = doc->MemberBegin(); m != doc->MemberEnd() && whole; ++m) {
+      w.Key(m->name.GetString(), m->name.GetStringLength());
+      whole = renderer.value(w, m->value);
+    }
+  });
+  if (!whole)
+    return std::nullopt;
+  return out;
+}
+
+} // namespace troupe::protocol::jobs

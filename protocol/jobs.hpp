@@ -1,0 +1,96 @@
+// The jobs API's requests (cluster-and-jobs.md §5, CJ-30 to CJ-41): every check a body gets before
+// any work is done for it, the lease token, the retry backoff and the rendering of a completed job's
+// follow-up run. Pure: the stores and the edge come on top.
+#pragma once
+
+#include "protocol/chat_request.hpp"
+#include "protocol/json.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace troupe::protocol::jobs {
+
+inline constexpr std::size_t max_type_length = 100;
+inline constexpr std::size_t max_batch = 1000;          // jobs in one enqueue, completions in one call
+inline constexpr std::size_t max_progress_bytes = 4096; // a heartbeat's `progress` (CJ-34)
+inline constexpr std::size_t max_error_bytes = 4096;    // a failure's `error` as stored
+inline constexpr char pska_digest_type[] = "pska.digest";
+
+// CJ-31: `^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`, at most 100 characters.
+bool is_job_type(std::string_view type);
+
+struct enqueue_limits {
+  int64_t max_payload_bytes = 262144; // jobs.max_payload_bytes: a larger payload is a 413
+};
+
+// One job to create, as checked: JSON members are kept as compact JSON text.
+struct new_job {
+  std::string type;
+  std::string payload = "null";
+  int64_t priority = 0;           // −100…100
+  std::string run_after;          // AS-78 timestamp, "" for now
+  std::string idempotency_key;    // "" for none
+  int64_t max_attempts = 5;       // 1…100 (pska.digest: 3)
+  int64_t timeout_seconds = 300;  // per attempt (pska.digest: 3600)
+  std::optional<std::string> tenant_key; // named by the caller (only the service token may name another)
+  std::string on_complete;        // `{"start_run":{…}}` as JSON text, "" for none
+};
+
+// POST /v1/jobs: one job, or `{"jobs":[…]}` (at most max_batch, created in one transaction).
+struct enqueue_request {
+  std::vector<new_job> jobs;
+  bool batch = false;
+};
+
+// The body checked whole: AS-2's refusals for what is not JSON, 413 for a payload past the limit,
+// 422 naming each field that breaks CJ-31 (with its index in a batch), and a follow-up run whose
+// body, rendered with the job's payload and a null result, would not be a valid POST /v1/runs body
+// (CJ-40).
+std::variant<enqueue_request, request_error> parse_enqueue(std::string_view body, const enqueue_limits& limits);
+
+// CJ-32: POST /v1/jobs/lease.
+struct lease_request {
+  std::string worker_id;
+  std::vector<std::string> types; // empty: any type
+  int64_t max_jobs = 1;           // 1…100
+  int64_t lease_seconds = 60;     // 5…3600
+  int64_t wait_seconds = 0;       // 0…30
+  std::vector<std::string> tenant_keys; // the service token's choice; empty: every tenant
+};
+
+std::variant<lease_request, request_error> parse_lease(std::string_view body);
+
+// CJ-32: `lt_<epoch>_<32 lowercase hex>`.
+std::string lease_token(int64_t epoch, std::string_view random_hex32);
+// The epoch a well-formed token names, or nullopt.
+std::optional<int64_t> token_epoch(std::string_view token);
+
+// CJ-36: seconds until a retryable failure's next attempt: min(max, base·2^(attempt−1))·(1+u), with
+// u in [0, 0.1] (the caller draws it).
+double retry_delay_seconds(int64_t attempt, double base_seconds, double max_seconds, double u);
+
+// What a job's follow-up run is rendered from (CJ-40): JSON texts but for the id and type.
+struct job_values {
+  std::string id;
+  std::string type;
+  std::string payload = "null";
+  std::string result = "null";
+};
+
+// The most bytes placeholders may add to a follow-up run's body: a payload of 256 KiB named in many
+// strings would otherwise make one job's run body as large as its author likes.
+inline constexpr std::size_t max_rendered_growth = 1 << 20;
+
+// `{{job.id}}`, `{{job.type}}`, `{{job.payload}}` and `{{job.result}}` in the strings of `start_run`
+// (a JSON object's text) replaced, in one pass; a string that is exactly the payload or result
+// placeholder becomes that JSON value. Answers the rendered body's text, or nullopt when `start_run`
+// is no JSON object or the placeholders would add more than max_rendered_growth bytes.
+std::optional<std::string> render_start_run(std::string_view start_run, const job_values& job);
+
+} // namespace troupe::protocol::jobs
