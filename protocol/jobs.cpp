@@ -305,6 +305,102 @@ std::variant<enqueue_request, request_error> parse_enqueue(std::string_view body
   return out;
 }
 
+namespace {
+
+void nullable_raw(json::writer& w, const char* key, const std::optional<std::string>& json_text) {
+  w.Key(key);
+  if (json_text)
+    json::write_raw(w, *json_text);
+  else
+    w.Null();
+}
+
+void nullable_string(json::writer& w, const char* key, const std::optional<std::string>& text) {
+  w.Key(key);
+  if (text)
+    w.String(text->c_str(), static_cast<rapidjson::SizeType>(text->size()));
+  else
+    w.Null();
+}
+
+void string_member(json::writer& w, const char* key, const std::string& text) {
+  w.Key(key);
+  w.String(text.c_str(), static_cast<rapidjson::SizeType>(text.size()));
+}
+
+void integer_member(json::writer& w, const char* key, int64_t n) {
+  w.Key(key);
+  w.Int64(n);
+}
+
+// The longest prefix of `text` within `limit` bytes that ends on a UTF-8 character boundary.
+std::string_view cut_utf8(std::string_view text, std::size_t limit) {
+  if (text.size() <= limit)
+    return text;
+  auto end = limit;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+    --end;
+  return text.substr(0, end);
+}
+
+} // namespace
+
+std::string job_json(const job_record& j) {
+  return json::object([&](json::writer& w) {
+    string_member(w, "object", "job");
+    string_member(w, "id", j.id);
+    string_member(w, "type", j.type);
+    string_member(w, "tenant_key", j.tenant_key);
+    string_member(w, "status", j.status);
+    integer_member(w, "priority", j.priority);
+    w.Key("payload");
+    json::write_raw(w, j.payload);
+    nullable_raw(w, "result", j.result);
+    nullable_string(w, "idempotency_key", j.idempotency_key);
+    integer_member(w, "attempt", j.attempt);
+    integer_member(w, "max_attempts", j.max_attempts);
+    integer_member(w, "timeout_seconds", j.timeout_seconds);
+    string_member(w, "run_after", j.run_after);
+    string_member(w, "created_at", j.created_at);
+    string_member(w, "updated_at", j.updated_at);
+    nullable_string(w, "started_at", j.started_at);
+    nullable_string(w, "completed_at", j.completed_at);
+    nullable_string(w, "cancelled_at", j.cancelled_at);
+    nullable_string(w, "dead_at", j.dead_at);
+    nullable_string(w, "worker_id", j.worker_id);
+    integer_member(w, "lease_epoch", j.lease_epoch);
+    nullable_string(w, "lease_expires_at", j.lease_expires_at);
+    nullable_string(w, "last_error", j.last_error);
+    w.Key("errors");
+    json::write_raw(w, j.errors);
+    nullable_raw(w, "progress", j.progress);
+    nullable_raw(w, "on_complete", j.on_complete);
+    nullable_string(w, "on_complete_run_id", j.on_complete_run_id);
+    nullable_string(w, "on_complete_error", j.on_complete_error);
+  });
+}
+
+std::string append_error(std::string_view errors, int64_t attempt, const std::string& at, std::string_view error) {
+  auto doc = json::parse(errors);
+  bool usable = doc && doc->IsArray();
+  auto kept = usable ? doc->Size() : 0;
+  auto skip = kept >= max_errors_kept ? kept - (max_errors_kept - 1) : 0;
+  auto cut = cut_utf8(error, max_error_bytes);
+  rapidjson::StringBuffer buf;
+  json::writer w(buf);
+  w.StartArray();
+  for (auto i = static_cast<rapidjson::SizeType>(skip); i < kept; ++i)
+    json::write_raw(w, json::serialize((*doc)[i]));
+  w.StartObject();
+  integer_member(w, "attempt", attempt);
+  string_member(w, "at", at);
+  w.Key("error");
+  w.String(cut.data(), static_cast<rapidjson::SizeType>(cut.size()));
+  w.EndObject();
+  w.EndArray();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
 std::variant<lease_request, request_error> parse_lease(std::string_view body) {
   auto parsed = body_object(body);
   if (auto err = std::get_if<request_error>(&parsed))

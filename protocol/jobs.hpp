@@ -54,6 +54,47 @@ struct enqueue_request {
 // (CJ-40).
 std::variant<enqueue_request, request_error> parse_enqueue(std::string_view body, const enqueue_limits& limits);
 
+// CJ-30: a job as the store keeps it and the API shows it. JSON members are JSON text, returned as
+// stored; absent optionals are null.
+struct job_record {
+  std::string id; // job_ + 32 hex of a UUIDv7
+  std::string type;
+  std::string tenant_key;
+  std::string status = "queued"; // queued | leased | completed | cancelled | dead
+  int64_t priority = 0;
+  std::string payload = "null";
+  std::optional<std::string> result;
+  std::optional<std::string> idempotency_key;
+  int64_t attempt = 0;
+  int64_t max_attempts = 5;
+  int64_t timeout_seconds = 300;
+  std::string run_after; // AS-78 timestamps from here on
+  std::string created_at;
+  std::string updated_at;
+  std::optional<std::string> started_at;
+  std::optional<std::string> completed_at;
+  std::optional<std::string> cancelled_at;
+  std::optional<std::string> dead_at;
+  std::optional<std::string> worker_id;
+  int64_t lease_epoch = 0;
+  std::optional<std::string> lease_expires_at;
+  std::optional<std::string> last_error;
+  std::string errors = "[]"; // the last max_errors_kept {attempt, at, error}, oldest first
+  std::optional<std::string> progress;
+  std::optional<std::string> on_complete;
+  std::optional<std::string> on_complete_run_id;
+  std::optional<std::string> on_complete_error;
+};
+
+inline constexpr std::size_t max_errors_kept = 10;
+
+// The `{"object":"job",…}` of CJ-30, members in its order.
+std::string job_json(const job_record& job);
+
+// `errors` with {attempt, at, error} appended, keeping the last max_errors_kept; `error` is cut to
+// max_error_bytes (at a UTF-8 boundary). A text that is no JSON array starts a new one.
+std::string append_error(std::string_view errors, int64_t attempt, const std::string& at, std::string_view error);
+
 // CJ-32: POST /v1/jobs/lease.
 struct lease_request {
   std::string worker_id;

@@ -228,3 +228,46 @@ TEST_CASE("an RFC 3339 time is read strictly", "[jobs][timestamp]") {
   CHECK(at("2025-03-01T09:00:00Z ") == "none");
   CHECK(at("+2025-03-01T09:00:00Z") == "none");
 }
+
+TEST_CASE("a job is shown as CJ-30's object, its JSON members as stored and absent ones null", "[jobs]") {
+  job_record j;
+  j.id = "job_0190f3a2c4e87b1d9a2f6c5e4d3b2a10";
+  j.type = "email.send";
+  j.tenant_key = "acme";
+  j.status = "leased";
+  j.payload = R"({"to":"a@example.com","n":1.5})";
+  j.idempotency_key = "signup-42";
+  j.attempt = 1;
+  j.run_after = j.created_at = j.updated_at = "2025-03-01T09:00:00.000000+00:00";
+  j.started_at = "2025-03-01T09:00:01.000000+00:00";
+  j.worker_id = "w-7";
+  j.lease_epoch = 1;
+  j.lease_expires_at = "2025-03-01T09:01:01.000000+00:00";
+  CHECK(job_json(j)
+        == R"({"object":"job","id":"job_0190f3a2c4e87b1d9a2f6c5e4d3b2a10","type":"email.send","tenant_key":"acme",)"
+           R"("status":"leased","priority":0,"payload":{"to":"a@example.com","n":1.5},"result":null,)"
+           R"("idempotency_key":"signup-42","attempt":1,"max_attempts":5,"timeout_seconds":300,)"
+           R"("run_after":"2025-03-01T09:00:00.000000+00:00","created_at":"2025-03-01T09:00:00.000000+00:00",)"
+           R"("updated_at":"2025-03-01T09:00:00.000000+00:00","started_at":"2025-03-01T09:00:01.000000+00:00",)"
+           R"("completed_at":null,"cancelled_at":null,"dead_at":null,"worker_id":"w-7","lease_epoch":1,)"
+           R"("lease_expires_at":"2025-03-01T09:01:01.000000+00:00","last_error":null,"errors":[],"progress":null,)"
+           R"("on_complete":null,"on_complete_run_id":null,"on_complete_error":null})");
+}
+
+TEST_CASE("a job keeps its last 10 errors, each cut to 4 KiB at a character boundary (CJ-30, CJ-36)", "[jobs]") {
+  std::string errors = "[]";
+  for (int i = 1; i <= 12; ++i)
+    errors = append_error(errors, i, "t" + std::to_string(i), "failure " + std::to_string(i));
+  auto doc = json::parse(errors);
+  REQUIRE(doc);
+  REQUIRE(doc->Size() == 10);
+  CHECK(json::get_int((*doc)[0], "attempt") == 3);
+  CHECK(json::get_string((*doc)[9], "error") == "failure 12");
+  CHECK(json::get_string((*doc)[9], "at") == "t12");
+  std::string long_error(4095, 'x');
+  long_error += "é"; // two bytes across the 4,096-byte line
+  auto cut = json::parse(append_error("not json", 1, "t", long_error));
+  REQUIRE(cut);
+  REQUIRE(cut->Size() == 1);
+  CHECK(json::get_string((*cut)[0], "error") == std::string(4095, 'x'));
+}
