@@ -224,7 +224,7 @@ void return_credit(stream_pointer self) {
 // until it does, or when it cannot, the stream tails the store.
 void follow_elsewhere(stream_pointer self, const run_record& run) {
   auto& st = self->state;
-  if (!st.peers || st.fed || st.feed || st.feed_asked || run.status != "running")
+  if (!st.peers || st.fed || st.feed || st.feed_asked || st.phase == stream_phase::done || run.status != "running")
     return;
   auto node_id = node_of_worker(run.worker_id);
   if (node_id.empty())
