@@ -2,6 +2,7 @@
 
 #include "protocol/ids.hpp"
 #include "protocol/timestamp.hpp"
+#include "protocol/utf8.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -38,12 +39,13 @@ void integer(const json::value& obj, const char* key, const loc& base, int64_t l
     return;
   }
   auto n = v->GetInt64();
-  if (n < low || n > high) {
-    bad.push_back({at(base, key),
-                   "Input should be between " + std::to_string(low) + " and " + std::to_string(high), "range"});
-    return;
-  }
-  out = n;
+  if (n < low)
+    bad.push_back({at(base, key), "Input should be greater than or equal to " + std::to_string(low),
+                   "greater_than_equal"});
+  else if (n > high)
+    bad.push_back({at(base, key), "Input should be less than or equal to " + std::to_string(high), "less_than_equal"});
+  else
+    out = n;
 }
 
 // A string member that is_name_text holds for; nullopt when absent or null.
@@ -333,16 +335,6 @@ void integer_member(json::writer& w, const char* key, int64_t n) {
   w.Int64(n);
 }
 
-// The longest prefix of `text` within `limit` bytes that ends on a UTF-8 character boundary.
-std::string_view cut_utf8(std::string_view text, std::size_t limit) {
-  if (text.size() <= limit)
-    return text;
-  auto end = limit;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
-    --end;
-  return text.substr(0, end);
-}
-
 } // namespace
 
 std::string job_json(const job_record& j) {
@@ -385,7 +377,7 @@ std::string append_error(std::string_view errors, int64_t attempt, const std::st
   bool usable = doc && doc->IsArray();
   auto kept = usable ? doc->Size() : 0;
   auto skip = kept >= max_errors_kept ? kept - (max_errors_kept - 1) : 0;
-  auto cut = cut_utf8(error, max_error_bytes);
+  auto cut = utf8_prefix(error, max_error_bytes);
   rapidjson::StringBuffer buf;
   json::writer w(buf);
   w.StartArray();
