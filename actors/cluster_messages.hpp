@@ -15,6 +15,7 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -85,6 +86,28 @@ struct feed_end {
 
 // The most credit a subscriber may grant (cluster.stream_credit_events is 256).
 inline constexpr int64_t max_feed_credit = 4096;
+
+// The subscriber's side of a feed's credit (CJ-27): it grants 256 and gives back what it used in
+// batches of 64, so the feed is never more than 256 events ahead of what the subscriber passed on.
+class feed_credit {
+public:
+  static constexpr int64_t grant = 256;
+  static constexpr int64_t batch = 64;
+
+  void granted() { left_ = grant; }
+  void received(std::size_t events) { left_ -= static_cast<int64_t>(events); }
+  // The credit to give back now, once a batch's worth is used (0: not yet).
+  int64_t to_return() {
+    if (left_ > grant - batch)
+      return 0;
+    auto used = grant - left_;
+    left_ = grant;
+    return used;
+  }
+
+private:
+  int64_t left_ = 0;
+};
 
 // CJ-29: a workspace command for the log the asked node owns, as the asking node's edge addressed
 // it (who sent it, when, under which trace) with the command's JSON as it was read.

@@ -19,10 +19,6 @@ namespace {
 constexpr auto store_timeout = std::chrono::seconds(30);
 using tail_atom = caf::atom_constant<caf::atom("tail")>;
 
-// CJ-27: what a tail grants the feed of the node running the response, and returns at once.
-constexpr int64_t feed_credit = 256;
-constexpr int64_t credit_batch = 64;
-
 struct tail_state {
   static inline const char* name = "response_tail";
   response_store_actor store;
@@ -36,7 +32,7 @@ struct tail_state {
   // store read that fills it.
   caf::actor feed;
   bool feed_asked = false;
-  int64_t credit_left = 0;
+  feed_credit credit;
   bool filling = false;
   std::vector<feed_events> held;
 };
@@ -92,7 +88,7 @@ void ask_feed(tail_pointer self, const std::string& node_id) {
   if (!st.peers || st.feed || st.feed_asked || node_id.empty())
     return;
   st.feed_asked = true;
-  feed_request req{st.id, feed_credit, caf::actor_cast<caf::actor>(self), "response", st.after};
+  feed_request req{st.id, feed_credit::grant, caf::actor_cast<caf::actor>(self), "response", st.after};
   self->request(st.peers, store_timeout, subscribe_atom::value, node_id, std::move(req))
     .then(
       [=](feed_ack& ack) {
@@ -101,7 +97,7 @@ void ask_feed(tail_pointer self, const std::string& node_id) {
         if (!ack.relay)
           return;
         st.feed = std::move(ack.relay);
-        st.credit_left = feed_credit;
+        st.credit.granted();
         self->monitor(st.feed);
       },
       [=](caf::error&) { self->state.feed_asked = false; }); // the store tail goes on
@@ -110,7 +106,7 @@ void ask_feed(tail_pointer self, const std::string& node_id) {
 // Passes a feed's events on past the cursor, and gives the credit back once a batch's worth is used.
 void pass_on(tail_pointer self, feed_events batch) {
   auto& st = self->state;
-  st.credit_left -= static_cast<int64_t>(batch.sequences.size());
+  st.credit.received(batch.sequences.size());
   feed_events out;
   for (std::size_t i = 0; i < batch.sequences.size() && i < batch.frames.size(); ++i)
     if (batch.sequences[i] > st.after) {
@@ -120,10 +116,9 @@ void pass_on(tail_pointer self, feed_events batch) {
     }
   if (!out.sequences.empty())
     caf::anon_send(st.relay, feed_atom::value, std::move(out));
-  if (st.feed && st.credit_left <= feed_credit - credit_batch) {
-    self->send(st.feed, credit_atom::value, feed_credit - st.credit_left);
-    st.credit_left = feed_credit;
-  }
+  if (st.feed)
+    if (auto used = st.credit.to_return())
+      self->send(st.feed, credit_atom::value, used);
 }
 
 // A batch after a gap (the feed ran out of credit, or started late): the store fills the gap first,

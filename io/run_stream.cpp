@@ -70,9 +70,6 @@ using drained_atom = caf::atom_constant<caf::atom("drained")>;
 using tail_atom = caf::atom_constant<caf::atom("tail")>;
 
 constexpr int64_t replay_page = 500;
-// CJ-27: what a stream grants a feed from another node, and how much it returns at once.
-constexpr int64_t feed_credit = 256;
-constexpr int64_t credit_batch = 64;
 
 struct run_stream_state {
   static inline const char* name = "run_stream";
@@ -88,7 +85,7 @@ struct run_stream_state {
   cluster_peers_actor peers; // invalid on one node, or without remoting
   caf::actor feed;
   bool feed_asked = false;
-  int64_t credit_left = 0; // what the feed may still send, as far as this stream knows
+  feed_credit credit;
 };
 
 using stream_pointer = caf::stateful_actor<run_stream_state>*;
@@ -213,11 +210,10 @@ void tail(stream_pointer self) {
 // returns nothing, so the feed runs dry and stops while the stream catches up from the store.
 void return_credit(stream_pointer self) {
   auto& st = self->state;
-  if (!st.feed || st.phase != stream_phase::following || st.pacing->behind()
-      || st.credit_left > feed_credit - credit_batch)
+  if (!st.feed || st.phase != stream_phase::following || st.pacing->behind())
     return;
-  self->send(st.feed, credit_atom::value, feed_credit - st.credit_left);
-  st.credit_left = feed_credit;
+  if (auto used = st.credit.to_return())
+    self->send(st.feed, credit_atom::value, used);
 }
 
 // A run another node holds, as the stored run says: that node is asked to feed the stream (CJ-27);
@@ -231,7 +227,7 @@ void follow_elsewhere(stream_pointer self, const run_record& run) {
     return;
   st.feed_asked = true;
   auto me = caf::actor_cast<caf::actor>(self);
-  self->request(st.peers, ask_timeout, subscribe_atom::value, node_id, feed_request{st.run_id, feed_credit, me})
+  self->request(st.peers, ask_timeout, subscribe_atom::value, node_id, feed_request{st.run_id, feed_credit::grant, me})
     .then(
       [=](feed_ack& ack) {
         auto& st = self->state;
@@ -239,7 +235,7 @@ void follow_elsewhere(stream_pointer self, const run_record& run) {
         if (!ack.relay || st.phase == stream_phase::done)
           return;
         st.feed = std::move(ack.relay);
-        st.credit_left = feed_credit;
+        st.credit.granted();
         self->monitor(st.feed);
       },
       [=](caf::error&) { self->state.feed_asked = false; }); // the tail goes on
@@ -294,7 +290,7 @@ caf::behavior run_stream(stream_pointer self, std::shared_ptr<http_exchange> exc
     [=](feed_atom, feed_events& batch) {
       auto& st = self->state;
       auto n = std::min(batch.sequences.size(), batch.frames.size());
-      st.credit_left -= static_cast<int64_t>(n);
+      st.credit.received(n);
       for (std::size_t i = 0; i < n && st.phase != stream_phase::done; ++i) {
         live_event live{batch.sequences[i], batch.frames[i]};
         apply(self, live_input(self, live.sequence), &live);

@@ -137,3 +137,16 @@ TEST_CASE_METHOD(fixture, "a response's feed relays what its run delivers as SSE
   CHECK(ended(true));
   self->send_exit(responses, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("a subscriber gives a feed's credit back in batches of 64 once used, never more than it granted (CJ-27)",
+          "[cluster][live_feed]") {
+  feed_credit credit;
+  credit.granted();
+  credit.received(63);
+  CHECK(credit.to_return() == 0);
+  credit.received(1);
+  CHECK(credit.to_return() == 64);
+  CHECK(credit.to_return() == 0);
+  credit.received(256); // all of it used, while the stream was behind
+  CHECK(credit.to_return() == feed_credit::grant);
+}
