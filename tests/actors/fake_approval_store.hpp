@@ -21,6 +21,7 @@ struct store_contents {
   std::mutex mu;
   std::map<std::string, protocol::approval_record> approvals;
   std::map<std::string, std::string> run_status; // a run missing here is not found
+  int reads = 0; // approvals read one by one
   int saves = 0;
   int failed_saves = 0;
   bool fail_saves = false;
@@ -84,6 +85,7 @@ inline caf::behavior fake_approval_store(caf::event_based_actor*, std::shared_pt
     },
     [=](get_approval_atom, const std::string& id) -> caf::result<protocol::approval_record> {
       std::lock_guard<std::mutex> lock(db->mu);
+      ++db->reads;
       auto it = db->approvals.find(id);
       if (it == db->approvals.end())
         return make_error(errc::not_found, "Approval request not found");

@@ -395,6 +395,30 @@ TEST_CASE_METHOD(fixture, "in a cluster, the run waiting on an approval resolved
   CHECK(w->status == "denied");
 }
 
+TEST_CASE_METHOD(fixture, "a wake-up for an approval no run here waits on reads nothing, whatever id anyone on the "
+                          "database NOTIFYs (CJ-26, CJ-10)",
+                 "[approvals][cluster]") {
+  approval_options options;
+  options.poll_seconds = 60;
+  start(options);
+  auto r = open(call());
+  waiter(r.request_id);
+  auto reads_before = [&] {
+    std::lock_guard<std::mutex> lock(db->mu);
+    return db->reads;
+  }();
+  for (auto id : {std::string("approval-unknown000"), std::string(), std::string("approval-\r\nx"),
+                  std::string("a\0b", 3), std::string("\xff\xfe"), std::string(64, 'x')})
+    self->send(registry, wake_atom::value, id);
+  resolved_elsewhere(r.request_id, "approved");
+  self->send(registry, wake_atom::value, r.request_id); // the one a run here waits on
+  auto w = woken();
+  REQUIRE(w);
+  CHECK(w->status == "approved");
+  std::lock_guard<std::mutex> lock(db->mu);
+  CHECK(db->reads == reads_before + 1);
+}
+
 TEST_CASE_METHOD(fixture, "in a cluster, a node resolves an approval it never held, and only while it is pending (CJ-26)",
                  "[approvals][cluster]") {
   approval_options options;

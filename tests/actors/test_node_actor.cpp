@@ -271,3 +271,22 @@ TEST_CASE_METHOD(fixture, "a forwarded command is hostile input: a frame that is
   CHECK(refused(body));
   CHECK(h->read(h->commands).empty());
 }
+
+TEST_CASE_METHOD(fixture, "a feed request reaches nothing before the handshake, and one without an id, a subscriber or "
+                          "a known kind is refused; a response feed with no responses here is no feed (CJ-24, CJ-27)",
+                 "[cluster][node_actor]") {
+  auto me = caf::actor_cast<caf::actor>(self);
+  auto feed = [&](feed_request req) {
+    std::string out = "no answer";
+    self->request(node, 5s, subscribe_atom::value, std::move(req))
+      .receive([&](feed_ack& ack) { out = ack.relay ? "relay" : "none"; },
+               [&](caf::error& err) { out = "refused: " + problem_of(err).kind + " " + message_of(err); });
+    return out;
+  };
+  CHECK(feed({"r1", 256, me}).rfind("refused: cluster_unauthenticated", 0) == 0);
+  REQUIRE(handshake("node-00000000000000cc", secret) == "answered");
+  CHECK(feed({"", 256, me}).rfind("refused: ", 0) == 0);
+  CHECK(feed({"r1", 256, caf::actor{}}).rfind("refused: ", 0) == 0);
+  CHECK(feed({"r1", 256, me, "approval"}).rfind("refused: ", 0) == 0);
+  CHECK(feed({"resp_1", 256, me, "response"}) == "none");
+}
