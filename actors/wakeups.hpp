@@ -21,6 +21,8 @@ inline constexpr char work_channel[] = "troupe_work";
 inline constexpr char run_work[] = "run";
 // CJ-10's channel for workspace logs; its payload is protocol::workspace_wakeup's.
 inline constexpr char workspace_channel[] = "troupe_ws";
+// CJ-10's channel for jobs that became ready; its payload is the job's type.
+inline constexpr char jobs_channel[] = "troupe_jobs";
 // CJ-26: an approval was resolved; its payload is the approval's id.
 inline constexpr char approval_channel[] = "troupe_approval";
 

@@ -25,6 +25,7 @@
 #include "io/run_routes.hpp"
 #include "io/scripted_model_port.hpp"
 #include "io/stores.hpp"
+#include "io/job_routes.hpp"
 #include "io/workspace_routes.hpp"
 #include "protocol/cluster.hpp"
 #include "protocol/config.hpp"
@@ -645,11 +646,30 @@ cluster_membership_actor start_membership(caf::actor_system& sys, cluster_node& 
   return spawn_cluster_membership(sys, nodes, registry, node.status, node.membership);
 }
 
+// The long polls' and the sweep's settings (jobs.*).
+job_waiter_settings job_waiter_settings_of(const protocol::config& cfg) {
+  job_waiter_settings s;
+  s.max_waiters = cfg.jobs.max_waiters;
+  s.poll_seconds = cfg.jobs.poll_seconds;
+  s.sweep_interval_seconds = cfg.jobs.sweep_interval_seconds;
+  s.backoff = {cfg.jobs.retry_base_seconds, cfg.jobs.retry_max_seconds};
+  s.fair_share = cfg.jobs.fair_share != "none";
+  s.caps = cfg.jobs.max_leased_per_tenant;
+  return s;
+}
+
 // CJ-10: the other nodes' notifications, and each poll, wake this node's claims and its live workspace
 // logs (called from the listener's thread).
 std::shared_ptr<io::pg_listener> listen_to_other_nodes(const protocol::config& cfg, run_registry_actor registry,
-                                                       workspaces_actor logs, approval_registry_actor approvals) {
+                                                       workspaces_actor logs, approval_registry_actor approvals,
+                                                       job_waiters_actor job_waiters) {
   return io::listen_for_wakeups(cfg, [=](const std::string& channel, const std::string& payload) {
+    if (channel == jobs_channel) {
+      // A job type is at most 100 characters (CJ-31); the waiters of that type claim again.
+      if (payload.size() <= protocol::jobs::max_type_length)
+        caf::anon_send(job_waiters, wake_atom::value, payload);
+      return;
+    }
     if (channel == workspace_channel) {
       if (auto h = protocol::parse_workspace_wakeup(payload))
         caf::anon_send(logs, appended_atom::value, workspace_key{h->tenant, h->workspace}, h->head);
@@ -662,8 +682,10 @@ std::shared_ptr<io::pg_listener> listen_to_other_nodes(const protocol::config& c
       return;
     }
     caf::anon_send(registry, schedule_atom::value);
-    if (channel.empty()) // a poll, or a reconnect: what was notified meanwhile may be missed
+    if (channel.empty()) { // a poll, or a reconnect: what was notified meanwhile may be missed
       caf::anon_send(logs, appended_atom::value);
+      caf::anon_send(job_waiters, wake_atom::value, std::string());
+    }
   });
 }
 
@@ -701,6 +723,17 @@ sigset_t block_signals() {
   return signals;
 }
 
+// Whether this node speaks CAF remoting to the others (CJ-22); nullopt once it said why it cannot.
+std::optional<bool> remoting_of(caf::actor_system_config& caf_cfg, const protocol::config& cfg) {
+  bool remoting = !cfg.postgres_url.empty() && cfg.cluster.remoting;
+  if (remoting)
+    if (auto problem = io::configure_remoting(caf_cfg, cfg.cluster)) {
+      std::cerr << "troupe: " << *problem << "\n";
+      return std::nullopt;
+    }
+  return remoting;
+}
+
 int serve(const cli_options& cli) {
   auto r = load_config(cli);
   if (!r.ok())
@@ -718,12 +751,9 @@ int serve(const cli_options& cli) {
 
   caf::actor_system_config caf_cfg;
   tune_scheduler(caf_cfg);
-  bool remoting = !cfg.postgres_url.empty() && cfg.cluster.remoting;
-  if (remoting)
-    if (auto problem = io::configure_remoting(caf_cfg, cfg.cluster)) {
-      std::cerr << "troupe: " << *problem << "\n";
-      return 2;
-    }
+  auto speaks_caf = remoting_of(caf_cfg, cfg);
+  if (!speaks_caf)
+    return 2;
   caf::actor_system sys{caf_cfg};
   auto metrics = std::make_shared<node_metrics>();
   auto opened = io::open_stores(sys, cfg, metrics);
@@ -748,7 +778,7 @@ int serve(const cli_options& cli) {
   }
   auto env = make_run_environment(cfg, ports, tools, stores.runs);
   env->metrics = metrics;
-  if (node && remoting)
+  if (node && *speaks_caf)
     env->peers = spawn_peers(sys, cfg, stores.nodes, *node);
   auto registry = start_runs(sys, cfg, env, node ? &*node : nullptr);
   auto surface = make_workspace_surface(sys, cfg, stores.workspaces, env->notifier, node ? node->status : nullptr,
@@ -757,7 +787,7 @@ int serve(const cli_options& cli) {
   auto response_registry = start_responses(sys, cfg, responses, node ? &*node : nullptr, env->peers);
   if (node) {
     node_locals locals{registry, env->approvals, response_registry, surface.get()};
-    if (auto failure = publish_and_join(sys, cfg, *node, stores.nodes, locals, remoting)) {
+    if (auto failure = publish_and_join(sys, cfg, *node, stores.nodes, locals, *speaks_caf)) {
       std::cerr << "troupe: " << *failure << "\n";
       for (auto& actor : {caf::actor_cast<caf::actor>(registry), caf::actor_cast<caf::actor>(env->approvals),
                           caf::actor_cast<caf::actor>(env->peers), caf::actor_cast<caf::actor>(node->actor),
@@ -771,8 +801,9 @@ int serve(const cli_options& cli) {
   if (node)
     membership = start_membership(sys, *node, stores.nodes, registry, metrics, responses->store);
   caf::anon_send(registry, tick_atom::value); // the recovery sweep, then every interval; it starts ready runs
+  auto job_waiters = spawn_job_waiters(sys, stores.jobs, job_waiter_settings_of(cfg));
   if (node)
-    node->wakeups = listen_to_other_nodes(cfg, registry, surface->logs, env->approvals);
+    node->wakeups = listen_to_other_nodes(cfg, registry, surface->logs, env->approvals, job_waiters);
 
   auto routes = std::make_shared<io::router>();
   io::add_agent_routes(*routes, sys, registry,
@@ -781,6 +812,7 @@ int serve(const cli_options& cli) {
   io::add_policy_routes(*routes, sys, env->approvals, env->store, cfg);
   io::add_responses_routes(*routes, sys, response_registry, responses->store, ports.models, cfg);
   io::add_workspace_routes(*routes, surface);
+  io::add_job_routes(*routes, sys, {stores.jobs, job_waiters, registry, env->notifier}, cfg);
   if (node)
     io::add_cluster_routes(*routes, sys, stores.nodes, node->status, cfg);
   io::http_server server(http_options(cfg, surface), routes);
@@ -815,7 +847,8 @@ int serve(const cli_options& cli) {
                       caf::actor_cast<caf::actor>(response_registry),
                       caf::actor_cast<caf::actor>(env->approvals), caf::actor_cast<caf::actor>(env->store),
                       caf::actor_cast<caf::actor>(responses->store), caf::actor_cast<caf::actor>(surface->logs),
-                      caf::actor_cast<caf::actor>(stores.workspaces)})
+                      caf::actor_cast<caf::actor>(stores.workspaces), caf::actor_cast<caf::actor>(job_waiters),
+                      caf::actor_cast<caf::actor>(stores.jobs)})
     anon_send_exit(actor, caf::exit_reason::user_shutdown);
   tools->stop(); // every MCP instance closes its child: no orphans
   spdlog::info("serve: stopped");

@@ -39,6 +39,9 @@ head_admission(const protocol::config& config, std::shared_ptr<const workspace_s
     }
     if (head.method == "POST" && (head.path == "/v1/chat/completions" || head.path == "/v1/runs"))
       return caller_refusal(config, head);
+    // The jobs API admits any identified caller and confines it to its tenant (CJ-30, AS-84).
+    if (head.path == "/v1/jobs" || starts_with(head.path, "/v1/jobs/"))
+      return caller_refusal(config, head);
     if (!operator_allowed(config, head))
       return unauthorized();
     return std::nullopt;

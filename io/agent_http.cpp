@@ -63,11 +63,19 @@ http_response unauthorized() {
   return agent_error(errc::unauthorized, "FastReAct service token required");
 }
 
-std::optional<http_response> caller_refusal(const protocol::config& config, const http_request& req) {
+std::variant<protocol::identity, http_response> identify_caller(const protocol::config& config,
+                                                                const http_request& req) {
   auto resolved = protocol::resolve_identity(config.auth, config.service.service_tokens, caller_headers(config, req),
                                              "", "", epoch_seconds(), environment);
   if (auto err = std::get_if<problem>(&resolved))
     return agent_error(*err);
+  return std::get<protocol::identity>(std::move(resolved));
+}
+
+std::optional<http_response> caller_refusal(const protocol::config& config, const http_request& req) {
+  auto caller = identify_caller(config, req);
+  if (auto refused = std::get_if<http_response>(&caller))
+    return std::move(*refused);
   return std::nullopt;
 }
 

@@ -33,6 +33,10 @@ http_response unauthorized();
 
 // A caller endpoint's 401/500 from the request's head alone (AS-2: before the body is read or parsed).
 std::optional<http_response> caller_refusal(const protocol::config& config, const http_request& req);
+// The same caller, identified by the request's head alone: its identity (`service_token` set for the
+// operator credential, which spans tenants, AS-84), or the 401/500.
+std::variant<protocol::identity, http_response> identify_caller(const protocol::config& config,
+                                                                const http_request& req);
 
 // The headers `req` may assert about its caller (protocol::caller_headers: trusted identity headers
 // only from auth.trusted_proxies). `req` must outlive the lookup.

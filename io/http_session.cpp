@@ -323,10 +323,12 @@ private:
     res->prepare_payload();
     expire_after(to_ms(state_->options.read_timeout_seconds));
     http::async_write(stream_, *res, [self = this->shared_from_this(), res](beast::error_code ec, std::size_t) {
-      self->end_exchange();
+      // A client gone before its answer was written hears nothing: its handler learns so
+      // (on_disconnect), as it would have before the answer was ready.
       if (ec)
-        self->shutdown_now();
-      else if (!self->keep_alive_)
+        return self->shutdown_now();
+      self->end_exchange();
+      if (!self->keep_alive_)
         self->drain_and_close();
       else
         self->resume_reading();

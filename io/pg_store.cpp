@@ -1,8 +1,10 @@
-// The PostgreSQL stores: the three ports (io/run_store_port.hpp, io/response_store_port.hpp,
-// io/workspace_store_port.hpp) on each worker of one pool; a worker carries out the messages it was
+// The PostgreSQL stores: the four ports (io/run_store_port.hpp, io/response_store_port.hpp,
+// io/workspace_store_port.hpp, io/job_store_port.hpp) on each worker of one pool; a worker carries out the messages it was
 // handed, whichever store they are for, in one transaction, retried as CJ-5 says.
 #include "io/pg_store.hpp"
 
+#include "io/job_store_port.hpp"
+#include "io/job_store_statements.hpp"
 #include "io/pg_connection.hpp"
 #include "io/pg_migrations.hpp"
 #include "io/pg_node_store.hpp"
@@ -27,6 +29,7 @@ namespace {
 using runs_db = run_store::store_db<pg::connection>;
 using responses_db = response_store::responses_db<pg::connection>;
 using workspaces_db = workspace_store::workspace_db<pg::connection>;
+using jobs_db = job_store::job_db<pg::connection>;
 
 // The JSONL copy of the audit records, shared by the workers.
 struct audit_file {
@@ -40,11 +43,12 @@ struct worker_state {
   std::unique_ptr<runs_db> runs;
   std::unique_ptr<responses_db> responses;
   std::unique_ptr<workspaces_db> workspaces;
+  std::unique_ptr<jobs_db> jobs;
   std::string root;
   std::shared_ptr<audit_file> audit;
 };
 
-// A worker serves three typed ports, so it is dynamically typed: each port's handlers are a message
+// A worker serves four typed ports, so it is dynamically typed: each port's handlers are a message
 // handler, and the SQLite adapters check the same handlers against their port's type.
 using worker_pointer = caf::stateful_actor<worker_state>*;
 struct handlers {
@@ -75,7 +79,8 @@ caf::behavior worker_behavior(worker_pointer self, caf::actor pool, pg_store_set
   st.runs = std::make_unique<runs_db>(store_sql::postgres_spelling);
   st.responses = std::make_unique<responses_db>(response_sql::postgres_spelling);
   st.workspaces = std::make_unique<workspaces_db>(workspace_sql::postgres_spelling);
-  st.core.stores = {st.runs.get(), st.responses.get(), st.workspaces.get()};
+  st.jobs = std::make_unique<jobs_db>(job_sql::postgres_spelling);
+  st.core.stores = {st.runs.get(), st.responses.get(), st.workspaces.get(), st.jobs.get()};
   if (auto metrics = settings.pool.metrics)
     for (auto store : st.core.stores)
       store->time_statements([metrics](double seconds) { metrics->store_statement(seconds); });
@@ -90,7 +95,8 @@ caf::behavior worker_behavior(worker_pointer self, caf::actor pool, pg_store_set
   return own.or_else(run_store::port_behavior<handlers>(run_store_engine{{self, st.runs.get()}}))
     .or_else(response_store::port_behavior<handlers>(pg::engine<responses_db, worker_pointer>{self, st.responses.get()}))
     .or_else(
-      workspace_store::port_behavior<handlers>(pg::engine<workspaces_db, worker_pointer>{self, st.workspaces.get()}));
+      workspace_store::port_behavior<handlers>(pg::engine<workspaces_db, worker_pointer>{self, st.workspaces.get()}))
+    .or_else(job_store::port_behavior<handlers>(pg::engine<jobs_db, worker_pointer>{self, st.jobs.get()}));
 }
 
 // The node store's worker: one connection of its own, so a heartbeat never waits behind the stores'
@@ -189,7 +195,8 @@ std::variant<store_ports, std::string> spawn_pg_stores(caf::actor_system& sys, c
   caf::actor_cast<caf::abstract_actor*>(pool)->attach_functor(
     [nodes](const caf::error&) { caf::anon_send_exit(nodes, caf::exit_reason::user_shutdown); });
   return store_ports{caf::actor_cast<store_actor>(pool), caf::actor_cast<response_store_actor>(pool),
-                     caf::actor_cast<workspace_store_actor>(pool), caf::actor_cast<node_store_actor>(nodes)};
+                     caf::actor_cast<workspace_store_actor>(pool), caf::actor_cast<job_store_actor>(pool),
+                     caf::actor_cast<node_store_actor>(nodes)};
 }
 
 } // namespace troupe::io

@@ -26,6 +26,11 @@ inline constexpr int64_t no_limit = std::numeric_limits<int64_t>::max();
 template <class T>
 using outcome = std::variant<T, caf::error>;
 
+// Stores a new `queued` run as accepted (AS-49) through any connection of the engine: the run store's
+// own, or the job store's inside a completion (CJ-40). Nothing when the id is taken.
+template <class Conn>
+std::optional<run_record> insert_new_run(Conn& db, run_record r, const std::string& now);
+
 template <class Conn>
 class store_db : public Conn {
 public:

@@ -96,17 +96,27 @@ std::optional<run_record> store_db<Conn>::read_one(const char* statement, const 
 }
 
 template <class Conn>
-outcome<run_record> store_db<Conn>::create(run_record r) {
-  r = accepted(std::move(r), now_text());
-  auto q = sql(store_sql::insert_run);
+std::optional<run_record> insert_new_run(Conn& db, run_record r, const std::string& now) {
+  r = accepted(std::move(r), now);
+  auto q = db.sql(store_sql::insert_run);
   q.bind(1, r.run_id).bind(2, r.run_kind).bind(3, r.session_id).bind(4, r.tenant_key).bind(5, r.user_key);
   q.bind(6, r.status).bind(7, r.created_at).bind(8, r.started_at).bind(9, r.metadata);
   q.bind(10, r.generation_options).bind(11, int64_t{r.attempts}).bind(12, int64_t{r.max_attempts});
   q.bind(13, r.lease_expires_at).bind(14, r.worker_id).bind(15, r.lease_epoch).bind(16, r.request);
   q.bind(17, int64_t{r.priority});
-  if (!q.done() || changes() != 1)
-    return run_exists();
+  if (!q.done() || db.changes() != 1)
+    return std::nullopt;
   return r;
+}
+
+template std::optional<run_record> insert_new_run(sqlite::connection&, run_record, const std::string&);
+template std::optional<run_record> insert_new_run(pg::connection&, run_record, const std::string&);
+
+template <class Conn>
+outcome<run_record> store_db<Conn>::create(run_record r) {
+  if (auto created = insert_new_run<Conn>(*this, std::move(r), now_text()))
+    return std::move(*created);
+  return run_exists();
 }
 
 template <class Conn>

@@ -281,4 +281,36 @@ void flush_on_exit(Pointer self) {
   });
 }
 
+// The state of a store whose actor is its port over one connection: `Db` and the group commit.
+template <class Db>
+struct store_state {
+  static inline const char* name = "sqlite_store";
+  std::unique_ptr<Db> db;
+  write_batch<Db> batch;
+  const char* store_name = "store";
+
+  void flush() { batch.flush(*db, store_name); }
+};
+
+// Opens (creating and migrating) the database at `path` and spawns, on its own thread, the store whose
+// port is `Port`: `Db` over the connection, answering as `port_behavior<Actor>(engine, flush)` says
+// (a *_port.hpp's). An error names the file and the cause.
+template <class Port, class Db, class PortBehavior>
+std::variant<Port, std::string> spawn_store(caf::actor_system& sys, const std::string& path, const char* store_name,
+                                            PortBehavior port_behavior) {
+  auto db = open(path);
+  if (auto err = std::get_if<std::string>(&db))
+    return std::move(*err);
+  using actor = batching<Port>;
+  using pointer = typename actor::template stateful_pointer<store_state<Db>>;
+  auto behavior = [store_name, port_behavior](pointer self, db_ptr raw) -> typename actor::behavior_type {
+    self->state.db = std::make_unique<Db>(std::move(raw));
+    self->state.store_name = store_name;
+    flush_on_exit(self);
+    return port_behavior(engine<pointer>{self}, [=](flush_atom) { self->state.flush(); });
+  };
+  Port port = sys.spawn<caf::detached>(behavior, std::get<db_ptr>(std::move(db)));
+  return port;
+}
+
 } // namespace troupe::io::sqlite

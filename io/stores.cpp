@@ -3,6 +3,7 @@
 #include "io/pg_migrations.hpp"
 #include "io/pg_store.hpp"
 #include "io/pg_wakeups.hpp"
+#include "io/sqlite_job_store.hpp"
 #include "io/sqlite_response_store.hpp"
 #include "io/sqlite_store.hpp"
 #include "io/sqlite_support.hpp"
@@ -35,7 +36,7 @@ notifier_actor spawn_wakeup_notifier(caf::actor_system& sys, const protocol::con
 std::shared_ptr<pg_listener> listen_for_wakeups(const protocol::config& cfg,
                                                 std::function<void(const std::string&, const std::string&)> wake) {
   return std::make_shared<pg_listener>(cfg.postgres_url, postgres_settings(cfg).limits,
-                                       std::vector<std::string>{work_channel, workspace_channel, approval_channel},
+                                       std::vector<std::string>{work_channel, workspace_channel, approval_channel, jobs_channel},
                                        cfg.cluster.poll_interval_seconds, std::move(wake));
 }
 
@@ -51,12 +52,13 @@ std::variant<store_ports, std::string> open_stores(caf::actor_system& sys, const
   auto runs = spawn_sqlite_store(sys, cfg.store_path, audit_path);
   auto responses = spawn_sqlite_response_store(sys, cfg.store_path);
   auto workspaces = spawn_sqlite_workspace_store(sys, cfg.store_path);
+  auto jobs = spawn_sqlite_job_store(sys, cfg.store_path);
   for (auto* err : {std::get_if<std::string>(&runs), std::get_if<std::string>(&responses),
-                    std::get_if<std::string>(&workspaces)})
+                    std::get_if<std::string>(&workspaces), std::get_if<std::string>(&jobs)})
     if (err)
       return *err;
   return store_ports{std::get<store_actor>(runs), std::get<response_store_actor>(responses),
-                     std::get<workspace_store_actor>(workspaces), {}};
+                     std::get<workspace_store_actor>(workspaces), std::get<job_store_actor>(jobs), {}};
 }
 
 std::string describe_store(const protocol::config& cfg) {

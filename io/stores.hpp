@@ -1,8 +1,9 @@
-// The three stores troupe keeps (agent runs, Responses, workspace logs), on the engine the
+// The four stores troupe keeps (agent runs, Responses, workspace logs, jobs), on the engine the
 // configuration names: SQLite in the data dir by default, PostgreSQL when store.postgres_url is set
 // (CJ-1). Used by `troupe serve` and `troupe migrate`.
 #pragma once
 
+#include "actors/job_store.hpp"
 #include "actors/response_store.hpp"
 #include "actors/metrics.hpp"
 #include "actors/node_store.hpp"
@@ -25,6 +26,7 @@ struct store_ports {
   store_actor runs;
   response_store_actor responses;
   workspace_store_actor workspaces;
+  job_store_actor jobs;
   node_store_actor nodes; // PostgreSQL only: a cluster's membership
 };
 
@@ -35,7 +37,8 @@ std::variant<store_ports, std::string> open_stores(caf::actor_system& sys, const
 
 class pg_listener;
 
-// CJ-10 on PostgreSQL: the node's notifier, and its listener on troupe_work and troupe_ws, which calls
+// CJ-10 on PostgreSQL: the node's notifier, and its listener on troupe_work, troupe_ws, troupe_jobs
+// and troupe_approval, which calls
 // `wake(channel, payload)` (from its own thread) on a notification, and `wake("", "")` every
 // cluster.poll_interval_seconds and after each reconnect.
 notifier_actor spawn_wakeup_notifier(caf::actor_system& sys, const protocol::config& cfg);

@@ -3,6 +3,7 @@
 
 #include "protocol/config_reader.hpp"
 #include "protocol/ids.hpp"
+#include "protocol/jobs.hpp"
 #include "protocol/json.hpp"
 
 #include <algorithm>
@@ -150,6 +151,78 @@ void read_upstreams(config_reader& model, std::vector<upstream_config>& into) {
   }
 }
 
+void read_jobs_config(config_reader jobs, jobs_config& into) {
+  jobs.integer("max_payload_bytes", into.max_payload_bytes, 1, int64_t{1} << 30);
+  jobs.integer("max_waiters", into.max_waiters, 0, 1 << 24);
+  jobs.seconds("retry_base_seconds", into.retry_base_seconds, 0);
+  jobs.seconds("retry_max_seconds", into.retry_max_seconds, 0);
+  jobs.seconds("sweep_interval_seconds", into.sweep_interval_seconds, 0.01);
+  jobs.seconds("poll_seconds", into.poll_seconds, 0.01);
+  jobs.one_of("fair_share", into.fair_share, {"tenants", "none"});
+  auto types = jobs.find("types");
+  if (!types)
+    return;
+  if (!types->IsObject())
+    return jobs.fail("types", "expected an object of job types", *types);
+  for (auto& m : types->GetObject()) {
+    std::string type(m.name.GetString(), m.name.GetStringLength());
+    auto path = jobs.path_of("types") + "." + type;
+    if (!jobs::is_job_type(type)) {
+      jobs.errors().push_back(path + ": expected a job type such as email.send (CJ-31)");
+      continue;
+    }
+    if (!m.value.IsObject()) {
+      jobs.errors().push_back(path + ": expected an object, got " + json_preview(m.value));
+      continue;
+    }
+    auto t = jobs.element(m.value, path);
+    t.integer("max_leased_per_tenant", into.max_leased_per_tenant[type], 0, 1 << 30);
+  }
+}
+
+void read_pska_worker_config(config_reader w, pska_worker_config& into) {
+  w.boolean("enabled", into.enabled);
+  for (auto [key, url] : {std::pair{"pska_url", &into.pska_url}, std::pair{"troupe_url", &into.troupe_url}})
+    if (w.string(key, *url) && !url->empty() && !is_http_url(*url))
+      w.fail(key, "expected a URL starting with http:// or https://", *w.find(key));
+  w.string("pska_service_token", into.pska_service_token);
+  w.string("troupe_service_token", into.troupe_service_token);
+  w.string("worker_id", into.worker_id);
+  w.integer("lease_seconds", into.lease_seconds, 5, 86400);
+  w.integer("batch_limit", into.batch_limit, 1, 1000);
+  w.string("tenant_id", into.tenant_id);
+  w.string("represented_user_id", into.represented_user_id);
+  w.seconds("run_timeout_seconds", into.run_timeout_seconds, 0.001);
+  w.seconds("run_poll_seconds", into.run_poll_seconds, 0.001);
+  w.integer("max_concurrent", into.max_concurrent, 1, 1024);
+  w.one_of("source", into.source, {"pska", "troupe"});
+  w.seconds("poll_seconds", into.poll_seconds, 0.001);
+  w.integer("max_per_tenant", into.max_per_tenant, 1, 1024);
+  w.integer("breaker_failures", into.breaker_failures, 1, 1000);
+  w.seconds("pska_timeout_seconds", into.pska_timeout_seconds, 0.001);
+  w.seconds("drain_grace_seconds", into.drain_grace_seconds, 0);
+  auto tenants = w.find("tenants");
+  if (!tenants)
+    return;
+  if (!tenants->IsArray())
+    return w.fail("tenants", "expected an array of {tenant_id, represented_user_id}", *tenants);
+  for (rapidjson::SizeType i = 0; i < tenants->Size(); ++i) {
+    auto path = w.path_of("tenants") + "[" + std::to_string(i) + "]";
+    auto& entry = (*tenants)[i];
+    if (!entry.IsObject()) {
+      w.errors().push_back(path + ": expected an object, got " + json_preview(entry));
+      continue;
+    }
+    auto r = w.element(entry, path);
+    pska_tenant t;
+    if (!r.string("tenant_id", t.tenant_id) || t.tenant_id.empty())
+      r.error("tenant_id", "required: the PSKA tenant id");
+    if (!r.string("represented_user_id", t.represented_user_id) || t.represented_user_id.empty())
+      r.error("represented_user_id", "required: the PSKA user the worker acts for");
+    into.tenants.push_back(std::move(t));
+  }
+}
+
 } // namespace
 
 config_result parse_config(std::string_view json_text, const std::vector<std::string>& set_overrides,
@@ -267,6 +340,8 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   pg.seconds("statement_timeout_seconds", c.postgres.statement_timeout_seconds, 0.001);
   pg.seconds("idle_in_transaction_seconds", c.postgres.idle_in_transaction_seconds, 0.001);
   pg.seconds("lock_timeout_seconds", c.postgres.lock_timeout_seconds, 0.001);
+  read_jobs_config(root.child("jobs"), c.jobs);
+  read_pska_worker_config(root.child("pska_digest_worker"), c.pska_worker);
   auto paths = root.child("paths");
   paths.string("workspaces_root", c.workspaces_root);
 
@@ -326,6 +401,7 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   std::string env_token;
   from_env("FASTREACT_SERVICE_TOKEN", env_token);
   from_env("TROUPE_CLUSTER_SECRET", c.cluster.secret);
+  from_env("PSKA_SERVICE_TOKEN", c.pska_worker.pska_service_token);
   for (auto* t : {&token, &alias, &env_token}) {
     auto v = trimmed(*t);
     if (!v.empty())

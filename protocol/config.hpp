@@ -166,6 +166,49 @@ struct cluster_config {
   int64_t tenant_max_running = 0;     // a tenant's running background runs, cluster-wide; 0: no cap (CJ-19)
 };
 
+// jobs.*: the jobs API (CJ-30 to CJ-41).
+struct jobs_config {
+  int64_t max_payload_bytes = 262144; // a larger payload is a 413 (CJ-31)
+  int64_t max_waiters = 10000;        // long polls one node holds; past it, 429 (CJ-33)
+  double retry_base_seconds = 5;      // a retryable failure's backoff (CJ-36)
+  double retry_max_seconds = 3600;
+  double sweep_interval_seconds = 1;  // expired leases are failed this often (CJ-37)
+  double poll_seconds = 1;            // a long poll claims again this often without a wake-up (CJ-33)
+  std::string fair_share = "tenants"; // "tenants": CJ-19's turns; "none": priority alone
+  // jobs.types.<type>.max_leased_per_tenant: a tenant's leased jobs of the type, cluster-wide (CJ-32).
+  std::map<std::string, int64_t> max_leased_per_tenant{{"pska.digest", 4}};
+};
+
+// One PSKA tenant the digest worker serves, as the user it acts for (CJ-43).
+struct pska_tenant {
+  std::string tenant_id;
+  std::string represented_user_id;
+};
+
+// pska_digest_worker.*: the PSKA digest worker (AS-66, CJ-42 to CJ-46).
+struct pska_worker_config {
+  bool enabled = false;
+  std::string pska_url = "http://127.0.0.1:8765";
+  std::string troupe_url;           // "": this node's listener (AS-94)
+  std::string pska_service_token;   // env PSKA_SERVICE_TOKEN
+  std::string troupe_service_token; // "": the first service token
+  std::string worker_id;            // "": troupe-<host>-<pid>
+  int64_t lease_seconds = 300;
+  int64_t batch_limit = 1;
+  std::string tenant_id = "tenant_default";
+  std::string represented_user_id = "user_primary";
+  double run_timeout_seconds = 900;
+  double run_poll_seconds = 2;
+  int64_t max_concurrent = 8;
+  std::string source = "pska"; // "pska": poll PSKA; "troupe": lease pska.digest jobs (CJ-43)
+  std::vector<pska_tenant> tenants; // empty: {tenant_id, represented_user_id}
+  double poll_seconds = 5;
+  int64_t max_per_tenant = 2;
+  int64_t breaker_failures = 5;
+  double pska_timeout_seconds = 30;
+  double drain_grace_seconds = 30;
+};
+
 struct config {
   service_config service;
   responses_config responses;
@@ -183,6 +226,8 @@ struct config {
   std::string postgres_url;     // store.postgres_url: set, every store is on PostgreSQL (CJ-1)
   postgres_config postgres;     // cluster.pg.*
   cluster_config cluster;       // cluster.* but cluster.pg
+  jobs_config jobs;
+  pska_worker_config pska_worker; // pska_digest_worker.*
 };
 
 // Every problem found, each `<json path>: <what is expected>, got <what was there>`.

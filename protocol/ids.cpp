@@ -6,6 +6,8 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -56,14 +58,27 @@ std::string uuid4() {
 }
 
 std::string uuid7_id(std::string_view prefix) {
-  auto ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count());
+  // The milliseconds and, in rand_a, a counter within one millisecond (RFC 9562 §6.2): ids one
+  // process makes sort in the order it made them, also within a millisecond. A counter that runs
+  // over borrows the next millisecond.
+  static std::atomic<uint64_t> last{0};
+  auto now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count())
+             << 12;
+  auto prev = last.load();
+  uint64_t stamp = 0;
+  do
+    stamp = std::max(now, prev + 1);
+  while (!last.compare_exchange_weak(prev, stamp));
+  auto ms = stamp >> 12;
   std::string out(prefix);
   for (int shift = 44; shift >= 0; shift -= 4) // 48 bits of milliseconds
     out.push_back(hex_digits[(ms >> shift) & 0xf]);
   auto rest = random_hex(20);
-  rest[0] = '7';                                // version
+  rest[0] = '7'; // version
+  for (int i = 0; i < 3; ++i)
+    rest[1 + i] = hex_digits[(stamp >> (8 - 4 * i)) & 0xf];
   rest[4] = hex_digits[8 + (next_random() & 3)]; // variant 10xx
   return out + rest;
 }

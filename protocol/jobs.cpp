@@ -1,12 +1,17 @@
 #include "protocol/jobs.hpp"
 
+#include "protocol/identity.hpp"
 #include "protocol/ids.hpp"
+#include "protocol/policy.hpp"
+#include "protocol/redaction.hpp"
 #include "protocol/timestamp.hpp"
 #include "protocol/utf8.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
+#include <map>
 
 namespace troupe::protocol::jobs {
 
@@ -337,39 +342,92 @@ void integer_member(json::writer& w, const char* key, int64_t n) {
 
 } // namespace
 
+namespace {
+
+void write_job(json::writer& w, const job_record& j, bool with_token) {
+  string_member(w, "object", "job");
+  string_member(w, "id", j.id);
+  string_member(w, "type", j.type);
+  string_member(w, "tenant_key", j.tenant_key);
+  string_member(w, "status", j.status);
+  integer_member(w, "priority", j.priority);
+  w.Key("payload");
+  json::write_raw(w, j.payload);
+  nullable_raw(w, "result", j.result);
+  nullable_string(w, "idempotency_key", j.idempotency_key);
+  integer_member(w, "attempt", j.attempt);
+  integer_member(w, "max_attempts", j.max_attempts);
+  integer_member(w, "timeout_seconds", j.timeout_seconds);
+  string_member(w, "run_after", j.run_after);
+  string_member(w, "created_at", j.created_at);
+  string_member(w, "updated_at", j.updated_at);
+  nullable_string(w, "started_at", j.started_at);
+  nullable_string(w, "completed_at", j.completed_at);
+  nullable_string(w, "cancelled_at", j.cancelled_at);
+  nullable_string(w, "dead_at", j.dead_at);
+  nullable_string(w, "worker_id", j.worker_id);
+  integer_member(w, "lease_epoch", j.lease_epoch);
+  nullable_string(w, "lease_expires_at", j.lease_expires_at);
+  nullable_string(w, "last_error", j.last_error);
+  w.Key("errors");
+  json::write_raw(w, j.errors);
+  nullable_raw(w, "progress", j.progress);
+  nullable_raw(w, "on_complete", j.on_complete);
+  nullable_string(w, "on_complete_run_id", j.on_complete_run_id);
+  nullable_string(w, "on_complete_error", j.on_complete_error);
+  if (with_token)
+    string_member(w, "lease_token", j.lease_token);
+}
+
+} // namespace
+
 std::string job_json(const job_record& j) {
-  return json::object([&](json::writer& w) {
-    string_member(w, "object", "job");
-    string_member(w, "id", j.id);
-    string_member(w, "type", j.type);
-    string_member(w, "tenant_key", j.tenant_key);
-    string_member(w, "status", j.status);
-    integer_member(w, "priority", j.priority);
-    w.Key("payload");
-    json::write_raw(w, j.payload);
-    nullable_raw(w, "result", j.result);
-    nullable_string(w, "idempotency_key", j.idempotency_key);
-    integer_member(w, "attempt", j.attempt);
-    integer_member(w, "max_attempts", j.max_attempts);
-    integer_member(w, "timeout_seconds", j.timeout_seconds);
-    string_member(w, "run_after", j.run_after);
-    string_member(w, "created_at", j.created_at);
-    string_member(w, "updated_at", j.updated_at);
-    nullable_string(w, "started_at", j.started_at);
-    nullable_string(w, "completed_at", j.completed_at);
-    nullable_string(w, "cancelled_at", j.cancelled_at);
-    nullable_string(w, "dead_at", j.dead_at);
-    nullable_string(w, "worker_id", j.worker_id);
-    integer_member(w, "lease_epoch", j.lease_epoch);
-    nullable_string(w, "lease_expires_at", j.lease_expires_at);
-    nullable_string(w, "last_error", j.last_error);
-    w.Key("errors");
-    json::write_raw(w, j.errors);
-    nullable_raw(w, "progress", j.progress);
-    nullable_raw(w, "on_complete", j.on_complete);
-    nullable_string(w, "on_complete_run_id", j.on_complete_run_id);
-    nullable_string(w, "on_complete_error", j.on_complete_error);
-  });
+  return json::object([&](json::writer& w) { write_job(w, j, false); });
+}
+
+std::string leased_job_json(const job_record& j) {
+  return json::object([&](json::writer& w) { write_job(w, j, true); });
+}
+
+std::variant<run_record, std::string> follow_up_run(const job_record& job, int run_max_attempts) {
+  auto on_complete = json::parse(job.on_complete.value_or(""));
+  auto start_run = on_complete && on_complete->IsObject() ? json::member(*on_complete, "start_run") : nullptr;
+  if (!start_run || !start_run->IsObject())
+    return std::string("on_complete has no start_run object");
+  auto body = render_start_run(json::serialize(*start_run),
+                               {job.id, job.type, job.payload, job.result.value_or("null")});
+  if (!body)
+    return "start_run's placeholders would add more than " + std::to_string(max_rendered_growth) + " bytes";
+  auto parsed = parse_chat_request(*body, request_kind::background_run);
+  if (auto err = std::get_if<request_error>(&parsed)) {
+    auto why = err->what.message;
+    for (auto& issue : err->what.issues) {
+      why += why.empty() ? "" : "; ";
+      for (auto& part : issue.loc)
+        why += part + ".";
+      why += " " + issue.msg;
+    }
+    return "start_run is no valid POST /v1/runs body: " + why;
+  }
+  auto& chat = std::get<chat_request>(parsed);
+  identity id;
+  id.tenant_key = job.tenant_key;
+  id.user_key = job.user_key;
+  id.subject = job.user_key;
+  id.auth_provider = "job";
+  run_record r;
+  r.run_id = "job-" + job.id;
+  r.run_kind = "background";
+  r.session_id = chat.session_id;
+  r.tenant_key = job.tenant_key;
+  r.user_key = job.user_key;
+  // AS-85: as for any background run, secrets never reach the stored record.
+  r.metadata = redact_record_json(run_metadata_json(chat.metadata, id, normalize_tool_policy(chat.tool_policy).json()));
+  r.generation_options = generation_options_json(chat);
+  r.max_attempts = run_max_attempts;
+  r.priority = chat.priority;
+  r.request = redact_record_json(*body);
+  return r;
 }
 
 std::string append_error(std::string_view errors, int64_t attempt, const std::string& at, std::string_view error) {
@@ -479,6 +537,279 @@ std::optional<std::string> render_start_run(std::string_view start_run, const jo
   if (!whole)
     return std::nullopt;
   return out;
+}
+
+namespace {
+
+constexpr std::size_t max_token_bytes = 128;
+
+// The lease_token member every settling body carries (CJ-38).
+std::string token_member(const json::value& obj, const loc& base, issues& bad) {
+  auto v = json::member(obj, "lease_token");
+  if (!v)
+    bad.push_back({at(base, "lease_token"), "Field required", "missing"});
+  else if (!v->IsString() || v->GetStringLength() == 0 || v->GetStringLength() > max_token_bytes)
+    bad.push_back({at(base, "lease_token"), "Input should be the lease_token the lease answered", "string_type"});
+  else
+    return text_of(*v);
+  return {};
+}
+
+// Any JSON member as compact text, at most `limit` bytes; `too_large` says it was longer.
+std::optional<std::string> json_member(const json::value& obj, const char* key, std::size_t limit, bool& too_large) {
+  auto v = json::member(obj, key);
+  if (!v)
+    return std::nullopt;
+  auto text = json::serialize(*v);
+  if (text.size() > limit) {
+    too_large = true;
+    return std::nullopt;
+  }
+  return text;
+}
+
+request_error result_too_large(const enqueue_limits& limits) {
+  return request_error{problem{errc::payload_too_large,
+                               "A job result is larger than jobs.max_payload_bytes (" +
+                                 std::to_string(limits.max_payload_bytes) + " bytes)",
+                               "result", "payload_too_large"}};
+}
+
+completion_request read_completion(const json::value& obj, const loc& base, const enqueue_limits& limits,
+                                   bool with_id, issues& bad, bool& too_large) {
+  completion_request out;
+  if (!obj.IsObject()) {
+    bad.push_back({base, "Input should be a valid dictionary", "dict_type"});
+    return out;
+  }
+  forbid_extra(obj, with_id ? std::vector<std::string>{"id", "lease_token", "result"}
+                            : std::vector<std::string>{"lease_token", "result"},
+               base, bad);
+  if (with_id) {
+    auto id = json::member(obj, "id");
+    if (!id)
+      bad.push_back({at(base, "id"), "Field required", "missing"});
+    else if (!id->IsString() || !is_id_text(text_of(*id)))
+      bad.push_back({at(base, "id"), "Input should be a job id", "string_type"});
+    else
+      out.id = text_of(*id);
+  }
+  out.lease_token = token_member(obj, base, bad);
+  if (auto result = json_member(obj, "result", static_cast<std::size_t>(limits.max_payload_bytes), too_large))
+    out.result = *result;
+  return out;
+}
+
+} // namespace
+
+std::variant<heartbeat_request, request_error> parse_heartbeat(std::string_view body) {
+  auto parsed = body_object(body);
+  if (auto err = std::get_if<request_error>(&parsed))
+    return std::move(*err);
+  auto& doc = std::get<json::document>(parsed);
+  heartbeat_request out;
+  issues bad;
+  loc base{"body"};
+  forbid_extra(doc, {"lease_token", "lease_seconds", "progress"}, base, bad);
+  out.lease_token = token_member(doc, base, bad);
+  integer(doc, "lease_seconds", base, 5, 3600, out.lease_seconds, bad);
+  bool too_large = false;
+  out.progress = json_member(doc, "progress", max_progress_bytes, too_large);
+  if (too_large)
+    bad.push_back({at(base, "progress"), "progress is at most " + std::to_string(max_progress_bytes) + " bytes of JSON",
+                   "value_error"});
+  if (!bad.empty())
+    return request_error{invalid(std::move(bad))};
+  return out;
+}
+
+std::variant<completion_request, request_error> parse_completion(std::string_view body, const enqueue_limits& limits) {
+  auto parsed = body_object(body);
+  if (auto err = std::get_if<request_error>(&parsed))
+    return std::move(*err);
+  issues bad;
+  bool too_large = false;
+  auto out = read_completion(std::get<json::document>(parsed), {"body"}, limits, false, bad, too_large);
+  if (too_large)
+    return result_too_large(limits);
+  if (!bad.empty())
+    return request_error{invalid(std::move(bad))};
+  return out;
+}
+
+std::variant<std::vector<completion_request>, request_error> parse_completions(std::string_view body,
+                                                                                 const enqueue_limits& limits) {
+  auto parsed = body_object(body);
+  if (auto err = std::get_if<request_error>(&parsed))
+    return std::move(*err);
+  auto& doc = std::get<json::document>(parsed);
+  issues bad;
+  forbid_extra(doc, {"completions"}, {"body"}, bad);
+  auto items = json::member(doc, "completions");
+  if (!items || !items->IsArray() || items->Empty() || items->Size() > max_batch)
+    return request_error{
+      invalid({{{"body", "completions"}, "Input should be a list of 1 to 1000 completions", "list_type"}})};
+  std::vector<completion_request> out;
+  bool too_large = false;
+  for (rapidjson::SizeType i = 0; i < items->Size(); ++i)
+    out.push_back(read_completion((*items)[i], {"body", "completions", std::to_string(i)}, limits, true, bad, too_large));
+  if (too_large)
+    return result_too_large(limits);
+  if (!bad.empty())
+    return request_error{invalid(std::move(bad))};
+  return out;
+}
+
+std::variant<failure_request, request_error> parse_failure(std::string_view body) {
+  auto parsed = body_object(body);
+  if (auto err = std::get_if<request_error>(&parsed))
+    return std::move(*err);
+  auto& doc = std::get<json::document>(parsed);
+  failure_request out;
+  issues bad;
+  loc base{"body"};
+  forbid_extra(doc, {"lease_token", "error", "retryable", "retry_after_seconds"}, base, bad);
+  out.lease_token = token_member(doc, base, bad);
+  auto error = json::member(doc, "error");
+  if (!error)
+    bad.push_back({at(base, "error"), "Field required", "missing"});
+  else if (!error->IsString() || error->GetStringLength() == 0)
+    bad.push_back({at(base, "error"), "Input should be a non-empty string", "string_type"});
+  else
+    out.error = std::string(utf8_prefix(text_of(*error), max_error_bytes));
+  if (auto retryable = json::member(doc, "retryable"); retryable && !retryable->IsNull()) {
+    if (retryable->IsBool())
+      out.retryable = retryable->GetBool();
+    else
+      bad.push_back({at(base, "retryable"), "Input should be a valid boolean", "bool_type"});
+  }
+  if (auto after = json::member(doc, "retry_after_seconds"); after && !after->IsNull()) {
+    if (!after->IsNumber() || after->GetDouble() < 0 || after->GetDouble() > max_retry_after_seconds)
+      bad.push_back({at(base, "retry_after_seconds"), "Input should be a number from 0 to 2592000",
+                     "value_error"});
+    else
+      out.retry_after_seconds = after->GetDouble();
+  }
+  if (!bad.empty())
+    return request_error{invalid(std::move(bad))};
+  return out;
+}
+
+std::variant<list_request, request_error> parse_list(const std::map<std::string, std::string>& query) {
+  list_request out;
+  issues bad;
+  auto value = [&](const char* key) -> const std::string* {
+    auto it = query.find(key);
+    return it == query.end() ? nullptr : &it->second;
+  };
+  if (auto type = value("type")) {
+    if (!is_job_type(*type))
+      bad.push_back({{"query", "type"}, "Input should be a job type", "string_type"});
+    out.type = *type;
+  }
+  if (auto status = value("status")) {
+    static const std::vector<std::string> statuses{"queued", "leased", "completed", "cancelled", "dead"};
+    if (std::find(statuses.begin(), statuses.end(), *status) == statuses.end())
+      bad.push_back({{"query", "status"}, "Input should be queued, leased, completed, cancelled or dead", "enum"});
+    out.status = *status;
+  }
+  for (auto [key, into] : {std::pair{"worker_id", &out.worker_id}, std::pair{"tenant_key", &out.tenant_key}})
+    if (auto v = value(key)) {
+      if (!is_name_text(*v))
+        bad.push_back({{"query", key}, std::string("Input should be ") + name_text_rule, "string_type"});
+      *into = *v;
+    }
+  if (auto after = value("after")) {
+    if (!is_id_text(*after))
+      bad.push_back({{"query", "after"}, "Input should be a job id", "string_type"});
+    out.after = *after;
+  }
+  if (auto limit = value("limit")) {
+    char* end = nullptr;
+    auto n = limit->empty() || limit->size() > 4 ? -1 : std::strtol(limit->c_str(), &end, 10);
+    if (n < 1 || n > 200 || (end && *end))
+      bad.push_back({{"query", "limit"}, "Input should be an integer from 1 to 200", "int_parsing"});
+    else
+      out.limit = n;
+  }
+  if (auto order = value("order")) {
+    if (*order != "newest" && *order != "oldest")
+      bad.push_back({{"query", "order"}, "Input should be newest or oldest", "enum"});
+    out.ascending = *order == "oldest";
+  }
+  if (!bad.empty())
+    return request_error{invalid(std::move(bad))};
+  return out;
+}
+
+std::string heartbeat_json(const job_record& job) {
+  return json::object([&](json::writer& w) {
+    string_member(w, "id", job.id);
+    string_member(w, "status", job.status);
+    integer_member(w, "lease_epoch", job.lease_epoch);
+    nullable_string(w, "lease_expires_at", job.lease_expires_at);
+  });
+}
+
+std::string jobs_page_json(const std::vector<job_record>& jobs, int64_t limit, bool has_more) {
+  return json::object([&](json::writer& w) {
+    string_member(w, "object", "list");
+    w.Key("jobs");
+    w.StartArray();
+    for (auto& j : jobs) {
+      w.StartObject();
+      write_job(w, j, false);
+      w.EndObject();
+    }
+    w.EndArray();
+    integer_member(w, "count", static_cast<int64_t>(jobs.size()));
+    integer_member(w, "limit", limit);
+    w.Key("has_more");
+    w.Bool(has_more);
+    nullable_string(w, "next_after", has_more && !jobs.empty() ? std::optional<std::string>(jobs.back().id) : std::nullopt);
+  });
+}
+
+std::string job_stats_json(const std::vector<status_count>& counts) {
+  static const std::vector<std::string> statuses{"queued", "leased", "completed", "cancelled", "dead"};
+  struct tally {
+    std::map<std::string, int64_t> by_status;
+    std::optional<double> oldest_ready_age_ms;
+  };
+  std::map<std::string, tally> types;
+  tally total;
+  for (auto& c : counts) {
+    for (auto* t : {&types[c.type], &total}) {
+      t->by_status[c.status] += c.count;
+      if (c.oldest_ready_age_ms)
+        t->oldest_ready_age_ms = std::max(t->oldest_ready_age_ms.value_or(0), *c.oldest_ready_age_ms);
+    }
+  }
+  auto write_tally = [&](json::writer& w, const tally& t) {
+    w.StartObject();
+    for (auto& s : statuses) {
+      auto it = t.by_status.find(s);
+      integer_member(w, s.c_str(), it == t.by_status.end() ? 0 : it->second);
+    }
+    w.Key("oldest_ready_age_ms");
+    if (t.oldest_ready_age_ms)
+      w.Double(*t.oldest_ready_age_ms);
+    else
+      w.Null();
+    w.EndObject();
+  };
+  return json::object([&](json::writer& w) {
+    string_member(w, "object", "job_stats");
+    w.Key("types");
+    w.StartObject();
+    for (auto& [type, t] : types) {
+      w.Key(type.c_str(), static_cast<rapidjson::SizeType>(type.size()));
+      write_tally(w, t);
+    }
+    w.EndObject();
+    w.Key("total");
+    write_tally(w, total);
+  });
 }
 
 } // namespace troupe::protocol::jobs

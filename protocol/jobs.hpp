@@ -5,9 +5,11 @@
 
 #include "protocol/chat_request.hpp"
 #include "protocol/json.hpp"
+#include "protocol/runs.hpp"
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -84,6 +86,10 @@ struct job_record {
   std::optional<std::string> on_complete;
   std::optional<std::string> on_complete_run_id;
   std::optional<std::string> on_complete_error;
+  // Kept by the store, never shown in the job object: the current lease's token (a lease's answer
+  // adds it, CJ-32) and the enqueuer, a follow-up run's user (CJ-40).
+  std::string lease_token;
+  std::string user_key;
 };
 
 inline constexpr std::size_t max_errors_kept = 10;
@@ -133,5 +139,72 @@ inline constexpr std::size_t max_rendered_growth = 1 << 20;
 // placeholder becomes that JSON value. Answers the rendered body's text, or nullopt when `start_run`
 // is no JSON object or the placeholders would add more than max_rendered_growth bytes.
 std::optional<std::string> render_start_run(std::string_view start_run, const job_values& job);
+
+// CJ-40: the background run a completed job's `on_complete` starts: its `start_run` rendered with the
+// job and checked as a POST /v1/runs body, under the id `job-<job id>`, in the job's tenant, for its
+// enqueuer. A body that no longer passes answers why, and the job completes without a run.
+std::variant<run_record, std::string> follow_up_run(const job_record& job, int run_max_attempts);
+
+// A lease's job: CJ-30's object with its `lease_token` (CJ-32).
+std::string leased_job_json(const job_record& job);
+
+// CJ-34: POST /v1/jobs/{id}/heartbeat.
+struct heartbeat_request {
+  std::string lease_token;
+  int64_t lease_seconds = 0;           // 5…3600; 0 (absent): the lease's own length
+  std::optional<std::string> progress; // any JSON of at most max_progress_bytes, as compact text
+};
+std::variant<heartbeat_request, request_error> parse_heartbeat(std::string_view body);
+
+// CJ-35: a completion; `result` is compact JSON text ("null" when absent), at most the payload limit.
+struct completion_request {
+  std::string id; // from the path, or the batch item's `id`
+  std::string lease_token;
+  std::string result = "null";
+};
+std::variant<completion_request, request_error> parse_completion(std::string_view body, const enqueue_limits& limits);
+// POST /v1/jobs/complete: `{"completions":[{"id","lease_token","result"?},…]}`, 1 to max_batch items.
+std::variant<std::vector<completion_request>, request_error> parse_completions(std::string_view body,
+                                                                                 const enqueue_limits& limits);
+
+// CJ-36: POST /v1/jobs/{id}/fail.
+struct failure_request {
+  std::string lease_token;
+  std::string error;                // required; stored cut to max_error_bytes
+  bool retryable = true;
+  double retry_after_seconds = -1;  // 0…max_retry_after_seconds; < 0: the backoff's
+};
+inline constexpr double max_retry_after_seconds = 30 * 86400.0;
+std::variant<failure_request, request_error> parse_failure(std::string_view body);
+
+// CJ-39: GET /v1/jobs's query (limit 1…200, 50; order newest|oldest; status one of CJ-30's; after a
+// job id).
+struct list_request {
+  std::string type;
+  std::string status;
+  std::string worker_id;
+  std::string tenant_key;
+  int64_t limit = 50;
+  std::string after;
+  bool ascending = false;
+};
+std::variant<list_request, request_error> parse_list(const std::map<std::string, std::string>& query);
+
+// CJ-34's answer: {"id","status","lease_epoch","lease_expires_at"}.
+std::string heartbeat_json(const job_record& job);
+// CJ-39's page: {"object":"list","jobs","count","limit","has_more","next_after"}.
+std::string jobs_page_json(const std::vector<job_record>& jobs, int64_t limit, bool has_more);
+
+// One line of CJ-39's stats: how many jobs of `type` are in `status`; for queued ones, how long the
+// oldest ready one has waited.
+struct status_count {
+  std::string type;
+  std::string status;
+  int64_t count = 0;
+  std::optional<double> oldest_ready_age_ms;
+};
+// {"object":"job_stats","types":{"<type>":{"queued":n,"leased":n,"completed":n,"cancelled":n,"dead":n,
+// "oldest_ready_age_ms":x|null}},"total":{…the same, summed}}.
+std::string job_stats_json(const std::vector<status_count>& counts);
 
 } // namespace troupe::protocol::jobs

@@ -63,7 +63,7 @@ inline std::string fresh_db(const std::string& name) {
   return path.string();
 }
 
-// One port of the PostgreSQL stores at `url` (the three share one pool of `pool` connections), or why
+// One port of the PostgreSQL stores at `url` (the four share one pool of `pool` connections), or why
 // they did not start.
 template <class Port>
 std::variant<Port, std::string> spawn_pg_port(caf::actor_system& sys, const std::string& url, std::size_t pool = 8) {
@@ -78,30 +78,34 @@ std::variant<Port, std::string> spawn_pg_port(caf::actor_system& sys, const std:
     return ports.runs;
   else if constexpr (std::is_same_v<Port, response_store_actor>)
     return ports.responses;
-  else
+  else if constexpr (std::is_same_v<Port, workspace_store_actor>)
     return ports.workspaces;
+  else
+    return ports.jobs;
 }
 
 template <class T>
 using answer = std::variant<T, caf::error>;
 
-// One process's view of the store: its own actor system, the store actor and a blocking caller.
-// Destroying it stops the store and waits for it, as a process exit would.
-struct store_client {
+// One process's view of a store port: its own actor system, the port's actor (spawned by
+// `spawn(sys)`, which answers the port or why it did not start) and a blocking caller. Destroying it
+// stops the store and waits for it, as a process exit would.
+template <class Port>
+struct port_client {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
-  store_actor store;
+  Port store;
   caf::scoped_actor self{sys};
 
-  // `pg_pool`: the PostgreSQL pool's connections (SQLite has one writer).
-  explicit store_client(const std::string& path, std::size_t pg_pool = 8) {
-    auto s = on_postgres() ? spawn_pg_port<store_actor>(sys, path, pg_pool) : io::spawn_sqlite_store(sys, path);
+  template <class Spawn>
+  explicit port_client(Spawn spawn) {
+    auto s = spawn(sys);
     if (auto err = std::get_if<std::string>(&s))
       FAIL("cannot open the store: " << *err);
-    store = std::get<store_actor>(s);
+    store = std::get<Port>(s);
   }
 
-  ~store_client() { self->send_exit(store, caf::exit_reason::user_shutdown); }
+  ~port_client() { self->send_exit(store, caf::exit_reason::user_shutdown); }
 
   template <class T, class... Ts>
   answer<T> ask(Ts&&... xs) {
@@ -110,6 +114,15 @@ struct store_client {
       .receive([&](T& v) { out = std::move(v); }, [&](caf::error& err) { out = std::move(err); });
     return out;
   }
+};
+
+// The run store's client.
+struct store_client : port_client<store_actor> {
+  // `pg_pool`: the PostgreSQL pool's connections (SQLite has one writer).
+  explicit store_client(const std::string& path, std::size_t pg_pool = 8)
+    : port_client([&](caf::actor_system& sys) {
+        return on_postgres() ? spawn_pg_port<store_actor>(sys, path, pg_pool) : io::spawn_sqlite_store(sys, path);
+      }) {}
 
   answer<run_record> create(run_record r) { return ask<run_record>(create_run_atom::value, std::move(r)); }
   answer<run_record> begin_chat(run_record r, std::string worker, double lease) {

@@ -331,10 +331,28 @@ TEST_CASE("an unknown key is refused with its path and the nearest known key whe
 }
 
 TEST_CASE("keys of features troupe does not have are unknown keys", "[config]") {
-  auto r = parse(R"({"cluster":{"tls":{"ciphers":"HIGH"}},"jobs":{}})");
+  auto r = parse(R"({"cluster":{"tls":{"ciphers":"HIGH"}},"console":{}})");
   CHECK(r.errors.size() == 2);
   CHECK(has_error(r, "cluster.tls.ciphers: unknown key"));
-  CHECK(has_error(r, "jobs: unknown key"));
+  CHECK(has_error(r, "console: unknown key"));
+}
+
+TEST_CASE("jobs.* sets the jobs API's limits, and each type's lease cap by its name (CJ-31 to CJ-37)", "[config]") {
+  auto defaults = parse("");
+  REQUIRE(defaults.ok());
+  CHECK(defaults.value.jobs.max_waiters == 10000);
+  CHECK(defaults.value.jobs.max_leased_per_tenant.at("pska.digest") == 4);
+  auto r = parse(R"({"jobs":{"max_payload_bytes":1024,"fair_share":"none",
+                     "types":{"email.send":{"max_leased_per_tenant":2},"pska.digest":{"max_leased_per_tenant":0}}}})");
+  REQUIRE(r.ok());
+  CHECK(r.value.jobs.max_payload_bytes == 1024);
+  CHECK(r.value.jobs.fair_share == "none");
+  CHECK(r.value.jobs.max_leased_per_tenant.at("email.send") == 2);
+  CHECK(r.value.jobs.max_leased_per_tenant.at("pska.digest") == 0);
+  auto bad = parse(R"({"jobs":{"fair_share":"fifo","types":{"Bad Type":{},"a.b":{"max_leased_per_tnant":1}}}})");
+  CHECK(has_error(bad, "jobs.types.Bad Type: expected a job type such as email.send (CJ-31)"));
+  CHECK(has_error(bad, R"(jobs.types.a.b.max_leased_per_tnant: unknown key (did you mean "max_leased_per_tenant"))"));
+  CHECK(bad.errors.size() == 3);
 }
 
 TEST_CASE("store.postgres_url (or TROUPE_POSTGRES_URL) selects PostgreSQL, bounded by cluster.pg.* (CJ-1, CJ-4)",

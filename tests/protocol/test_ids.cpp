@@ -3,8 +3,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 #include <string>
+#include <vector>
 
 using namespace troupe::protocol;
 
@@ -48,4 +50,14 @@ TEST_CASE("lower_hex writes two lowercase digits a byte and the constant-time co
   CHECK_FALSE(equal_in_constant_time("abc", "abd"));
   CHECK_FALSE(equal_in_constant_time("abc", "abcd"));
   CHECK(equal_in_constant_time("", ""));
+}
+
+TEST_CASE("uuid7 ids one process makes sort in the order it made them, also within a millisecond", "[ids]") {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5000; ++i)
+    ids.push_back(uuid7_id("job_"));
+  CHECK(std::is_sorted(ids.begin(), ids.end()));
+  CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
+  for (auto& id : ids)
+    CHECK(id[4 + 12] == '7');
 }
