@@ -3,6 +3,7 @@
 #include "actors/agent_loop.hpp"
 #include "actors/errors.hpp"
 #include "protocol/agent_loop.hpp"
+#include "protocol/digest_guard.hpp"
 #include "protocol/json.hpp"
 #include "protocol/redaction.hpp"
 #include "protocol/model_round.hpp"
@@ -66,6 +67,7 @@ struct run_state : loop_dialect {
   std::string latest_step_text;
 
   protocol::run_tool_policy tool_policy; // AS-30, normalized once
+  std::optional<protocol::digest_guard> digest; // AS-70, AS-71: a PSKA digest run's guards
 
   // How one call of the current step was decided (AS-32, AS-35, AS-44).
   struct gate {
@@ -73,6 +75,7 @@ struct run_state : loop_dialect {
     protocol::decision decision;
     std::optional<bool> approved;
     std::string request_id;
+    protocol::digest_verdict digest; // AS-70, AS-71: a denied or rejected call does not run
   };
 
   // The tool calls of the current step, by the loop call's ref.
@@ -143,6 +146,7 @@ struct run_state : loop_dialect {
     workspace_dir = protocol::user_workspace_dir(env->workspaces_root, spec.tenant_key, spec.user_key);
     model_name = spec.request.model.value_or(env->default_model);
     tool_policy = protocol::normalize_tool_policy(spec.request.tool_policy);
+    digest = protocol::digest_guard::for_run(spec.request.metadata);
     if (env->tools)
       for (auto& t : env->tools->tools())
         if (tool_policy.visible(t.name)) // AS-31: hidden tools are never offered
@@ -202,7 +206,6 @@ struct run_state : loop_dialect {
     gates.assign(reply.tool_calls.size(), gate{});
     for (std::size_t i = 0; i < reply.tool_calls.size(); ++i) {
       auto& c = reply.tool_calls[i];
-      ++tool_name_counts[c.name];
       // AS-32, AS-33: a denied call is still recorded; an allowed pska_* call runs with the scope.
       auto denial = tool_policy.denial(c.name);
       bool scoped = false;
@@ -212,6 +215,14 @@ struct run_state : loop_dialect {
           scoped = true;
         }
       gates[i].policy_denial = denial;
+      // AS-70: a call over a digest run's budget shows as a notice, never as a tool_call.
+      if (digest && !denial)
+        gates[i].digest = digest->judge(c.name, c.arguments);
+      if (gates[i].digest.what == protocol::digest_verdict::kind::denied) {
+        emit(protocol::run_events::think{gates[i].digest.output, protocol::run_events::budget_denial{c.name, c.id}});
+        continue;
+      }
+      ++tool_name_counts[c.name];
       // AS-85: the event shows the arguments masked
       emit(protocol::run_events::tool_call{c.name, protocol::redact_json(c.arguments), c.id, denial, scoped,
                                            denial || scoped ? tool_policy.json() : "null"});
@@ -253,6 +264,13 @@ struct run_state : loop_dialect {
   admission admit_call(const loop_call& call, std::string& refusal) override {
     auto& c = pending_calls[call.ref];
     auto& g = gates[call.ref];
+    if (g.digest.what != protocol::digest_verdict::kind::run) { // AS-70, AS-71: it does not run
+      g.decision.level = protocol::decision_level::forbidden;
+      g.decision.reason = g.digest.output;
+      g.approved = false;
+      refusal = g.digest.output;
+      return admission::refuse;
+    }
     if (g.policy_denial) {
       g.decision.level = protocol::decision_level::forbidden;
       g.decision.reason = *g.policy_denial;
@@ -407,17 +425,23 @@ struct run_state : loop_dialect {
   }
 
   void on_call_end(const loop_call& call, call_result result) override {
-    env->metrics->tool_call(result.duration_ms);
     auto& c = pending_calls[call.ref];
     auto& g = gates[call.ref];
     auto output = std::move(result.outcome.output);
+    if (g.digest.what == protocol::digest_verdict::kind::denied) {
+      answer_call(c, std::move(output)); // AS-95: only the model sees the budget-denied call answered
+      return;
+    }
+    env->metrics->tool_call(result.duration_ms);
     auto cited = protocol::harvest_citations(output);
     protocol::merge_citations(citations, cited);
-    // AS-13: a policy-denied result names its call, which reference consumers rely on.
+    // AS-13: a policy-denied or rejected result names its call, which reference consumers rely on.
+    bool rejected = g.digest.what == protocol::digest_verdict::kind::rejected;
     emit(protocol::run_events::tool_result{output, c.name, protocol::redact_json(c.arguments), c.id,
                                            result.duration_ms, std::move(cited),
                                            protocol::to_string(g.decision.level), g.approved,
-                                           g.policy_denial ? c.id : g.request_id, g.policy_denial});
+                                           g.policy_denial || rejected ? c.id : g.request_id, g.policy_denial,
+                                           rejected});
     if (env->store) {
       auto a = audit_of(c, g);
       a.kind = "execution";
@@ -425,6 +449,11 @@ struct run_state : loop_dialect {
       a.result_summary = output;
       self->send(env->store, audit_atom::value, std::move(a));
     }
+    answer_call(c, std::move(output));
+  }
+
+  // The tool message that answers a call in the history the model reads (AS-19).
+  void answer_call(const protocol::tool_call& c, std::string output) {
     auto tool_msg = protocol::text_message("tool", std::move(output));
     tool_msg.tool_call_id = c.id;
     append(tool_msg);
@@ -507,6 +536,8 @@ struct run_state : loop_dialect {
     t.trace.llm_usage_total = usage_total;
     t.trace.final_content = std::move(answer);
     t.trace.cited_source_ids = citations;
+    if (digest)
+      t.trace.pska_digest = digest->report();
     self->request(env->store, caf::infinite, transition_atom::value, std::move(t))
       .then(
         [this, result = std::move(result)](run_record&) {

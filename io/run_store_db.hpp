@@ -102,6 +102,7 @@ private:
   void requeue(const std::string& run_id, int64_t lease_epoch, const std::string& last_error, double retry_seconds);
   void hand_back_locked(run_record r, const protocol::attempt_end& end, int64_t max_handoffs);
   void add_details(protocol::store_stats& s);
+  void add_pska_digest(protocol::pska_digest_stats& d);
 
   using Conn::changes;
   using Conn::error;

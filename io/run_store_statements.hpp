@@ -223,6 +223,18 @@ inline constexpr char usage_totals[] = R"sql(
 inline constexpr char recent_errors[] = R"sql(
   SELECT payload FROM run_events WHERE type = 'error'
   ORDER BY json_extract(payload, '$.timestamp') DESC LIMIT 5)sql";
+// The PSKA digest runs (AS-59, AS-70): the traces that carry a pska_digest_tool_budget object, their
+// calls, and the latest five of them that went over their budget.
+inline constexpr char pska_digest_totals[] = R"sql(
+  SELECT COUNT(*),
+         COALESCE(SUM(json_extract(payload, '$.pska_digest_tool_budget.write_call_count')), 0),
+         COALESCE(SUM(json_extract(payload, '$.pska_digest_tool_budget.job_context_call_count')), 0),
+         COALESCE(SUM(json_extract(payload, '$.pska_digest_tool_budget.tool_budget_exceeded')), 0)
+  FROM traces WHERE json_type(payload, '$.pska_digest_tool_budget') = 'object')sql";
+inline constexpr char recent_budget_exceeded[] = R"sql(
+  SELECT run_id, session_id, completed_at, json_extract(payload, '$.pska_digest_tool_budget') FROM traces
+  WHERE json_extract(payload, '$.pska_digest_tool_budget.tool_budget_exceeded') = 1
+  ORDER BY completed_at DESC, rowid DESC LIMIT 5)sql";
 
 // Each stored stream: its count and, where it has one, when it last grew.
 struct stream_statements {
@@ -332,6 +344,16 @@ inline constexpr statement_spelling postgres_spelling[] = {
   {recent_errors, R"sql(
     SELECT payload FROM run_events WHERE type = 'error'
     ORDER BY payload::json ->> 'timestamp' DESC LIMIT 5)sql"},
+  {pska_digest_totals, R"sql(
+    SELECT COUNT(*),
+           COALESCE(SUM((payload::json -> 'pska_digest_tool_budget' ->> 'write_call_count')::bigint), 0),
+           COALESCE(SUM((payload::json -> 'pska_digest_tool_budget' ->> 'job_context_call_count')::bigint), 0),
+           COUNT(*) FILTER (WHERE payload::json -> 'pska_digest_tool_budget' ->> 'tool_budget_exceeded' = 'true')
+    FROM traces WHERE json_typeof(payload::json -> 'pska_digest_tool_budget') = 'object')sql"},
+  {recent_budget_exceeded, R"sql(
+    SELECT run_id, session_id, completed_at, (payload::json -> 'pska_digest_tool_budget')::text FROM traces
+    WHERE payload::json -> 'pska_digest_tool_budget' ->> 'tool_budget_exceeded' = 'true'
+    ORDER BY completed_at DESC, row_order DESC LIMIT 5)sql"},
   {nullptr, nullptr},
 };
 

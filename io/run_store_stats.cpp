@@ -27,6 +27,22 @@ void store_db<Conn>::add_details(protocol::store_stats& s) {
   auto q = sql(store_sql::recent_errors);
   while (q.row())
     s.recent_errors.push_back(q.text(0));
+  add_pska_digest(s.pska_digest);
+}
+
+// What the digest runs' traces add up to (AS-59, AS-70).
+template <class Conn>
+void store_db<Conn>::add_pska_digest(protocol::pska_digest_stats& d) {
+  if (auto q = sql(store_sql::pska_digest_totals); q.row()) {
+    d.run_count = q.integer(0);
+    d.write_call_count = q.integer(1);
+    d.job_context_call_count = q.integer(2);
+    d.tool_budget_exceeded_count = q.integer(3);
+  }
+  auto q = sql(store_sql::recent_budget_exceeded);
+  while (q.row())
+    if (auto budget = protocol::digest_budget_report_of(q.text(3)))
+      d.recent_budget_exceeded.push_back({q.text(0), q.text(1), q.text(2), std::move(*budget)});
 }
 
 template <class Conn>

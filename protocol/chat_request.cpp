@@ -1,5 +1,6 @@
 #include "protocol/chat_request.hpp"
 
+#include "protocol/digest_guard.hpp"
 #include "protocol/ids.hpp"
 #include "protocol/json.hpp"
 
@@ -245,6 +246,10 @@ std::variant<chat_request, request_error> parse_chat_request(std::string_view bo
   if (metadata && metadata->IsObject()) {
     check_id({"body", "metadata", "run_id"}, json::member(*metadata, "run_id"));
     check_name({"body", "metadata", "tenant_key"}, json::member(*metadata, "tenant_key"));
+    // AS-70: a digest run's budget is read when its calls come; a wrong one is refused here, naming it.
+    if (auto budget = json::member(*metadata, "tool_budget"))
+      for (auto& issue : tool_budget_issues(*budget))
+        bad.push_back(std::move(issue));
   }
   if (!bad.empty())
     return request_error{invalid(std::move(bad))};

@@ -31,6 +31,32 @@ int64_t count_of(const std::map<std::string, int64_t>& m, const char* key) {
   return it == m.end() ? 0 : it->second;
 }
 
+void pska_digest(writer& w, const pska_digest_stats& d) {
+  w.Key("pska_digest");
+  w.StartObject();
+  integer(w, "run_count", d.run_count);
+  integer(w, "write_call_count", d.write_call_count);
+  integer(w, "job_context_call_count", d.job_context_call_count);
+  integer(w, "tool_budget_exceeded_count", d.tool_budget_exceeded_count);
+  w.Key("recent_budget_exceeded");
+  w.StartArray();
+  for (auto& r : d.recent_budget_exceeded) {
+    w.StartObject();
+    w.Key("run_id");
+    w.String(r.run_id);
+    w.Key("session_id");
+    w.String(r.session_id);
+    w.Key("completed_at");
+    w.String(r.completed_at);
+    json::write_counts(w, "tool_budget", r.budget.tool_budget);
+    integer(w, "write_call_count", r.budget.write_call_count);
+    integer(w, "job_context_call_count", r.budget.job_context_call_count);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
 } // namespace
 
 std::string metrics_json(const store_stats& s, uint64_t live_count, bool with_paths) {
@@ -81,14 +107,7 @@ std::string metrics_json(const store_stats& s, uint64_t live_count, bool with_pa
     w.EndObject();
     w.Key("integrations");
     w.StartObject();
-    w.Key("pska_digest");
-    w.StartObject();
-    for (auto key : {"run_count", "write_call_count", "job_context_call_count", "tool_budget_exceeded_count"})
-      integer(w, key, 0);
-    w.Key("recent_budget_exceeded");
-    w.StartArray();
-    w.EndArray();
-    w.EndObject();
+    pska_digest(w, s.pska_digest);
     w.EndObject();
     w.Key("approvals");
     w.StartObject();

@@ -3,6 +3,7 @@
 
 #include "protocol/approvals.hpp"
 #include "protocol/chat_types.hpp"
+#include "protocol/digest_guard.hpp"
 
 #include <cstdint>
 #include <map>
@@ -18,6 +19,25 @@ struct stream_stats {
   int64_t records = 0;
   int64_t bytes = 0;
   std::string last_created_at; // "" = null
+};
+
+// A digest run that went over its tool budget, as its trace tells (AS-59's recent_budget_exceeded).
+struct budget_exceeded_run {
+  std::string run_id;
+  std::string session_id;
+  std::string completed_at;
+  digest_budget_report budget;
+};
+
+// What the traces of the PSKA digest runs add up to (AS-59's integrations.pska_digest, AS-70): the
+// runs whose trace carries a pska_digest_tool_budget, the calls their budgets let run, how many
+// were denied one, and the latest of those, newest first, at most 5.
+struct pska_digest_stats {
+  int64_t run_count = 0;
+  int64_t write_call_count = 0;
+  int64_t job_context_call_count = 0;
+  int64_t tool_budget_exceeded_count = 0;
+  std::vector<budget_exceeded_run> recent_budget_exceeded;
 };
 
 // The durable counts, read from the store in one pass.
@@ -41,6 +61,7 @@ struct store_stats {
   std::optional<double> avg_tool_duration_ms;
   token_usage usage_total;
   std::vector<std::string> recent_errors; // the latest error events, newest first, at most 5
+  pska_digest_stats pska_digest;
   int64_t audit_count = 0;
   approval_summary approvals;
   std::vector<stream_stats> streams;

@@ -69,6 +69,16 @@ struct renderer {
   void operator()(const run_events::think& t) {
     e.type = "think";
     e.content = t.content;
+    if (!t.budget_denied)
+      return;
+    e.metadata = json::object([&](writer& w) {
+      w.Key("tool_budget_denied");
+      w.Bool(true);
+      w.Key("tool_name");
+      w.String(t.budget_denied->tool_name);
+      w.Key("call_id");
+      w.String(t.budget_denied->call_id);
+    });
   }
 
   void operator()(const run_events::tool_call& c) {
@@ -150,6 +160,10 @@ struct renderer {
         w.Bool(true);
         w.Key("denial_reason");
         w.String(*t.denial);
+      }
+      if (t.digest_validation_error) {
+        w.Key("digest_validation_error");
+        w.Bool(true);
       }
     });
   }

@@ -30,8 +30,15 @@ struct session_start {
   double time_to_first_event_ms = 0;
 };
 
+// The call a budget notice stands for (AS-70): it has no tool_call of its own, so metadata names it.
+struct budget_denial {
+  std::string tool_name;
+  std::string call_id;
+};
+
 struct think {
   std::string content;
+  std::optional<budget_denial> budget_denied = std::nullopt; // set on a [TOOL_BUDGET_DENIED] notice
 };
 
 struct tool_call {
@@ -67,6 +74,7 @@ struct tool_result {
   std::optional<bool> approved;
   std::string request_id; // "" = null
   std::optional<std::string> denial; // the tool policy refused the call
+  bool digest_validation_error = false; // AS-71: a digest write that was refused, not run
 };
 
 struct session_end {

@@ -260,8 +260,7 @@ std::string trace_json(const run_record& run, const trace_facts& facts) {
     for (auto& id : facts.cited_source_ids)
       w.String(id);
     w.EndArray();
-    w.Key("pska_digest_tool_budget");
-    w.Null();
+    write_digest_budget(w, "pska_digest_tool_budget", facts.pska_digest);
   });
 }
 

@@ -4,6 +4,7 @@
 
 #include "protocol/chat_request.hpp"
 #include "protocol/chat_types.hpp"
+#include "protocol/digest_guard.hpp"
 
 #include <cstdint>
 #include <map>
@@ -121,9 +122,11 @@ struct trace_facts {
   token_usage llm_usage_total;
   std::string final_content;
   std::vector<std::string> cited_source_ids;
+  std::optional<digest_budget_report> pska_digest; // a guarded digest run's (AS-70); null otherwise
 };
 
 // What the trace of an attempt that did not end itself (cancelled or recovered by the store) records.
+// Its pska_digest_tool_budget is null: what the guard counted died with the attempt.
 trace_facts unfinished_trace_facts(const run_record& run);
 
 // The trace of a terminal run (its record carries status, times and counts).

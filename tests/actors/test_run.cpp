@@ -1,4 +1,5 @@
-// The run actor's loop against fake model and tool ports (AS-13, AS-14, AS-20, AS-22, AS-52, AS-80).
+// The run actor's loop against fake model and tool ports (AS-13, AS-14, AS-20, AS-22, AS-52, AS-80), and
+// the guards of a PSKA digest run (AS-70, AS-71, AS-95).
 #include "actors/approval_registry.hpp"
 #include "actors/errors.hpp"
 #include "actors/run_registry.hpp"
@@ -27,6 +28,7 @@ struct fixture {
     e->workspaces_root = "/srv/troupe-test-root";
     return e;
   }();
+  std::string metadata = "{}"; // the request's, JSON object text
 
   run_spec spec(std::string query = "do it") {
     run_spec s;
@@ -35,6 +37,7 @@ struct fixture {
     s.user_key = "t:u";
     s.request.query = std::move(query);
     s.request.session_id = "s1";
+    s.request.metadata = metadata;
     return s;
   }
 
@@ -327,4 +330,94 @@ TEST_CASE_METHOD(approval_fixture, "cancelling a run that waits on an approval e
         CHECK(r.resolution_reason == "run_cancelled");
       },
       [&](caf::error& err) { FAIL(message_of(err)); });
+}
+
+namespace {
+
+constexpr const char* write_tool = "pska_pska_write_candidates";
+constexpr const char* claims = R"({"knowledge_claims":[{"claim":"c"}]})";
+
+// A step calling each of `calls` (id, tool, arguments) in order.
+protocol::model_outcome step(std::vector<protocol::tool_call> calls) {
+  auto o = fake_model::text("");
+  o.reply.tool_calls = std::move(calls);
+  return o;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "a digest run's second write is denied with a notice, never runs, and the model still "
+                          "reads it answered",
+                 "[run][digest]") { // AS-70, AS-95
+  metadata = R"({"caller":"pska_digest_worker"})";
+  model->push(step({{"c1", write_tool, claims}, {"c2", write_tool, claims}}));
+  model->push(fake_model::text("done"));
+  tools->push({"written", false});
+  auto out = run();
+  CHECK(out.types() == std::vector<std::string>{"session_start", "think", "tool_call", "think", "step_end",
+                                                "tool_result", "think", "step_end", "session_end"});
+  CHECK(out.events[2].tool_call_id == std::optional<std::string>("c1"));
+  auto& denied = out.events[3];
+  CHECK(denied.content == "[TOOL_BUDGET_DENIED] pska_pska_write_candidates exceeded per-run budget");
+  CHECK(denied.metadata == R"({"tool_budget_denied":true,"tool_name":"pska_pska_write_candidates","call_id":"c2"})");
+  CHECK_FALSE(denied.tool_call_id);
+  CHECK(out.events[5].tool_call_id == std::optional<std::string>("c1"));
+  CHECK(out.result.status == "completed");
+
+  auto ran = tools->requests();
+  REQUIRE(ran.size() == 1);
+  CHECK(ran[0].call_id == "c1");
+  // AS-95: the assistant message keeps both calls and each is answered before the next round.
+  auto reqs = model->requests();
+  REQUIRE(reqs.size() == 2);
+  auto& sent = reqs[1].messages;
+  REQUIRE(sent.size() == 5); // system, user, assistant with both calls, two tool answers
+  REQUIRE(sent[2].tool_calls.size() == 2);
+  CHECK(sent[2].tool_calls[1].id == "c2");
+  CHECK(sent[3].tool_call_id == "c1");
+  CHECK(sent[3].content == "written");
+  CHECK(sent[4].role == "tool");
+  CHECK(sent[4].tool_call_id == "c2");
+  CHECK(sent[4].content == "[TOOL_BUDGET_DENIED] pska_pska_write_candidates exceeded per-run budget");
+}
+
+TEST_CASE_METHOD(fixture, "a digest write of notes without claims is shown, answered with its validation error and "
+                          "not run, and the budget stays for the corrected write",
+                 "[run][digest]") { // AS-71
+  metadata = R"({"purpose":"digest"})";
+  model->push(step({{"c1", write_tool, R"({"digest_notes":[{"note":"n"}]})"}}));
+  model->push(step({{"c2", write_tool, claims}}));
+  model->push(fake_model::text("done"));
+  tools->push({"written", false});
+  auto out = run();
+  CHECK(out.types() == std::vector<std::string>{"session_start", "think", "tool_call", "step_end", "tool_result",
+                                                "think", "tool_call", "step_end", "tool_result", "think",
+                                                "step_end", "session_end"});
+  auto& rejected = out.events[4];
+  CHECK(rejected.tool_call_id == std::optional<std::string>("c1"));
+  CHECK(rejected.content
+        == "[PSKA_DIGEST_VALIDATION_ERROR] digest_notes need non-empty knowledge_claims in the same write");
+  auto meta = protocol::json::parse(rejected.metadata);
+  REQUIRE(meta);
+  CHECK(protocol::json::get_bool(*meta, "digest_validation_error") == std::optional<bool>(true));
+  CHECK(protocol::json::get_string(*meta, "request_id") == "c1"); // AS-13
+  CHECK(protocol::json::get_bool(*meta, "approved") == std::optional<bool>(false));
+  CHECK(out.events[8].content == "written");
+
+  auto ran = tools->requests();
+  REQUIRE(ran.size() == 1);
+  CHECK(ran[0].call_id == "c2");
+  CHECK(model->requests().at(1).messages.back().content == rejected.content); // the model reads the reason
+}
+
+TEST_CASE_METHOD(fixture, "a run that is not a digest run has no budget", "[run][digest]") { // AS-70
+  metadata = R"({"caller":"someone_else","tool_budget":{"pska_pska_write_candidates":0}})";
+  model->push(step({{"c1", write_tool, "{}"}, {"c2", write_tool, "{}"}}));
+  model->push(fake_model::text("done"));
+  tools->push({"one", false});
+  tools->push({"two", false});
+  auto out = run();
+  CHECK(out.types() == std::vector<std::string>{"session_start", "think", "tool_call", "tool_call", "step_end",
+                                                "tool_result", "tool_result", "think", "step_end", "session_end"});
+  CHECK(tools->requests().size() == 2);
 }

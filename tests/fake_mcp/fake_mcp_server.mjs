@@ -5,7 +5,9 @@
 //
 // Tools: echo (readOnlyHint; returns arguments.text), add (idempotentHint; a + b), touch (no hints;
 // appends `touch <arguments json>` to $FAKE_MCP_LOG), slow (answers after arguments.ms), hang (never
-// answers), crash (exits with code 3 before answering), fail (answers isError: true).
+// answers), crash (exits with code 3 before answering), fail (answers isError: true); with --pska-tools
+// also PSKA's digest tools: pska_write_candidates (appends `write <arguments json>` to $FAKE_MCP_LOG) and
+// pska_job_context (answers a small job context).
 // Every notification it receives is appended to $FAKE_MCP_LOG as `notification <method> <params json>`;
 // notifications/cancelled also drops the pending slow/hang call it names.
 //
@@ -14,6 +16,7 @@
 //   --page-size N      tools/list pages of N tools, with nextCursor
 //   --die-after N      exit (code 0) after answering N tool calls
 //   --name-prefix P    tool names are P + name
+//   --pska-tools       add pska_write_candidates and pska_job_context
 //   --pid-file F       write the server's pid to F (and the helper's, with --spawn-child, on line 2)
 //   --spawn-child      start a long-lived helper process in the server's process group
 //   --spawn-detached   the same, but the helper leads a session of its own (setsid)
@@ -92,6 +95,17 @@ const tools = [
   { name: 'hang', description: 'Never answers.', inputSchema: { type: 'object', properties: {} } },
   { name: 'crash', description: 'Exits with code 3.', inputSchema: { type: 'object', properties: {} } },
   { name: 'fail', description: 'Fails at tool level.', inputSchema: { type: 'object', properties: {} } },
+  ...(flag('--pska-tools') ? [
+    {
+      name: 'pska_write_candidates', description: 'Writes digest candidates.',
+      inputSchema: { type: 'object', properties: { knowledge_claims: { type: 'array' }, digest_notes: { type: 'array' } } },
+    },
+    {
+      name: 'pska_job_context', description: 'Reads the digest job context.',
+      inputSchema: { type: 'object', properties: { job_id: { type: 'string' } } },
+      annotations: { readOnlyHint: true },
+    },
+  ] : []),
 ].map((t) => ({ ...t, name: prefix + t.name }));
 
 let tool_calls = 0;
@@ -179,6 +193,11 @@ function call_tool(id, params, reply) {
       return;
     case 'fail':
       return answer(text('failed on purpose', true));
+    case 'pska_write_candidates':
+      log(`write ${JSON.stringify(args)}`);
+      return answer(text(JSON.stringify({ ok: true, written: (args.knowledge_claims ?? []).length })));
+    case 'pska_job_context':
+      return answer(text(JSON.stringify({ job_id: args.job_id ?? 'j1', source_refs: ['src_1'] })));
     default:
       return reply(error(id, -32602, `Unknown tool: ${name}`));
   }

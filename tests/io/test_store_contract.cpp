@@ -1,10 +1,13 @@
-// The store port's contract under concurrency and for the bytes it keeps (CJ-1, CJ-3, CJ-8): cases
-// that every adapter must pass unchanged, driven through store_actor messages only.
+// The store port's contract under concurrency, for the bytes it keeps and for what its counts read
+// back (CJ-1, CJ-3, CJ-8, AS-59): cases that every adapter must pass unchanged, driven through
+// store_actor messages only.
 #include "io/store_client.hpp"
+#include "protocol/digest_guard.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -366,4 +369,49 @@ TEST_CASE("events, requests and metadata come back byte for byte: key order, num
   auto again = store_client::ok(c.get("bytes"));
   CHECK(again.metadata == tricky);
   CHECK(again.request == tricky);
+}
+
+TEST_CASE("the digest runs' traces add up in the metrics, with the newest five that went over budget first "
+          "(AS-59, AS-70)",
+          "[store][contract][digest]") {
+  store_client c(fresh_db("contract-digest"));
+  // Ends a claimed run, its trace carrying `report` when it is a digest run.
+  auto finish = [&](const std::string& run_id, std::optional<protocol::digest_budget_report> report) {
+    auto t = transition_of(c.create_and_claim(run_id), "completed");
+    t.trace.pska_digest = std::move(report);
+    store_client::ok(c.transition(std::move(t)));
+  };
+  auto report = [](int64_t writes, bool exceeded) {
+    protocol::digest_budget_report r;
+    r.tool_budget = {{"pska_pska_write_candidates", 1}, {"pska_pska_job_context", 2}};
+    r.write_call_count = writes;
+    r.job_context_call_count = 2;
+    r.tool_budget_exceeded = exceeded;
+    return r;
+  };
+  auto empty = store_client::ok(c.ask<protocol::store_stats>(stats_atom::value, true)).pska_digest;
+  CHECK(empty.run_count == 0);
+  CHECK(empty.write_call_count == 0);
+  CHECK(empty.recent_budget_exceeded.empty());
+
+  finish("plain", std::nullopt);
+  finish("kept", report(1, false));
+  for (int i = 0; i < 6; ++i)
+    finish("over-" + std::to_string(i), report(1, true));
+  auto d = store_client::ok(c.ask<protocol::store_stats>(stats_atom::value, true)).pska_digest;
+  CHECK(d.run_count == 7); // the plain run has no pska_digest_tool_budget
+  CHECK(d.write_call_count == 7);
+  CHECK(d.job_context_call_count == 14);
+  CHECK(d.tool_budget_exceeded_count == 6);
+  std::vector<std::string> recent;
+  for (auto& r : d.recent_budget_exceeded)
+    recent.push_back(r.run_id);
+  CHECK(recent == std::vector<std::string>{"over-5", "over-4", "over-3", "over-2", "over-1"});
+  REQUIRE_FALSE(d.recent_budget_exceeded.empty());
+  auto& newest = d.recent_budget_exceeded.front();
+  CHECK(newest.session_id == "s1");
+  CHECK_FALSE(newest.completed_at.empty());
+  CHECK(newest.budget.tool_budget == report(1, true).tool_budget);
+  CHECK(newest.budget.job_context_call_count == 2);
+  CHECK(newest.budget.tool_budget_exceeded);
 }
