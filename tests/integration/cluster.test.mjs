@@ -3,7 +3,7 @@
 // its expiry comes back fenced, writes nothing more of what it held and rejoins under a new id. Run
 // through scripts/pg-throwaway (ctest: integration_cluster); CJ-47's short timings.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -811,3 +811,72 @@ scenario('a node whose clock runs 30 s ahead neither takes the runs others hold 
   }
   assert.doesNotMatch(b.stderr, /lapsed lease re-queued/);
 }, { timeout: 120_000 });
+
+// A jobs API worker in its own process (tests/integration/job_worker.mjs) against `troupe`; its
+// stdout lines are kept, and the scenario's cleanup kills it.
+function job_worker(s, troupe, worker_id, env = {}) {
+  const proc = spawn(process.execPath, [path.join(path.dirname(new URL(import.meta.url).pathname), 'job_worker.mjs')], {
+    env: { ...process.env, TROUPE_URL: troupe.url, TROUPE_WORKER_ID: worker_id, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const w = { proc, lines: [], exited: new Promise((r) => proc.on('exit', r)) };
+  let rest = '';
+  proc.stdout.on('data', (d) => {
+    const parts = (rest + d).split('\n');
+    rest = parts.pop();
+    w.lines.push(...parts);
+  });
+  s.children.push({ stop: async () => { proc.kill('SIGKILL'); await w.exited; }, describe: () => `--- worker ${worker_id}: ${w.lines.length} lines` });
+  return w;
+}
+
+scenario('2,000 jobs to two workers on two nodes: a worker and then a node killed with -9, every job completes once with its final epoch\'s result, and stale completions get 409 (CJ-48 jobs, CJ-37, CJ-38)', async (s) => {
+  const { a, b } = await two_nodes(s, { a_config: { jobs: { sweep_interval_seconds: 0.25, retry_base_seconds: 0 } },
+    b_config: { jobs: { sweep_interval_seconds: 0.25, retry_base_seconds: 0 } } });
+  for (let batch = 0; batch < 2; ++batch) {
+    const jobs = Array.from({ length: 1000 }, (_, i) => ({ type: 'load.test', payload: { n: batch * 1000 + i } }));
+    const res = await a.request('POST', '/v1/jobs', { body: { jobs } });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.created, 1000);
+  }
+  // W1 hangs on the leases it took and is killed holding them; W2 works through B until B dies.
+  const w1 = job_worker(s, b, 'w-1', { TROUPE_WORKER_HOLD: '1' });
+  const w2 = job_worker(s, b, 'w-2');
+  await until(() => w1.lines.length >= 20 && w2.lines.some((l) => l.startsWith('completed')),
+    { timeout_ms: 30_000, message: 'w-1 holding leases, w-2 completing' });
+  w1.proc.kill('SIGKILL');
+  await w1.exited;
+  await kill9(b);
+  const held = w1.lines.filter((l) => l.startsWith('leased')).map((l) => l.split(' '));
+  // A fresh worker on the surviving node drains what is left, the killed worker's leases once swept.
+  w2.proc.kill('SIGKILL');
+  const w3 = job_worker(s, a, 'w-3');
+  const stats = async () => (await a.request('GET', '/v1/jobs/stats')).json.types['load.test'];
+  await until(async () => (await stats())?.completed === 2000, { timeout_ms: 90_000, interval_ms: 250, message: 'all 2,000 jobs completed' });
+  const counts = await stats();
+  assert.deepEqual({ queued: counts.queued, leased: counts.leased, dead: counts.dead }, { queued: 0, leased: 0, dead: 0 });
+  // Every job holds the result of its final epoch's worker, and each payload was done once.
+  const seen = new Set();
+  for (let after = ''; ;) {
+    const page = (await a.request('GET', `/v1/jobs?type=load.test&limit=200&order=oldest${after ? `&after=${after}` : ''}`)).json;
+    for (const j of page.jobs) {
+      assert.equal(j.status, 'completed');
+      assert.equal(j.result.epoch, j.lease_epoch, `job ${j.id} keeps its final epoch's result`);
+      assert.ok(!seen.has(j.payload.n));
+      seen.add(j.payload.n);
+    }
+    if (!page.has_more) break;
+    after = page.next_after;
+  }
+  assert.equal(seen.size, 2000);
+  assert.ok(held.length > 0, 'w-1 died holding leases');
+  const stale = await a.request('POST', '/v1/jobs/complete',
+    { body: { completions: held.map(([, id, token]) => ({ id, lease_token: token, result: 'late' })) } });
+  let refused = 0;
+  for (const r of stale.json.results) {
+    assert.equal(r.status, 409, JSON.stringify(r));
+    assert.equal(r.reason, 'stale_lease');
+    ++refused;
+  }
+  assert.equal(refused, held.length, 'a held lease never completed is refused once swept');
+});
