@@ -75,9 +75,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       reflexr::parse_event_query(input, {"ops:deploy.finished"});
       parse_workspace_wakeup(input);
       break;
-    case 8: { // the jobs API: enqueue and lease bodies, lease tokens, run_after, a follow-up run's template
+    case 8: { // the jobs API: every body, lease tokens, run_after, a follow-up run's template
       jobs::parse_enqueue(input, {});
       jobs::parse_lease(input);
+      jobs::parse_heartbeat(input);
+      jobs::parse_completion(input, {});
+      jobs::parse_completions(input, {});
+      jobs::parse_failure(input);
+      jobs::append_error(input, 1, "2026-01-01T00:00:00.000000+00:00", input);
       jobs::token_epoch(input);
       parse_rfc3339(input);
       jobs::render_start_run(input, {"job_1", "t", std::string(input.substr(0, 64)), "[1]"});

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { scenario, timestamp_re, until, wait_run } from './harness.mjs';
+import { kill9 } from './run_checks.mjs';
 
 // CJ-30: a job object's members, in order.
 const job_keys = [
@@ -192,20 +193,28 @@ scenario('a caller identified by trusted headers sees its own tenant only; the s
   assert.equal((await troupe.request('GET', '/v1/jobs', { headers: op })).json.count, 2);
 });
 
-scenario('a completed job starts its follow-up run job-<id>, which runs to the end (CJ-40)', async (s) => {
-  const troupe = await s.troupe({ config: { ...quick, service: { service_token } } });
-  const created = await enqueue(troupe, {
-    type: 'email.send', payload: { to: 'a@example.com' },
-    on_complete: { start_run: { messages: [{ role: 'user', content: 'Tell the user {{job.id}} was sent' }], metadata: { result: '{{job.result}}' } } },
-  });
+scenario('a completed job starts its follow-up run job-<id> exactly once, also when troupe is killed with -9 right after the completion (CJ-40)', async (s) => {
+  const config = { ...quick, service: { service_token } };
+  const first = await s.troupe({ config });
+  const on_complete = { start_run: { messages: [{ role: 'user', content: 'Tell the user {{job.id}} was sent' }], metadata: { result: '{{job.result}}' } } };
+  const created = await enqueue(first, { type: 'email.send', payload: { to: 'a@example.com' }, on_complete });
   assert.equal(created.status, 201, created.text);
-  const job = (await lease(troupe, {})).json.jobs[0];
-  const done = await troupe.request('POST', `/v1/jobs/${job.id}/complete`,
+  const job = (await lease(first, {})).json.jobs[0];
+  const done = await first.request('POST', `/v1/jobs/${job.id}/complete`,
     { body: { lease_token: job.lease_token, result: { ok: true } }, headers: op });
   assert.equal(done.json.on_complete_run_id, `job-${job.id}`, done.text);
+  await kill9(first);
+  const second = await s.troupe({ config, data_dir: first.data_dir });
   const read = async (t, id) => (await t.request('GET', `/v1/runs/${id}`, { headers: op })).json;
-  const run = await wait_run(troupe, `job-${job.id}`, (r) => r?.status === 'completed', { message: 'the follow-up run', read });
+  const run = await wait_run(second, `job-${job.id}`, (r) => r?.status === 'completed', { message: 'the follow-up run', read });
   assert.deepEqual(run.metadata.result, { ok: true });
+  const runs = (await second.request('GET', '/v1/runs?limit=100', { headers: op })).json;
+  assert.equal(runs.runs.filter((r) => r.run_id === `job-${job.id}`).length, 1);
+  assert.equal(runs.runs.length, 1, 'one run for the one completed job');
+  // The same token completing again changes nothing and starts nothing.
+  const again = await second.request('POST', `/v1/jobs/${job.id}/complete`, { body: { lease_token: job.lease_token }, headers: op });
+  assert.equal(again.status, 200);
+  assert.equal((await second.request('GET', '/v1/runs?limit=100', { headers: op })).json.runs.length, 1);
 });
 
 scenario('a lease held by a troupe killed with -9 expires, and the job is leased again after restart (CJ-37)', async (s) => {
@@ -214,7 +223,7 @@ scenario('a lease held by a troupe killed with -9 expires, and the job is leased
   const created = await enqueue(first, { type: 'email.send', payload: { n: 1 } });
   const held = (await lease(first, { lease_seconds: 5 })).json.jobs[0];
   assert.equal(held.id, created.json.id);
-  await first.stop('SIGKILL');
+  await kill9(first);
   const second = await s.troupe({ config, data_dir: first.data_dir });
   const again = await lease(second, { worker_id: 'w-2', wait_seconds: 20 });
   assert.equal(again.json.jobs.length, 1, again.text);

@@ -271,3 +271,95 @@ TEST_CASE("a job keeps its last 10 errors, each cut to 4 KiB at a character boun
   REQUIRE(cut->Size() == 1);
   CHECK(json::get_string((*cut)[0], "error") == std::string(4095, 'x'));
 }
+
+namespace {
+
+// The issues' locations of a refusal, joined by '.'; empty when the body passed.
+template <class T>
+std::vector<std::string> issue_locs(const std::variant<T, request_error>& r) {
+  std::vector<std::string> locs;
+  if (auto err = std::get_if<request_error>(&r))
+    for (auto& i : err->what.issues) {
+      std::string l;
+      for (auto& part : i.loc)
+        l += (l.empty() ? "" : ".") + part;
+      locs.push_back(l);
+    }
+  return locs;
+}
+
+} // namespace
+
+TEST_CASE("A heartbeat carries its token, a lease length in range and at most 4 KiB of progress (CJ-34)", "[jobs]") {
+  auto ok = parse_heartbeat(R"({"lease_token":"lt_1_x","lease_seconds":30,"progress":{"done": 3}})");
+  REQUIRE(std::holds_alternative<heartbeat_request>(ok));
+  auto& h = std::get<heartbeat_request>(ok);
+  CHECK(h.lease_token == "lt_1_x");
+  CHECK(h.lease_seconds == 30);
+  CHECK(h.progress == std::optional<std::string>(R"({"done":3})"));
+  CHECK(std::get<heartbeat_request>(parse_heartbeat(R"({"lease_token":"t"})")).lease_seconds == 0);
+  CHECK(issue_locs(parse_heartbeat(R"({"lease_seconds":2,"extra":1})")) ==
+        std::vector<std::string>{"body.extra", "body.lease_token", "body.lease_seconds"});
+  auto big = R"({"lease_token":"t","progress":")" + std::string(5000, 'x') + "\"}";
+  CHECK(issue_locs(parse_heartbeat(big)) == std::vector<std::string>{"body.progress"});
+  CHECK(issue_locs(parse_heartbeat(R"({"lease_token":")" + std::string(200, 't') + "\"}")) ==
+        std::vector<std::string>{"body.lease_token"});
+}
+
+TEST_CASE("A completion's result is any JSON within the payload limit; a batch names each job (CJ-35)", "[jobs]") {
+  enqueue_limits limits{64};
+  auto one = parse_completion(R"({"lease_token":"t","result":[1, {"a":"b"}]})", limits);
+  REQUIRE(std::holds_alternative<completion_request>(one));
+  CHECK(std::get<completion_request>(one).result == R"([1,{"a":"b"}])");
+  CHECK(std::get<completion_request>(parse_completion(R"({"lease_token":"t"})", limits)).result == "null");
+  auto large = parse_completion(R"({"lease_token":"t","result":")" + std::string(100, 'r') + "\"}", limits);
+  REQUIRE(std::holds_alternative<request_error>(large));
+  CHECK(std::get<request_error>(large).what.code == errc::payload_too_large);
+  auto batch = parse_completions(R"({"completions":[{"id":"job_a","lease_token":"t"},{"lease_token":"u","result":1}]})",
+                                 limits);
+  CHECK(issue_locs(batch) == std::vector<std::string>{"body.completions.1.id"});
+  CHECK(issue_locs(parse_completions(R"({"completions":[]})", limits)) == std::vector<std::string>{"body.completions"});
+  std::string many = R"({"completions":[)";
+  for (int i = 0; i < 1001; ++i)
+    many += std::string(i ? "," : "") + R"({"id":"j","lease_token":"t"})";
+  CHECK(issue_locs(parse_completions(many + "]}", limits)) == std::vector<std::string>{"body.completions"});
+}
+
+TEST_CASE("A failure needs its token and an error, and bounds retry_after_seconds (CJ-36)", "[jobs]") {
+  auto ok = parse_failure(R"({"lease_token":"t","error":"smtp down","retryable":false,"retry_after_seconds":2.5})");
+  REQUIRE(std::holds_alternative<failure_request>(ok));
+  auto& f = std::get<failure_request>(ok);
+  CHECK(f.error == "smtp down");
+  CHECK_FALSE(f.retryable);
+  CHECK(f.retry_after_seconds == 2.5);
+  CHECK(std::get<failure_request>(parse_failure(R"({"lease_token":"t","error":"e"})")).retry_after_seconds < 0);
+  CHECK(issue_locs(parse_failure(R"({"lease_token":"t","error":"","retryable":"yes","retry_after_seconds":-1})")) ==
+        std::vector<std::string>{"body.error", "body.retryable", "body.retry_after_seconds"});
+  // An error is kept whole up to max_error_bytes, cut at a UTF-8 boundary past it.
+  auto long_error = std::string(max_error_bytes - 1, 'e') + "\xc3\xa9";
+  auto cut = parse_failure(R"({"lease_token":"t","error":")" + long_error + "\"}");
+  CHECK(std::get<failure_request>(cut).error == std::string(max_error_bytes - 1, 'e'));
+}
+
+TEST_CASE("A listing's query names a type, a status, a page size and an order, each checked (CJ-39)", "[jobs]") {
+  auto ok = parse_list({{"type", "email.send"}, {"status", "dead"}, {"limit", "20"}, {"order", "oldest"},
+                        {"after", "job_01"}});
+  REQUIRE(std::holds_alternative<list_request>(ok));
+  auto& l = std::get<list_request>(ok);
+  CHECK(l.limit == 20);
+  CHECK(l.ascending);
+  CHECK(l.status == "dead");
+  CHECK(issue_locs(parse_list({{"status", "done"}, {"limit", "0"}, {"order", "up"}, {"type", "A"},
+                               {"tenant_key", std::string("a\nb")}})) ==
+        std::vector<std::string>{"query.type", "query.status", "query.tenant_key", "query.limit", "query.order"});
+  CHECK(issue_locs(parse_list({{"limit", "20x"}})) == std::vector<std::string>{"query.limit"});
+}
+
+TEST_CASE("Stats sum each type's statuses, zero for the rest, with the oldest ready job's age (CJ-39)", "[jobs]") {
+  auto text = job_stats_json({{"a.b", "queued", 3, 1500.5}, {"a.b", "dead", 1, std::nullopt},
+                              {"c.d", "completed", 2, std::nullopt}});
+  CHECK(text == R"({"object":"job_stats","types":{"a.b":{"queued":3,"leased":0,"completed":0,"cancelled":0,"dead":1,)"
+                R"("oldest_ready_age_ms":1500.5},"c.d":{"queued":0,"leased":0,"completed":2,"cancelled":0,"dead":0,)"
+                R"("oldest_ready_age_ms":null}},"total":{"queued":3,"leased":0,"completed":2,"cancelled":0,"dead":1,)"
+                R"("oldest_ready_age_ms":1500.5}})");
+}
