@@ -26,6 +26,7 @@
 #include "io/scripted_model_port.hpp"
 #include "io/stores.hpp"
 #include "io/job_routes.hpp"
+#include "pska_commands.hpp"
 #include "io/workspace_routes.hpp"
 #include "protocol/cluster.hpp"
 #include "protocol/config.hpp"
@@ -71,6 +72,8 @@ struct cli_options {
   std::vector<std::string> set;
   std::string schema_output = "schemas/reflexr.v1.json";
   bool dry_run = false;
+  bool once = false;  // pska-digest --once
+  std::string job_id; // pska-digest --job-id
 };
 
 using event_types = std::shared_ptr<const protocol::reflexr::event_registry>;
@@ -723,6 +726,23 @@ sigset_t block_signals() {
   return signals;
 }
 
+// Starts listening and says where (the line tests and scripts wait for); nullopt once it said why not.
+std::optional<uint16_t> listen(io::http_server& server, const protocol::config& cfg) {
+  uint16_t port = 0;
+  try {
+    port = server.start();
+  } catch (const std::exception& e) {
+    std::cerr << "troupe: cannot listen on " << cfg.service.host << ":" << cfg.service.port << ": " << e.what()
+              << "\n";
+    return std::nullopt;
+  }
+  std::printf("troupe listening on http://%s:%u\n", cfg.service.host.c_str(), port);
+  std::fflush(stdout);
+  spdlog::info("serve: ready data_dir={} store={} model={}/{}", cfg.data_dir, io::describe_store(cfg),
+               cfg.model.provider, cfg.model.name);
+  return port;
+}
+
 // Whether this node speaks CAF remoting to the others (CJ-22); nullopt once it said why it cannot.
 std::optional<bool> remoting_of(caf::actor_system_config& caf_cfg, const protocol::config& cfg) {
   bool remoting = !cfg.postgres_url.empty() && cfg.cluster.remoting;
@@ -816,20 +836,15 @@ int serve(const cli_options& cli) {
   if (node)
     io::add_cluster_routes(*routes, sys, stores.nodes, node->status, cfg);
   io::http_server server(http_options(cfg, surface), routes);
-  uint16_t port = 0;
-  try {
-    port = server.start();
-  } catch (const std::exception& e) {
-    std::cerr << "troupe: cannot listen on " << cfg.service.host << ":" << cfg.service.port << ": " << e.what()
-              << "\n";
+  auto port = listen(server, cfg);
+  if (!port) {
     anon_send_exit(registry, caf::exit_reason::user_shutdown);
     anon_send_exit(response_registry, caf::exit_reason::user_shutdown);
     return 2;
   }
-  std::printf("troupe listening on http://%s:%u\n", cfg.service.host.c_str(), port);
-  std::fflush(stdout);
-  spdlog::info("serve: ready data_dir={} store={} model={}/{}", cfg.data_dir, io::describe_store(cfg),
-               cfg.model.provider, cfg.model.name);
+  pska_worker_actor pska_worker; // CJ-42: the digest worker beside the service, through its own API
+  if (cfg.pska_worker.enabled)
+    pska_worker = app::start_pska_worker(sys, cfg, *port);
 
   int sig = 0;
   sigwait(&signals, &sig);
@@ -840,7 +855,8 @@ int serve(const cli_options& cli) {
   if (membership)
     leave_cluster(sys, env->store, membership, node->status->node_id(), cfg.cluster.max_handoffs, *metrics,
                   env->notifier);
-  for (auto& actor : {caf::actor_cast<caf::actor>(membership), caf::actor_cast<caf::actor>(stores.nodes),
+  for (auto& actor : {caf::actor_cast<caf::actor>(pska_worker), caf::actor_cast<caf::actor>(membership),
+                      caf::actor_cast<caf::actor>(stores.nodes),
                       caf::actor_cast<caf::actor>(node ? node->actor : node_actor{}),
                       caf::actor_cast<caf::actor>(env->peers), caf::actor_cast<caf::actor>(env->notifier),
                       caf::actor_cast<caf::actor>(registry),
@@ -891,6 +907,14 @@ int main(int argc, char** argv) {
   schema_cmd->require_subcommand(1);
   auto schema_protocol = schema_cmd->add_subcommand("protocol", "write the reflexr.v1 JSON Schema (WS-125)");
   schema_protocol->add_option("--output", cli.schema_output, "file to write (default: schemas/reflexr.v1.json)");
+  auto worker_cmd = app.add_subcommand("worker", "run a worker");
+  worker_cmd->require_subcommand(1);
+  auto worker_pska = worker_cmd->add_subcommand("pska", "digest PSKA jobs continuously (pska_digest_worker.*)");
+  add_config(worker_pska);
+  auto digest_cmd = app.add_subcommand("pska-digest", "digest one PSKA job and exit (0 on ok)");
+  add_config(digest_cmd);
+  digest_cmd->add_flag("--once", cli.once, "one job, then exit")->required();
+  digest_cmd->add_option("--job-id", cli.job_id, "the PSKA job to digest (default: the first ready one)");
   CLI11_PARSE(app, argc, argv);
 
   if (check_cmd->parsed())
@@ -899,5 +923,11 @@ int main(int argc, char** argv) {
     return migrate(cli);
   if (schema_cmd->parsed())
     return write_schema(cli);
+  if (worker_pska->parsed() || digest_cmd->parsed()) {
+    auto r = load_config(cli);
+    if (!r.ok())
+      return report_errors(r, cli);
+    return digest_cmd->parsed() ? app::run_pska_digest_once(r.value, cli.job_id) : app::run_pska_worker(r.value);
+  }
   return serve(cli);
 }

@@ -709,12 +709,12 @@ export function check_attempt_order(payloads) {
   return steps;
 }
 
-// GET /ready until mcp.ready and every named MCP server is alive; returns the body.
-export async function wait_mcp_ready(troupe, names, timeout_ms) {
+// GET /ready (with `headers`) until mcp.ready and every named MCP server is alive; returns the body.
+export async function wait_mcp_ready(troupe, names, timeout_ms, headers = {}) {
   let last;
   try {
     return await until(async () => {
-      const res = await troupe.request('GET', '/ready');
+      const res = await troupe.request('GET', '/ready', { headers });
       last = res.text;
       const mcp = res.json?.mcp;
       if (res.status !== 200 || !mcp?.ready) return false;

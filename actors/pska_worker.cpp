@@ -1,0 +1,155 @@
+#include "actors/pska_worker.hpp"
+
+#include "actors/errors.hpp"
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+
+namespace troupe {
+
+namespace {
+
+namespace pska = protocol::pska;
+
+struct worker_state {
+  static inline const char* name = "pska_worker";
+  pska_worker_settings settings;
+  web_port_actor web;
+  std::set<std::string> in_hand;           // tenant + job id of the jobs this worker carries
+  std::map<std::size_t, int64_t> per_tenant; // running jobs per tenant index
+  std::size_t next_tenant = 0;               // whose turn it is to fill a slot
+  pska_worker_stats stats;
+  bool polling = false;
+};
+
+using pointer = pska_worker_actor::stateful_pointer<worker_state>;
+
+std::string key_of(std::size_t tenant, const std::string& job_id) {
+  return std::to_string(tenant) + '\0' + job_id;
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void start_job(pointer self, std::size_t tenant, pska::job job) {
+  auto& st = self->state;
+  st.in_hand.insert(key_of(tenant, job.id));
+  ++st.per_tenant[tenant];
+  ++st.stats.running;
+  auto actor = spawn_digest_job(self->system(), st.settings.job, st.settings.tenants[tenant], std::move(job), st.web);
+  self->request(actor, caf::infinite, start_atom::value)
+    .then([=](digest_job_outcome& o) { self->send(self, run_end_atom::value, std::move(o), int64_t(tenant)); },
+          [=](caf::error& err) {
+            self->send(self, run_end_atom::value,
+                       digest_job_outcome{digest_job_outcome::kind::failed, "", message_of(err), 0}, int64_t(tenant));
+          });
+}
+
+// CJ-43: the tenants' ready jobs, asked one tenant after the other; free slots go round-robin.
+void poll(pointer self, std::size_t tenant, std::map<std::size_t, std::vector<pska::job>> ready) {
+  auto& st = self->state;
+  if (tenant == st.settings.tenants.size()) {
+    // Deal: each tenant in turn offers its next job until the slots are full or no one has one.
+    bool dealt = true;
+    while (dealt && st.stats.running < st.settings.max_concurrent) {
+      dealt = false;
+      for (std::size_t i = 0; i < st.settings.tenants.size() && st.stats.running < st.settings.max_concurrent; ++i) {
+        auto t = (st.next_tenant + i) % st.settings.tenants.size();
+        auto& jobs = ready[t];
+        while (!jobs.empty() && st.in_hand.count(key_of(t, jobs.front().id)))
+          jobs.erase(jobs.begin());
+        if (jobs.empty() || st.per_tenant[t] >= st.settings.max_per_tenant)
+          continue;
+        start_job(self, t, std::move(jobs.front()));
+        jobs.erase(jobs.begin());
+        dealt = true;
+      }
+      st.next_tenant = (st.next_tenant + 1) % st.settings.tenants.size();
+    }
+    st.polling = false;
+    return;
+  }
+  auto& who = st.settings.tenants[tenant];
+  auto url = st.settings.job.pska_url + "/jobs";
+  web_request req{"GET", url, pska::pska_headers(who, st.settings.job.pska_service_token), "",
+                  st.settings.job.request_timeout_seconds};
+  self->request(st.web, std::chrono::seconds(static_cast<int64_t>(st.settings.job.request_timeout_seconds) + 5),
+                web_atom::value, std::move(req))
+    .then(
+      [=](web_response& r) mutable {
+        if (!pska::succeeded(r.status))
+          spdlog::warn("pska worker: {}", pska::step_failure("GET", url, r.status, r.body));
+        else if (auto jobs = pska::ready_jobs(r.body, now_seconds()))
+          ready[tenant] = std::move(*jobs);
+        poll(self, tenant + 1, std::move(ready));
+      },
+      [=](caf::error& err) mutable {
+        spdlog::warn("pska worker: GET {} failed: {}", url, message_of(err));
+        poll(self, tenant + 1, std::move(ready));
+      });
+}
+
+pska_worker_actor::behavior_type pska_worker(pointer self, pska_worker_settings settings, web_port_actor web) {
+  self->state.settings = std::move(settings);
+  self->state.web = std::move(web);
+  if (self->state.settings.tenants.empty())
+    self->state.settings.tenants.push_back({});
+  self->send(self, tick_atom::value);
+  return {
+    [=](status_atom) { return self->state.stats; },
+    [=](tick_atom) {
+      auto& st = self->state;
+      if (!st.polling && st.stats.running < st.settings.max_concurrent) {
+        st.polling = true;
+        poll(self, 0, {});
+      }
+      self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(
+                                 std::chrono::duration<double>(st.settings.poll_seconds)),
+                         tick_atom::value);
+    },
+    [=](run_end_atom, digest_job_outcome& o, int64_t tenant) {
+      auto& st = self->state;
+      auto t = static_cast<std::size_t>(tenant);
+      st.in_hand.erase(key_of(t, o.job_id));
+      --st.per_tenant[t];
+      --st.stats.running;
+      using kind = digest_job_outcome::kind;
+      switch (o.what) {
+        case kind::completed:
+          ++st.stats.completed;
+          spdlog::info("pska worker: job {} completed, {} batches", o.job_id, o.batch_count);
+          break;
+        case kind::failed:
+          ++st.stats.failed;
+          spdlog::warn("pska worker: job {} failed: {}", o.job_id, o.message);
+          break;
+        case kind::lease_lost:
+          ++st.stats.lease_lost;
+          spdlog::warn("pska worker: job {}: {}", o.job_id, o.message);
+          break;
+        case kind::not_leased:
+          spdlog::info("pska worker: job {} not leased: {}", o.job_id, o.message);
+          break;
+      }
+      // A freed slot is filled at once, not at the next tick.
+      if (!st.polling) {
+        st.polling = true;
+        poll(self, 0, {});
+      }
+    },
+  };
+}
+
+} // namespace
+
+pska_worker_actor spawn_pska_worker(caf::actor_system& sys, pska_worker_settings settings, web_port_actor web) {
+  return sys.spawn(pska_worker, std::move(settings), std::move(web));
+}
+
+} // namespace troupe
