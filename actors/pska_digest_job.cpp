@@ -39,6 +39,7 @@ struct job_state {
   web_port_actor web;
   std::optional<caf::typed_response_promise<digest_job_outcome>> reply;
   bool ended = false;
+  bool settling = false; // complete or fail is on its way: a shutdown leaves it be
   std::string leased_job = "null";
   steady::time_point last_beat;
   // The batch in hand and the runs that passed.
@@ -112,6 +113,7 @@ std::string transport_failure(const char* method, const std::string& url, const 
 
 // AS-72: the job fails at PSKA, retryably; the worker is done with it.
 void fail_job(pointer self, std::string error) {
+  self->state.settling = true;
   auto url = pska_url(self, "/jobs/" + pska::url_component(self->state.job.id) + "/fail");
   call(
     self, true, "POST", url, pska::fail_body(error),
@@ -131,6 +133,7 @@ void lease_lost(pointer self, const std::string& why) {
 
 void complete_job(pointer self) {
   auto& st = self->state;
+  st.settling = true;
   auto url = pska_url(self, "/jobs/" + pska::url_component(st.job.id) + "/complete");
   auto body = pska::complete_body(st.settings.worker_id, st.leased_job, st.reports);
   call(
@@ -350,6 +353,16 @@ digest_job_actor::behavior_type digest_job(pointer self, digest_job_settings set
       st.reply = self->make_response_promise<digest_job_outcome>();
       lease_job(self);
       return *st.reply;
+    },
+    [=](cancel_atom) {
+      auto& st = self->state;
+      if (st.ended || st.settling || !st.reply)
+        return;
+      if (!st.run_id.empty() && !st.reusing)
+        call(
+          self, false, "POST", troupe_url(self, "/v1/runs/" + st.run_id + "/cancel"), "{}", [](web_response&) {},
+          [](caf::error&) {});
+      fail_job(self, "WorkerShutdown: draining");
     },
     [=](tick_atom) {
       if (!self->state.ended)

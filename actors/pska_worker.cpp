@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -25,6 +26,8 @@ struct worker_state {
   std::size_t next_tenant = 0;               // whose turn it is to fill a slot
   pska_worker_stats stats;
   bool polling = false;
+  std::map<std::string, digest_job_actor> jobs; // by key_of
+  std::optional<caf::typed_response_promise<pska_worker_stats>> drained; // set: draining
 };
 
 using pointer = pska_worker_actor::stateful_pointer<worker_state>;
@@ -42,7 +45,9 @@ void start_job(pointer self, std::size_t tenant, pska::job job) {
   st.in_hand.insert(key_of(tenant, job.id));
   ++st.per_tenant[tenant];
   ++st.stats.running;
+  auto key = key_of(tenant, job.id);
   auto actor = spawn_digest_job(self->system(), st.settings.job, st.settings.tenants[tenant], std::move(job), st.web);
+  st.jobs.emplace(key, actor);
   self->request(actor, caf::infinite, start_atom::value)
     .then([=](digest_job_outcome& o) { self->send(self, run_end_atom::value, std::move(o), int64_t(tenant)); },
           [=](caf::error& err) {
@@ -103,8 +108,29 @@ pska_worker_actor::behavior_type pska_worker(pointer self, pska_worker_settings 
   self->send(self, tick_atom::value);
   return {
     [=](status_atom) { return self->state.stats; },
+    [=](drain_atom) -> caf::result<pska_worker_stats> {
+      auto& st = self->state;
+      if (!st.drained) {
+        st.drained = self->make_response_promise<pska_worker_stats>();
+        spdlog::info("pska worker: draining {} job(s) for up to {} s", st.stats.running, st.settings.drain_grace_seconds);
+        self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(
+                                   std::chrono::duration<double>(st.settings.drain_grace_seconds)),
+                           timeout_atom::value);
+      }
+      auto answer = *st.drained;
+      if (st.stats.running == 0)
+        answer.deliver(st.stats);
+      return answer;
+    },
+    [=](timeout_atom) {
+      // The grace is over: what is still running is cancelled, each job failing retryably.
+      for (auto& [key, job] : self->state.jobs)
+        self->send(job, cancel_atom::value);
+    },
     [=](tick_atom) {
       auto& st = self->state;
+      if (st.drained)
+        return;
       if (!st.polling && st.stats.running < st.settings.max_concurrent) {
         st.polling = true;
         poll(self, 0, {});
@@ -117,6 +143,7 @@ pska_worker_actor::behavior_type pska_worker(pointer self, pska_worker_settings 
       auto& st = self->state;
       auto t = static_cast<std::size_t>(tenant);
       st.in_hand.erase(key_of(t, o.job_id));
+      st.jobs.erase(key_of(t, o.job_id));
       --st.per_tenant[t];
       --st.stats.running;
       using kind = digest_job_outcome::kind;
@@ -136,6 +163,11 @@ pska_worker_actor::behavior_type pska_worker(pointer self, pska_worker_settings 
         case kind::not_leased:
           spdlog::info("pska worker: job {} not leased: {}", o.job_id, o.message);
           break;
+      }
+      if (st.drained) {
+        if (st.stats.running == 0)
+          st.drained->deliver(st.stats);
+        return;
       }
       // A freed slot is filled at once, not at the next tick.
       if (!st.polling) {

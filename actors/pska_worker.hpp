@@ -20,6 +20,7 @@ struct pska_worker_settings {
   double poll_seconds = 5;
   int64_t max_concurrent = 8;
   int64_t max_per_tenant = 2;
+  double drain_grace_seconds = 30;
 };
 
 // What the worker has done so far.
@@ -32,6 +33,10 @@ struct pska_worker_stats {
 
 using pska_worker_actor = caf::typed_actor<
   caf::replies_to<status_atom>::with<pska_worker_stats>,
+  // CJ-46: admission stops; jobs unfinished after drain_grace_seconds are cancelled and fail
+  // retryably. Answers once no job is left.
+  caf::replies_to<drain_atom>::with<pska_worker_stats>,
+  caf::reacts_to<timeout_atom>,
   // Internal: the poll, and a job's end.
   caf::reacts_to<tick_atom>, caf::reacts_to<run_end_atom, digest_job_outcome, int64_t /*tenant index*/>>;
 

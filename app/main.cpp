@@ -849,6 +849,8 @@ int serve(const cli_options& cli) {
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("serve: signal {} received; draining for up to {}s", sig, cfg.service.shutdown_grace_seconds);
+  // The digest worker's runs go through this node's API: it drains while the API still serves.
+  app::drain_pska_worker(sys, pska_worker, cfg.pska_worker.drain_grace_seconds);
   if (membership)
     drain_node(sys, registry, membership, cfg.cluster.drain_grace_seconds, signals);
   drain(server, registry, cfg.service.shutdown_grace_seconds);

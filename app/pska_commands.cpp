@@ -53,6 +53,7 @@ pska_worker_settings pska_worker_settings_of(const protocol::config& cfg, uint16
   s.poll_seconds = w.poll_seconds;
   s.max_concurrent = w.max_concurrent;
   s.max_per_tenant = w.max_per_tenant;
+  s.drain_grace_seconds = w.drain_grace_seconds;
   return s;
 }
 
@@ -74,9 +75,25 @@ int run_pska_worker(const protocol::config& cfg) {
   auto worker = start_pska_worker(sys, cfg, 0);
   int sig = 0;
   sigwait(&signals, &sig);
-  spdlog::info("pska worker: signal {} received; stopping", sig);
-  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+  spdlog::info("pska worker: signal {} received; draining", sig);
+  drain_pska_worker(sys, worker, cfg.pska_worker.drain_grace_seconds);
   return 0;
+}
+
+void drain_pska_worker(caf::actor_system& sys, const pska_worker_actor& worker, double grace_seconds) {
+  if (!worker)
+    return;
+  caf::scoped_actor self{sys};
+  // The grace, then the cancelled jobs' fail calls (each bounded by its request timeout).
+  auto limit = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(grace_seconds + 90));
+  self->request(worker, limit, drain_atom::value)
+    .receive(
+      [](pska_worker_stats& s) {
+        spdlog::info("pska worker: drained; {} completed, {} failed, {} leases lost", s.completed, s.failed,
+                     s.lease_lost);
+      },
+      [](caf::error& err) { spdlog::error("pska worker: drain: {}", message_of(err)); });
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
 }
 
 int run_pska_digest_once(const protocol::config& cfg, const std::string& job_id) {

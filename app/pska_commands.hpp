@@ -19,7 +19,11 @@ pska_worker_settings pska_worker_settings_of(const protocol::config& cfg, uint16
 // Starts the continuous worker in `sys`.
 pska_worker_actor start_pska_worker(caf::actor_system& sys, const protocol::config& cfg, uint16_t listener_port);
 
-// `troupe worker pska`: the continuous worker until SIGINT or SIGTERM. Exit code.
+// CJ-46: stops admission, waits up to `grace_seconds` for the jobs in hand, fails the rest
+// retryably, then stops the worker. Nothing for a worker that was never started.
+void drain_pska_worker(caf::actor_system& sys, const pska_worker_actor& worker, double grace_seconds);
+
+// `troupe worker pska`: the continuous worker until SIGINT or SIGTERM, then its drain. Exit code.
 int run_pska_worker(const protocol::config& cfg);
 
 // `troupe pska-digest --once [--job-id ID]`: one job of the first tenant, or the one named; prints

@@ -45,19 +45,29 @@ constexpr std::uint64_t body_limit = 32 * 1024 * 1024; // a page of a run's even
 
 using answered_atom = caf::atom_constant<caf::atom("web_done")>;
 
+// What the Asio thread runs on; the thread keeps it alive until run() returned, so the engine may
+// end on any thread, its own included (the port's last reference may go in an answer's handler).
+struct web_core {
+  net::io_context ioc;
+  net::ssl::context tls{net::ssl::context::tls_client};
+};
+
 // The Asio side: a thread running an io_context for the connections in flight.
 class web_engine {
 public:
-  web_engine() : guard_(net::make_work_guard(ioc_)) {
+  web_engine() : core_(std::make_shared<web_core>()), ioc_(core_->ioc), tls_(core_->tls), guard_(net::make_work_guard(ioc_)) {
     boost::system::error_code ec;
     tls_.set_default_verify_paths(ec);
     tls_.set_verify_mode(net::ssl::verify_peer);
-    thread_ = std::thread([this] { ioc_.run(); });
+    thread_ = std::thread([core = core_] { core->ioc.run(); });
   }
   ~web_engine() {
     guard_.reset();
     ioc_.stop();
-    thread_.join();
+    if (thread_.get_id() == std::this_thread::get_id())
+      thread_.detach(); // run() returns once this handler does; the thread then lets the core go
+    else
+      thread_.join();
   }
 
   void start(uint64_t id, web_request req, std::function<void(web_outcome)> done) {
@@ -141,9 +151,10 @@ private:
     c->reply({c->id, std::move(r), std::move(error)});
   }
 
-  net::io_context ioc_;
+  std::shared_ptr<web_core> core_;
+  net::io_context& ioc_;
+  net::ssl::context& tls_;
   net::executor_work_guard<net::io_context::executor_type> guard_;
-  net::ssl::context tls_{net::ssl::context::tls_client};
   std::thread thread_;
 };
 

@@ -188,3 +188,24 @@ scenario('troupe serve with pska_digest_worker.enabled digests ready jobs on its
   assert.equal(result.batch_count, 2);
   assert.ok(troupe.url);
 });
+
+scenario('troupe worker pska drains on SIGTERM: a job still running after the grace fails retryably as WorkerShutdown (CJ-46)', async (s) => {
+  const { pska, troupe } = await start(s, [
+    { content: 'Thinking for a long time.', delay_ms: 20_000 },
+    { content: 'Done.' },
+  ], { worker: { drain_grace_seconds: 1, poll_seconds: 0.2 } });
+  await pska.control('POST', '/_control/jobs', { id: 'j1', batch_count: 1 });
+  const worker = spawn(process.env.TROUPE_BIN, ['worker', 'pska', '--config', troupe.config_file,
+    '--set', `pska_digest_worker.troupe_url=${troupe.url}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  worker.stderr.on('data', (d) => { err += d; });
+  const exited = new Promise((r) => worker.on('exit', (code, signal) => r({ code, signal })));
+  s.children.push({ stop: async () => { worker.kill('SIGKILL'); await exited; }, describe: () => `--- worker pska:\n${err}` });
+  await until(async () => (await pska.control('GET', '/_control/requests?route=batches')).requests.length > 0,
+    { timeout_ms: 20_000, message: 'the worker paging its job' });
+  worker.kill('SIGTERM');
+  assert.deepEqual(await exited, { code: 0, signal: null });
+  const fails = (await pska.control('GET', '/_control/requests?route=fail')).requests;
+  assert.equal(fails.length, 1);
+  assert.deepEqual(fails[0].body, { error: 'WorkerShutdown: draining', retryable: true });
+});
