@@ -27,6 +27,13 @@ struct worker_state {
   pska_worker_stats stats;
   bool polling = false;
   std::map<std::string, digest_job_actor> jobs; // by key_of
+  // Source "troupe": the troupe job each PSKA job in hand came from, by PSKA job id.
+  struct troupe_lease {
+    std::string id;
+    std::string token;
+    pska::tenant who;
+  };
+  std::map<std::string, troupe_lease> troupe_leases;
   std::optional<caf::typed_response_promise<pska_worker_stats>> drained; // set: draining
 };
 
@@ -40,13 +47,16 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-void start_job(pointer self, std::size_t tenant, pska::job job) {
+// `tenant`: the index of the tenant in settings.tenants, or no_tenant for a troupe job's, `who`.
+constexpr std::size_t no_tenant = static_cast<std::size_t>(-1);
+
+void start_job(pointer self, std::size_t tenant, pska::job job, const pska::tenant& who) {
   auto& st = self->state;
   st.in_hand.insert(key_of(tenant, job.id));
   ++st.per_tenant[tenant];
   ++st.stats.running;
   auto key = key_of(tenant, job.id);
-  auto actor = spawn_digest_job(self->system(), st.settings.job, st.settings.tenants[tenant], std::move(job), st.web);
+  auto actor = spawn_digest_job(self->system(), st.settings.job, who, std::move(job), st.web);
   st.jobs.emplace(key, actor);
   self->request(actor, caf::infinite, start_atom::value)
     .then([=](digest_job_outcome& o) { self->send(self, run_end_atom::value, std::move(o), int64_t(tenant)); },
@@ -71,7 +81,7 @@ void poll(pointer self, std::size_t tenant, std::map<std::size_t, std::vector<ps
           jobs.erase(jobs.begin());
         if (jobs.empty() || st.per_tenant[t] >= st.settings.max_per_tenant)
           continue;
-        start_job(self, t, std::move(jobs.front()));
+        start_job(self, t, std::move(jobs.front()), st.settings.tenants[t]);
         jobs.erase(jobs.begin());
         dealt = true;
       }
@@ -100,12 +110,86 @@ void poll(pointer self, std::size_t tenant, std::map<std::size_t, std::vector<ps
       });
 }
 
+// A request to troupe's jobs API as the worker's service-token caller; `then` gets every answer.
+template <class Then, class Failed = void (*)()>
+void call_troupe(pointer self, const std::string& path, std::string body, Then then, double timeout_seconds,
+                 Failed failed = [] {}) {
+  auto& job = self->state.settings.job;
+  web_request req{"POST", job.troupe_url + path, pska::troupe_headers(self->state.settings.tenants.front(),
+                                                                      job.troupe_service_token),
+                  std::move(body), timeout_seconds};
+  self->request(self->state.web, std::chrono::seconds(static_cast<int64_t>(timeout_seconds) + 5), web_atom::value,
+                std::move(req))
+    .then([=](web_response& r) mutable { then(r); },
+          [=](caf::error& err) mutable {
+            spdlog::warn("pska worker: POST {} failed: {}", path, message_of(err));
+            failed();
+          });
+}
+
+// CJ-43: free slots leased from troupe's pska.digest jobs by long poll.
+void lease_from_troupe(pointer self) {
+  auto& st = self->state;
+  auto free = st.settings.max_concurrent - st.stats.running;
+  auto body = pska::troupe_lease_body(st.settings.job.worker_id, free, st.settings.job.lease_seconds);
+  // After a failed lease the next one waits poll_seconds.
+  auto later = [=] {
+    self->state.polling = false;
+    self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(
+                               std::chrono::duration<double>(self->state.settings.poll_seconds)),
+                       tick_atom::value);
+  };
+  call_troupe(
+    self, "/v1/jobs/lease", std::move(body),
+    [=](web_response& r) {
+      auto& st = self->state;
+      if (!pska::succeeded(r.status)) {
+        spdlog::warn("pska worker: {}", pska::step_failure("POST", "/v1/jobs/lease", r.status, r.body));
+        return later();
+      }
+      st.polling = false;
+      for (auto& t : pska::troupe_jobs(r.body, st.settings.tenants.front())) {
+        if (st.troupe_leases.count(t.pska_job_id)) { // another troupe job for the PSKA job in hand
+          call_troupe(self, "/v1/jobs/" + pska::url_component(t.id) + "/fail",
+                      pska::troupe_fail_body(t.lease_token, "Busy: PSKA job " + t.pska_job_id + " is being digested"),
+                      [](web_response&) {}, st.settings.job.request_timeout_seconds);
+          continue;
+        }
+        st.troupe_leases[t.pska_job_id] = {t.id, t.lease_token, t.who};
+        pska::job job;
+        job.id = t.pska_job_id;
+        job.json = "null";
+        start_job(self, no_tenant, std::move(job), t.who);
+      }
+      if (!st.drained && st.stats.running < st.settings.max_concurrent)
+        self->send(self, tick_atom::value);
+    },
+    st.settings.job.request_timeout_seconds + 25, later);
+}
+
+// The troupe job settled as its PSKA job was (CJ-43).
+void settle_troupe_job(pointer self, const digest_job_outcome& o) {
+  auto& st = self->state;
+  auto lease = st.troupe_leases.find(o.job_id);
+  if (lease == st.troupe_leases.end())
+    return;
+  auto path = "/v1/jobs/" + pska::url_component(lease->second.id);
+  bool done = o.what == digest_job_outcome::kind::completed;
+  call_troupe(self, path + (done ? "/complete" : "/fail"),
+              done ? pska::troupe_complete_body(lease->second.token, o.message)
+                   : pska::troupe_fail_body(lease->second.token, o.message),
+              [](web_response&) {}, st.settings.job.request_timeout_seconds);
+  st.troupe_leases.erase(lease);
+}
+
 pska_worker_actor::behavior_type pska_worker(pointer self, pska_worker_settings settings, web_port_actor web) {
   self->state.settings = std::move(settings);
   self->state.web = std::move(web);
   if (self->state.settings.tenants.empty())
     self->state.settings.tenants.push_back({});
   self->send(self, tick_atom::value);
+  if (self->state.settings.from_troupe)
+    self->send(self, renew_atom::value);
   return {
     [=](status_atom) { return self->state.stats; },
     [=](drain_atom) -> caf::result<pska_worker_stats> {
@@ -133,15 +217,39 @@ pska_worker_actor::behavior_type pska_worker(pointer self, pska_worker_settings 
         return;
       if (!st.polling && st.stats.running < st.settings.max_concurrent) {
         st.polling = true;
-        poll(self, 0, {});
+        if (st.settings.from_troupe)
+          lease_from_troupe(self);
+        else
+          poll(self, 0, {});
       }
+      if (st.settings.from_troupe) // a long poll: the next lease follows its answer
+        return;
       self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(
                                  std::chrono::duration<double>(st.settings.poll_seconds)),
                          tick_atom::value);
     },
+    [=](renew_atom) {
+      // The troupe jobs' leases, every lease_seconds/3; a refusal (cancelled, lost) stops the job.
+      auto& st = self->state;
+      for (auto& [pska_id, lease] : st.troupe_leases) {
+        auto job = st.jobs.find(key_of(no_tenant, pska_id));
+        auto actor = job == st.jobs.end() ? digest_job_actor{} : job->second;
+        call_troupe(
+          self, "/v1/jobs/" + pska::url_component(lease.id) + "/heartbeat", pska::troupe_beat_body(lease.token),
+          [=](web_response& r) {
+            if (!pska::succeeded(r.status) && actor)
+              self->send(actor, cancel_atom::value);
+          },
+          st.settings.job.request_timeout_seconds);
+      }
+      self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(
+                                 static_cast<double>(st.settings.job.lease_seconds) / 3)),
+                         renew_atom::value);
+    },
     [=](run_end_atom, digest_job_outcome& o, int64_t tenant) {
       auto& st = self->state;
       auto t = static_cast<std::size_t>(tenant);
+      settle_troupe_job(self, o);
       st.in_hand.erase(key_of(t, o.job_id));
       st.jobs.erase(key_of(t, o.job_id));
       --st.per_tenant[t];
@@ -170,10 +278,8 @@ pska_worker_actor::behavior_type pska_worker(pointer self, pska_worker_settings 
         return;
       }
       // A freed slot is filled at once, not at the next tick.
-      if (!st.polling) {
-        st.polling = true;
-        poll(self, 0, {});
-      }
+      if (!st.polling)
+        self->send(self, tick_atom::value);
     },
   };
 }

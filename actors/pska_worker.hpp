@@ -21,6 +21,9 @@ struct pska_worker_settings {
   int64_t max_concurrent = 8;
   int64_t max_per_tenant = 2;
   double drain_grace_seconds = 30;
+  // CJ-43, source "troupe": long-poll troupe's pska.digest jobs instead of PSKA's list, and settle
+  // each troupe job as its PSKA job was settled.
+  bool from_troupe = false;
 };
 
 // What the worker has done so far.
@@ -37,6 +40,8 @@ using pska_worker_actor = caf::typed_actor<
   // retryably. Answers once no job is left.
   caf::replies_to<drain_atom>::with<pska_worker_stats>,
   caf::reacts_to<timeout_atom>,
+  // Internal (source "troupe"): the troupe jobs' leases renewed.
+  caf::reacts_to<renew_atom>,
   // Internal: the poll, and a job's end.
   caf::reacts_to<tick_atom>, caf::reacts_to<run_end_atom, digest_job_outcome, int64_t /*tenant index*/>>;
 

@@ -54,6 +54,7 @@ pska_worker_settings pska_worker_settings_of(const protocol::config& cfg, uint16
   s.max_concurrent = w.max_concurrent;
   s.max_per_tenant = w.max_per_tenant;
   s.drain_grace_seconds = w.drain_grace_seconds;
+  s.from_troupe = w.source == "troupe";
   return s;
 }
 

@@ -36,7 +36,9 @@
 // `probe-max-jobs`, each value in turn) sent open-loop at `probe-rate` per second for
 // `probe-warmup-seconds` + `probe-seconds`; each lease's time runs from the moment it was due to its
 // answer (a late send counts), and what it leased is completed (not timed). p50/p99/max of the
-// measured part, against CJ-53's 10 ms.
+// measured part, against CJ-53's 10 ms. The baseline: once troupe has stopped, the same jobs queued
+// again in a copy of its table, and pgbench -R at the same rate (`clients` connections) running the
+// claim alone (no completion) with as many rows, timed from each claim's scheduled start as well.
 //
 // Where the time goes: for each timed phase, the CPU time of troupe, of the PostgreSQL server (the
 // postmaster and its children) and of the load driver (this process, pgbench), per 1,000 jobs, from
@@ -247,20 +249,26 @@ async function troupe_round(r) {
 }
 
 // --- pgbench on a copy of troupe's table -------------------------------------------------------------
-// The claim: claim_by_priority's SKIP LOCKED selection and TROUPE_PG_LEASE_DEALT's update
-// (io/job_store_statements.hpp) without the fair-share and type filters; the completion: complete_jobs'
-// update by id and lease token from a JSON list. Two autocommit statements per transaction.
-function pgbench_script() {
+// The claim: the SKIP LOCKED selection claim_ready_jobs makes within one tenant (its `ready` part, on
+// the jobs_claim_order index) and TROUPE_PG_LEASE_DEALT's update (io/job_store_statements.hpp), without
+// the turns between tenants and the type filters; the completion: complete_jobs' update by id and lease
+// token from a JSON list. Two autocommit statements per transaction. Every job has the one tenant.
+// With `complete` false, the claim alone (the claim latency's baseline).
+function pgbench_script(tenant, batch, complete = true) {
   const t = "extract(epoch FROM clock_timestamp())";
-  return [
-    `WITH dealt AS (SELECT job_id FROM bench_jobs WHERE status = 'queued' AND ready_at <= ${t}`,
-    `  ORDER BY priority DESC, ready_at, row_order LIMIT ${opt.batch} FOR UPDATE SKIP LOCKED),`,
+  const claim = [
+    `WITH dealt AS (SELECT job_id FROM bench_jobs WHERE status = 'queued' AND tenant_key = '${tenant}' AND ready_at <= ${t}`,
+    `  ORDER BY priority DESC, ready_at, row_order LIMIT ${batch} FOR UPDATE SKIP LOCKED),`,
     ` started AS (UPDATE bench_jobs SET status = 'leased', attempts = attempts + 1, lease_epoch = bench_jobs.lease_epoch + 1,`,
     `  worker_id = 'pgbench-' || :client_id, lease_token = 'lt_' || (bench_jobs.lease_epoch + 1) || '_' || md5(random()::text),`,
     `  started_at = ${t}, attempt_deadline = ${t} + timeout_seconds, lease_seconds = 60,`,
     `  lease_expires_at = ${t} + LEAST(60, timeout_seconds), updated_at = ${t}`,
     `  FROM dealt WHERE bench_jobs.job_id = dealt.job_id RETURNING bench_jobs.job_id, bench_jobs.lease_token)`,
     `SELECT quote_literal(coalesce(json_agg(json_build_object('id', job_id, 'token', lease_token, 'result', '{}')), '[]')::text) AS done`,
+  ];
+  if (!complete) return [...claim, ' FROM started;', ''].join('\n');
+  return [
+    ...claim,
     ` FROM started \\gset`,
     `UPDATE bench_jobs SET status = 'completed', result = x.result, completed_at = ${t}, updated_at = ${t}, lease_expires_at = NULL`,
     ` FROM json_to_recordset(:done::json) AS x(id text, token text, result text)`,
@@ -269,16 +277,24 @@ function pgbench_script() {
   ].join('\n');
 }
 
-function pgbench_round(r, database) {
+// bench_jobs: a copy of troupe's jobs table holding its jobs of `type`, queued again.
+function copy_jobs(database, type) {
   query_value(database, 'CREATE TABLE bench_jobs (LIKE jobs INCLUDING ALL)');
   query_value(database,
     'INSERT INTO bench_jobs (job_id, type, tenant_key, user_key, status, priority, payload, idempotency_key, ' +
     'max_attempts, timeout_seconds, run_after, ready_at, created_at, updated_at) ' +
     "SELECT job_id, type, tenant_key, user_key, 'queued', priority, payload, idempotency_key, max_attempts, " +
-    "timeout_seconds, run_after, ready_at, created_at, created_at FROM jobs WHERE type = 'bench.noop' ORDER BY row_order");
+    `timeout_seconds, run_after, ready_at, created_at, created_at FROM jobs WHERE type = '${type}' ORDER BY row_order`);
   query_value(database, 'ANALYZE bench_jobs');
+  const tenants = query_value(database, 'SELECT DISTINCT tenant_key FROM bench_jobs').split('\n');
+  if (tenants.length !== 1 || /'/.test(tenants[0])) throw new Error(`the jobs have tenants ${tenants.join(', ')}: one expected`);
+  return tenants[0];
+}
+
+function pgbench_round(r, database) {
+  const tenant = copy_jobs(database, 'bench.noop');
   const script = path.join(opt.work_dir, 'pgbench-claim.sql');
-  fs.writeFileSync(script, pgbench_script());
+  fs.writeFileSync(script, pgbench_script(tenant, opt.batch));
   const per_client = Math.ceil(opt.jobs / opt.batch / opt.clients) + 2; // the last ones find the table empty
   const c0 = cpu_snapshot(0);
   const run = spawnSync('pgbench', ['-n', '-c', String(opt.clients), '-j', '2', '-t', String(per_client), '-f', script, database],
@@ -412,6 +428,29 @@ async function claim_latency() {
     out[`max_jobs_${max_jobs}`] = o;
   }
   await stop_node(node);
+  // The baseline: the same claim straight to PostgreSQL, open-loop at the same rate (pgbench -R), on
+  // a copy of the same jobs queued again; its latency counts from the scheduled start, as above.
+  const tenant = copy_jobs(database, 'bench.probe');
+  for (const max_jobs of opt.probe_max_jobs) {
+    const script = path.join(opt.work_dir, `pgbench-claim-${max_jobs}.sql`);
+    fs.writeFileSync(script, pgbench_script(tenant, max_jobs, false));
+    const dir = fs.mkdtempSync(path.join(opt.work_dir, 'pgbench-log-'));
+    const seconds = opt.probe_warmup_seconds + opt.probe_seconds;
+    const run = spawnSync('pgbench', ['-n', '-c', String(opt.clients), '-j', '2', '-R', String(opt.probe_rate),
+      '-T', String(seconds), '-f', script, '--log', `--log-prefix=${path.join(dir, 'tx')}`, database],
+    { encoding: 'utf8', cwd: dir });
+    if (run.status !== 0) throw new Error(`pgbench -R failed (${run.status}): ${run.stderr}\n${run.stdout}`);
+    // Lines: client transaction time_us script epoch_s epoch_us schedule_lag_us.
+    const rows = fs.readdirSync(dir).flatMap((f) => fs.readFileSync(path.join(dir, f), 'utf8').trim().split('\n'))
+      .filter(Boolean).map((l) => l.split(' ').map(Number));
+    const first = Math.min(...rows.map((v) => v[4] + v[5] / 1e6));
+    const lat = rows.filter((v) => v[4] + v[5] / 1e6 >= first + opt.probe_warmup_seconds).map((v) => (v[2] + (v[6] || 0)) / 1000);
+    const o = { leases: lat.length, p50: round3(percentile(lat, 50)), p99: round3(percentile(lat, 99)), max: round3(Math.max(...lat)) };
+    log(`claim latency baseline, pgbench -R ${opt.probe_rate}, claim of ${max_jobs}: p50 ${o.p50} ms, p99 ${o.p99} ms, max ${o.max} ms ` +
+      `(${o.leases} claims measured)`);
+    out[`pgbench_max_jobs_${max_jobs}`] = o;
+    out[`ratio_p99_max_jobs_${max_jobs}`] = round3(out[`max_jobs_${max_jobs}`].p99 / Math.max(o.p99, 1e-3));
+  }
   drop_database(database);
   return out;
 }

@@ -400,4 +400,71 @@ std::string fail_body(const std::string& error, bool retryable) {
   });
 }
 
+std::vector<troupe_job> troupe_jobs(std::string_view lease_body, const tenant& defaults) {
+  std::vector<troupe_job> out;
+  auto doc = json::parse(lease_body);
+  auto jobs = doc && doc->IsObject() ? json::member(*doc, "jobs") : nullptr;
+  if (!jobs || !jobs->IsArray())
+    return out;
+  for (auto& j : jobs->GetArray()) {
+    auto payload = j.IsObject() ? json::member(j, "payload") : nullptr;
+    if (!payload || !payload->IsObject())
+      continue;
+    troupe_job t;
+    t.id = text_member(j, "id");
+    t.lease_token = text_member(j, "lease_token");
+    t.pska_job_id = text_member(*payload, "pska_job_id");
+    t.who.tenant_id = text_member(*payload, "tenant_id");
+    t.who.represented_user_id = text_member(*payload, "represented_user_id");
+    if (t.who.tenant_id.empty())
+      t.who.tenant_id = defaults.tenant_id;
+    if (t.who.represented_user_id.empty())
+      t.who.represented_user_id = defaults.represented_user_id;
+    if (!is_name_text(t.id) || t.lease_token.empty() || !is_name_text(t.pska_job_id) ||
+        !is_name_text(t.who.tenant_id) || !is_name_text(t.who.represented_user_id))
+      continue;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string troupe_lease_body(const std::string& worker_id, int64_t max_jobs, int64_t lease_seconds) {
+  return json::object([&](json::writer& w) {
+    string_member(w, "worker_id", worker_id);
+    w.Key("types");
+    w.StartArray();
+    w.String("pska.digest");
+    w.EndArray();
+    w.Key("max_jobs");
+    w.Int64(std::clamp<int64_t>(max_jobs, 1, 100));
+    w.Key("lease_seconds");
+    w.Int64(std::clamp<int64_t>(lease_seconds, 5, 3600));
+    w.Key("wait_seconds");
+    w.Int(20);
+  });
+}
+
+std::string troupe_beat_body(const std::string& lease_token) {
+  return json::object([&](json::writer& w) { string_member(w, "lease_token", lease_token); });
+}
+
+std::string troupe_complete_body(const std::string& lease_token, const std::string& pska_complete_body) {
+  auto doc = json::parse(pska_complete_body);
+  auto result = doc && doc->IsObject() ? json::member(*doc, "result") : nullptr;
+  return json::object([&](json::writer& w) {
+    string_member(w, "lease_token", lease_token);
+    w.Key("result");
+    json::write_raw(w, result ? json::serialize(*result) : std::string("null"));
+  });
+}
+
+std::string troupe_fail_body(const std::string& lease_token, const std::string& error) {
+  return json::object([&](json::writer& w) {
+    string_member(w, "lease_token", lease_token);
+    string_member(w, "error", std::string(utf8_prefix(error, 4096)));
+    w.Key("retryable");
+    w.Bool(true);
+  });
+}
+
 } // namespace troupe::protocol::pska

@@ -147,4 +147,21 @@ std::string complete_body(const std::string& worker_id, const std::string& lease
                           const std::vector<run_report>& runs);
 std::string fail_body(const std::string& error, bool retryable = true);
 
+// CJ-43, source "troupe": a `pska.digest` job troupe leased to the worker (CJ-41's payload), and the
+// PSKA job and tenant it names (the worker's defaults where the payload names none).
+struct troupe_job {
+  std::string id;
+  std::string lease_token;
+  std::string pska_job_id;
+  tenant who;
+};
+// The jobs of a POST /v1/jobs/lease answer; one without a readable payload is left out.
+std::vector<troupe_job> troupe_jobs(std::string_view lease_body, const tenant& defaults);
+// What settles the troupe job as its PSKA job was settled: the lease body, the complete body (with
+// complete_body's result as its result), the fail body.
+std::string troupe_lease_body(const std::string& worker_id, int64_t max_jobs, int64_t lease_seconds);
+std::string troupe_beat_body(const std::string& lease_token);
+std::string troupe_complete_body(const std::string& lease_token, const std::string& pska_complete_body);
+std::string troupe_fail_body(const std::string& lease_token, const std::string& error);
+
 } // namespace troupe::protocol::pska

@@ -209,3 +209,27 @@ scenario('troupe worker pska drains on SIGTERM: a job still running after the gr
   assert.equal(fails.length, 1);
   assert.deepEqual(fails[0].body, { error: 'WorkerShutdown: draining', retryable: true });
 });
+
+scenario('with source "troupe" the worker takes pska.digest jobs from the jobs API and settles each as its PSKA job (CJ-41, CJ-43)', async (s) => {
+  const { pska, troupe } = await start(s, good_script('j3'), { worker: { enabled: true, source: 'troupe' } });
+  await pska.control('POST', '/_control/jobs', { id: 'j3', batch_count: 2 });
+  const headers = { authorization: `Bearer ${service_token}` };
+  const created = await troupe.request('POST', '/v1/jobs',
+    { body: { type: 'pska.digest', payload: { pska_job_id: 'j3', tenant_id: 'tenant_default' } }, headers });
+  assert.equal(created.status, 201, created.text);
+  const job = await until(async () => {
+    const j = (await troupe.request('GET', `/v1/jobs/${created.json.id}`, { headers })).json;
+    return j.status === 'completed' && j;
+  }, { timeout_ms: 30_000, interval_ms: 100, message: 'the troupe job completed' });
+  assert.equal(job.result.ok, true);
+  assert.equal(job.result.batch_count, 2);
+  assert.equal((await pska.control('GET', '/_control/jobs/j3')).job.status, 'completed');
+  // A pska.digest job naming a PSKA job that cannot be leased fails retryably.
+  const missing = await troupe.request('POST', '/v1/jobs',
+    { body: { type: 'pska.digest', payload: { pska_job_id: 'nope' }, max_attempts: 1 }, headers });
+  const dead = await until(async () => {
+    const j = (await troupe.request('GET', `/v1/jobs/${missing.json.id}`, { headers })).json;
+    return j.status === 'dead' && j;
+  }, { timeout_ms: 30_000, interval_ms: 100, message: 'the unleasable job failed' });
+  assert.match(dead.last_error, /lease/);
+});

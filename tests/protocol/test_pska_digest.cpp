@@ -183,3 +183,24 @@ TEST_CASE("PSKA's answers mean what AS-86 and CJ-44 say to the worker", "[pska]"
   CHECK(run_start_reply(409) == reply::exists);
   CHECK(run_start_reply(201) == reply::ok);
 }
+
+TEST_CASE("Leased pska.digest jobs name their PSKA job and tenant, the worker's defaults filling in (CJ-41, CJ-43)",
+          "[pska]") {
+  tenant defaults{"tenant_default", "user_primary"};
+  auto jobs = troupe_jobs(R"({"jobs":[
+      {"id":"job_1","lease_token":"lt_1_a","payload":{"pska_job_id":"p1","tenant_id":"acme"}},
+      {"id":"job_2","lease_token":"lt_1_b","payload":{"pska_job_id":"p\n2"}},
+      {"id":"job_3","lease_token":"lt_1_c","payload":"not an object"}]})",
+                          defaults);
+  REQUIRE(jobs.size() == 1);
+  CHECK(jobs[0].pska_job_id == "p1");
+  CHECK(jobs[0].who.tenant_id == "acme");
+  CHECK(jobs[0].who.represented_user_id == "user_primary");
+  CHECK(troupe_jobs("nonsense", defaults).empty());
+  auto done = parsed(troupe_complete_body("lt_1_a", complete_body("w", "null", {})));
+  CHECK(json::get_string(done, "lease_token") == "lt_1_a");
+  CHECK(done["result"]["batch_count"].GetInt() == 0);
+  auto lease = parsed(troupe_lease_body("w", 500, 1));
+  CHECK(lease["max_jobs"].GetInt() == 100);
+  CHECK(lease["lease_seconds"].GetInt() == 5);
+}
