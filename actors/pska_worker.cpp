@@ -34,6 +34,8 @@ struct worker_state {
     pska::tenant who;
   };
   std::map<std::string, troupe_lease> troupe_leases;
+  pska::breaker pska_breaker;
+  pska::breaker troupe_breaker;
   std::optional<caf::typed_response_promise<pska_worker_stats>> drained; // set: draining
 };
 
@@ -50,13 +52,22 @@ double now_seconds() {
 // `tenant`: the index of the tenant in settings.tenants, or no_tenant for a troupe job's, `who`.
 constexpr std::size_t no_tenant = static_cast<std::size_t>(-1);
 
+// CJ-46: a job starts only while neither side's breaker holds it back.
+bool admitting(pointer self) {
+  auto now = now_seconds();
+  auto& st = self->state;
+  bool pska_ok = st.pska_breaker.admits(now);
+  return st.troupe_breaker.admits(now) && pska_ok;
+}
+
 void start_job(pointer self, std::size_t tenant, pska::job job, const pska::tenant& who) {
   auto& st = self->state;
   st.in_hand.insert(key_of(tenant, job.id));
   ++st.per_tenant[tenant];
   ++st.stats.running;
   auto key = key_of(tenant, job.id);
-  auto actor = spawn_digest_job(self->system(), st.settings.job, who, std::move(job), st.web);
+  auto actor = spawn_digest_job(self->system(), st.settings.job, who, std::move(job),
+                                caf::actor_cast<web_port_actor>(self));
   st.jobs.emplace(key, actor);
   self->request(actor, caf::infinite, start_atom::value)
     .then([=](digest_job_outcome& o) { self->send(self, run_end_atom::value, std::move(o), int64_t(tenant)); },
@@ -66,7 +77,8 @@ void start_job(pointer self, std::size_t tenant, pska::job job, const pska::tena
           });
 }
 
-// CJ-43: the tenants' ready jobs, asked one tenant after the other; free slots go round-robin.
+// CJ-43: the tenants' ready jobs, asked one tenant after the other (through the breakers, as every
+// request of the worker goes); free slots go round-robin.
 void poll(pointer self, std::size_t tenant, std::map<std::size_t, std::vector<pska::job>> ready) {
   auto& st = self->state;
   if (tenant == st.settings.tenants.size()) {
@@ -94,7 +106,8 @@ void poll(pointer self, std::size_t tenant, std::map<std::size_t, std::vector<ps
   auto url = st.settings.job.pska_url + "/jobs";
   web_request req{"GET", url, pska::pska_headers(who, st.settings.job.pska_service_token), "",
                   st.settings.job.request_timeout_seconds};
-  self->request(st.web, std::chrono::seconds(static_cast<int64_t>(st.settings.job.request_timeout_seconds) + 5),
+  self->request(caf::actor_cast<web_port_actor>(self),
+                std::chrono::seconds(static_cast<int64_t>(st.settings.job.request_timeout_seconds) + 5),
                 web_atom::value, std::move(req))
     .then(
       [=](web_response& r) mutable {
@@ -118,7 +131,8 @@ void call_troupe(pointer self, const std::string& path, std::string body, Then t
   web_request req{"POST", job.troupe_url + path, pska::troupe_headers(self->state.settings.tenants.front(),
                                                                       job.troupe_service_token),
                   std::move(body), timeout_seconds};
-  self->request(self->state.web, std::chrono::seconds(static_cast<int64_t>(timeout_seconds) + 5), web_atom::value,
+  self->request(caf::actor_cast<web_port_actor>(self), std::chrono::seconds(static_cast<int64_t>(timeout_seconds) + 5),
+                web_atom::value,
                 std::move(req))
     .then([=](web_response& r) mutable { then(r); },
           [=](caf::error& err) mutable {
@@ -185,6 +199,8 @@ void settle_troupe_job(pointer self, const digest_job_outcome& o) {
 pska_worker_actor::behavior_type pska_worker(pointer self, pska_worker_settings settings, web_port_actor web) {
   self->state.settings = std::move(settings);
   self->state.web = std::move(web);
+  self->state.pska_breaker = pska::breaker(self->state.settings.breaker_failures);
+  self->state.troupe_breaker = pska::breaker(self->state.settings.breaker_failures);
   if (self->state.settings.tenants.empty())
     self->state.settings.tenants.push_back({});
   self->send(self, tick_atom::value);
@@ -192,6 +208,23 @@ pska_worker_actor::behavior_type pska_worker(pointer self, pska_worker_settings 
     self->send(self, renew_atom::value);
   return {
     [=](status_atom) { return self->state.stats; },
+    [=](web_atom, web_request& req) -> caf::result<web_response> {
+      auto& st = self->state;
+      auto* side = req.url.rfind(st.settings.job.pska_url, 0) == 0 ? &st.pska_breaker : &st.troupe_breaker;
+      auto rp = self->make_response_promise<web_response>();
+      auto limit = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(req.timeout_seconds + 5));
+      self->request(st.web, limit, web_atom::value, std::move(req))
+        .then(
+          [=](web_response& r) mutable {
+            side->record(now_seconds(), r.status, r.retry_after_seconds);
+            rp.deliver(std::move(r));
+          },
+          [=](caf::error& err) mutable {
+            side->record(now_seconds(), 0, 0);
+            rp.deliver(std::move(err));
+          });
+      return rp;
+    },
     [=](drain_atom) -> caf::result<pska_worker_stats> {
       auto& st = self->state;
       if (!st.drained) {
@@ -215,14 +248,14 @@ pska_worker_actor::behavior_type pska_worker(pointer self, pska_worker_settings 
       auto& st = self->state;
       if (st.drained)
         return;
-      if (!st.polling && st.stats.running < st.settings.max_concurrent) {
+      if (!st.polling && st.stats.running < st.settings.max_concurrent && admitting(self)) {
         st.polling = true;
         if (st.settings.from_troupe)
           lease_from_troupe(self);
         else
           poll(self, 0, {});
       }
-      if (st.settings.from_troupe) // a long poll: the next lease follows its answer
+      if (st.settings.from_troupe && st.polling) // a long poll: the next lease follows its answer
         return;
       self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(
                                  std::chrono::duration<double>(st.settings.poll_seconds)),

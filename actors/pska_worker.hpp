@@ -1,6 +1,8 @@
 // The PSKA digest worker's driver (CJ-42, CJ-43): every poll_seconds it asks PSKA for each tenant's
 // ready digest jobs and fills its free slots from them, tenants taking turns, at most max_per_tenant
-// jobs of one tenant and max_concurrent in all; each job is a digest_job actor of its own.
+// jobs of one tenant and max_concurrent in all; each job is a digest_job actor of its own. Its jobs
+// reach the web through it, so it keeps PSKA's and troupe's breakers and admits no job while either
+// is open or paused by a Retry-After (CJ-46).
 #pragma once
 
 #include "actors/pska_digest_job.hpp"
@@ -24,6 +26,7 @@ struct pska_worker_settings {
   // CJ-43, source "troupe": long-poll troupe's pska.digest jobs instead of PSKA's list, and settle
   // each troupe job as its PSKA job was settled.
   bool from_troupe = false;
+  int64_t breaker_failures = 5;
 };
 
 // What the worker has done so far.
@@ -36,6 +39,9 @@ struct pska_worker_stats {
 
 using pska_worker_actor = caf::typed_actor<
   caf::replies_to<status_atom>::with<pska_worker_stats>,
+  // The jobs' web port: each request goes on to the real one, its outcome feeds the breaker of its
+  // side (CJ-46).
+  caf::replies_to<web_atom, web_request>::with<web_response>,
   // CJ-46: admission stops; jobs unfinished after drain_grace_seconds are cancelled and fail
   // retryably. Answers once no job is left.
   caf::replies_to<drain_atom>::with<pska_worker_stats>,

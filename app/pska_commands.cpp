@@ -55,6 +55,7 @@ pska_worker_settings pska_worker_settings_of(const protocol::config& cfg, uint16
   s.max_per_tenant = w.max_per_tenant;
   s.drain_grace_seconds = w.drain_grace_seconds;
   s.from_troupe = w.source == "troupe";
+  s.breaker_failures = w.breaker_failures;
   return s;
 }
 

@@ -467,4 +467,36 @@ std::string troupe_fail_body(const std::string& lease_token, const std::string& 
   });
 }
 
+bool breaker_failure(int status) {
+  return status == 0 || status == 429 || status / 100 == 5;
+}
+
+void breaker::record(double now, int status, double retry_after_seconds) {
+  if (retry_after_seconds > 0)
+    paused_until_ = std::max(paused_until_, now + std::min(retry_after_seconds, 3600.0));
+  if (!breaker_failure(status)) {
+    failures_ = 0;
+    probe_after_ = 1;
+    return;
+  }
+  bool was_open = open();
+  ++failures_;
+  if (!open())
+    return;
+  // A failed probe doubles the wait; the failure that opened it starts at 1 s.
+  probe_after_ = was_open ? std::min(probe_after_ * 2, 60.0) : 1;
+  next_probe_ = now + probe_after_;
+}
+
+bool breaker::admits(double now) {
+  if (now < paused_until_)
+    return false;
+  if (!open())
+    return true;
+  if (now < next_probe_)
+    return false;
+  next_probe_ = now + probe_after_; // one probe per wait
+  return true;
+}
+
 } // namespace troupe::protocol::pska

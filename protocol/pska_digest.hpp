@@ -164,4 +164,28 @@ std::string troupe_beat_body(const std::string& lease_token);
 std::string troupe_complete_body(const std::string& lease_token, const std::string& pska_complete_body);
 std::string troupe_fail_body(const std::string& lease_token, const std::string& error);
 
+// CJ-46: the circuit breaker of one side (PSKA or troupe). It opens after `threshold` consecutive
+// failures (transport errors, timeouts, 5xx, 429); while open it lets one probe through after 1 s,
+// doubling to 60 s, and closes on a success. A Retry-After pauses admission that long either way.
+class breaker {
+public:
+  explicit breaker(int64_t threshold = 5) : threshold_(threshold) {}
+
+  // A request's end at `now` (seconds): its status (0: no answer) and its Retry-After (0: none).
+  void record(double now, int status, double retry_after_seconds);
+  // Whether a new job may start at `now`; a probe's admission is taken by asking.
+  bool admits(double now);
+  bool open() const { return failures_ >= threshold_; }
+
+private:
+  int64_t threshold_;
+  int64_t failures_ = 0;
+  double probe_after_ = 1; // the wait before the next probe while open
+  double next_probe_ = 0;
+  double paused_until_ = 0;
+};
+
+// Whether an answer counts against a breaker: none at all, a 5xx or a 429.
+bool breaker_failure(int status);
+
 } // namespace troupe::protocol::pska

@@ -204,3 +204,32 @@ TEST_CASE("Leased pska.digest jobs name their PSKA job and tenant, the worker's 
   CHECK(lease["max_jobs"].GetInt() == 100);
   CHECK(lease["lease_seconds"].GetInt() == 5);
 }
+
+TEST_CASE("A breaker opens after 5 failures, probes after 1 s doubling to 60 s, and closes on success (CJ-46)",
+          "[pska]") {
+  breaker b;
+  for (int i = 0; i < 4; ++i)
+    b.record(0, 503, 0);
+  CHECK(b.admits(0));
+  b.record(0, 0, 0); // the fifth: no answer at all
+  CHECK(b.open());
+  CHECK_FALSE(b.admits(0.5));
+  CHECK(b.admits(1.0));       // the probe
+  CHECK_FALSE(b.admits(1.1)); // one probe per wait
+  b.record(1.2, 429, 0);      // the probe failed: 2 s now
+  CHECK_FALSE(b.admits(2.5));
+  CHECK(b.admits(3.2));
+  for (int i = 0; i < 10; ++i)
+    b.record(100.0 * i, 500, 0);
+  CHECK_FALSE(b.admits(950));
+  CHECK(b.admits(900 + 60)); // capped at 60 s
+  b.record(961, 200, 0);
+  CHECK_FALSE(b.open());
+  CHECK(b.admits(961));
+  // Retry-After pauses admission, open or not; a 4xx is no failure.
+  b.record(1000, 429, 30);
+  CHECK_FALSE(b.admits(1020));
+  CHECK(b.admits(1031));
+  b.record(1031, 404, 0);
+  CHECK_FALSE(b.open());
+}
