@@ -250,3 +250,27 @@ scenario('hostile job bodies are refused before any work: deep, oversized, wrong
   const repeated = await troupe.request('POST', '/v1/jobs/job_x/complete', { raw: '{"lease_token":"a","lease_token":"b"}', headers: { ...op, 'content-type': 'application/json' } });
   assert.ok([400, 422].includes(repeated.status), repeated.text);
 });
+
+scenario('a stale worker is fenced: its complete and heartbeat get 409 stale_lease, the new holder completes once (CJ-51)', async (s) => {
+  const troupe = await s.troupe({ config: { ...quick, service: { service_token } } });
+  const created = await enqueue(troupe, { type: 'email.send', payload: { n: 1 } });
+  const w1 = (await lease(troupe, { worker_id: 'w-1', lease_seconds: 5 })).json.jobs[0];
+  // W1 goes silent; once its lease ends the sweep bumps the epoch (CJ-37) and W2 leases the job at
+  // the next one (CJ-51 counts 2, leaving the sweep's bump out).
+  const w2 = (await lease(troupe, { worker_id: 'w-2', wait_seconds: 20 })).json.jobs[0];
+  assert.equal(w2.id, created.json.id);
+  assert.ok(w2.lease_epoch > w1.lease_epoch);
+  for (const [path, body] of [['complete', { lease_token: w1.lease_token, result: 'w1' }], ['heartbeat', { lease_token: w1.lease_token }]]) {
+    const r = await troupe.request('POST', `/v1/jobs/${w1.id}/${path}`, { body, headers: op });
+    assert.equal(r.status, 409, `${path}: ${r.text}`);
+    assert.equal(r.json.reason, 'stale_lease');
+  }
+  const done = await troupe.request('POST', `/v1/jobs/${w2.id}/complete`, { body: { lease_token: w2.lease_token, result: 'w2' }, headers: op });
+  assert.equal(done.status, 200);
+  const again = await troupe.request('POST', `/v1/jobs/${w2.id}/complete`, { body: { lease_token: w2.lease_token, result: 'w2 again' }, headers: op });
+  assert.equal(again.status, 200);
+  const job = (await troupe.request('GET', `/v1/jobs/${w2.id}`, { headers: op })).json;
+  assert.equal(job.result, 'w2');
+  assert.equal(job.status, 'completed');
+  assert.equal(job.completed_at, done.json.completed_at, 'one completion');
+});
