@@ -5,6 +5,7 @@
 #include "protocol/config.hpp"
 #include "protocol/jobs.hpp"
 #include "protocol/mcp.hpp"
+#include "protocol/pska_digest.hpp"
 #include "protocol/responses_stream.hpp"
 #include "protocol/upstream_readers.hpp"
 #include "protocol/round_reply.hpp"
@@ -23,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     return 0;
   std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   using namespace troupe::protocol;
-  switch (data[0] % 9) {
+  switch (data[0] % 10) {
     case 0:
       parse_chat_request(input);
       break;
@@ -86,6 +87,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       jobs::token_epoch(input);
       parse_rfc3339(input);
       jobs::render_start_run(input, {"job_1", "t", std::string(input.substr(0, 64)), "[1]"});
+      break;
+    }
+    case 9: { // what PSKA and troupe answer the digest worker: job lists, batch pages, leases, run events
+      pska::ready_jobs(input, 1e10);
+      pska::named_job(input, "j1");
+      pska::parse_batch_page(input);
+      pska::troupe_jobs(input, {});
+      if (auto doc = json::parse(input)) {
+        pska::batch_judge judge(*doc);
+        if (auto events = json::member(*doc, "events"); events && events->IsArray())
+          for (auto& e : events->GetArray())
+            judge.add_event(e);
+        judge.verdict("completed");
+      }
       break;
     }
   }
