@@ -190,8 +190,10 @@ void read_pska_worker_config(config_reader w, pska_worker_config& into) {
   w.string("worker_id", into.worker_id);
   w.integer("lease_seconds", into.lease_seconds, 5, 86400);
   w.integer("batch_limit", into.batch_limit, 1, 1000);
-  w.string("tenant_id", into.tenant_id);
-  w.string("represented_user_id", into.represented_user_id);
+  for (auto [key, name] : {std::pair{"tenant_id", &into.tenant_id},
+                           std::pair{"represented_user_id", &into.represented_user_id}})
+    if (w.string(key, *name) && !is_name_text(*name))
+      w.error(key, name_text_rule);
   w.seconds("run_timeout_seconds", into.run_timeout_seconds, 0.001);
   w.seconds("run_poll_seconds", into.run_poll_seconds, 0.001);
   w.integer("max_concurrent", into.max_concurrent, 1, 1024);
@@ -215,10 +217,11 @@ void read_pska_worker_config(config_reader w, pska_worker_config& into) {
     }
     auto r = w.element(entry, path);
     pska_tenant t;
-    if (!r.string("tenant_id", t.tenant_id) || t.tenant_id.empty())
-      r.error("tenant_id", "required: the PSKA tenant id");
-    if (!r.string("represented_user_id", t.represented_user_id) || t.represented_user_id.empty())
-      r.error("represented_user_id", "required: the PSKA user the worker acts for");
+    // They travel in request headers and key CJ-45's run ids: no control characters.
+    if (!r.string("tenant_id", t.tenant_id) || !is_name_text(t.tenant_id))
+      r.error("tenant_id", std::string("required: the PSKA tenant id, ") + name_text_rule);
+    if (!r.string("represented_user_id", t.represented_user_id) || !is_name_text(t.represented_user_id))
+      r.error("represented_user_id", std::string("required: the PSKA user the worker acts for, ") + name_text_rule);
     into.tenants.push_back(std::move(t));
   }
 }

@@ -520,3 +520,15 @@ TEST_CASE("cluster.claim_batch (8, at least 1) and cluster.tenant_max_running (0
     CHECK(r.errors[1].rfind("cluster.tenant_max_running: expected an integer 0..", 0) == 0);
   }
 }
+
+TEST_CASE("pska_digest_worker.* names its tenants without control characters (AS-66, CJ-43)", "[config]") {
+  auto r = parse(R"({"pska_digest_worker":{"tenants":[{"tenant_id":"acme","represented_user_id":"ann"},
+                                                       {"tenant_id":"a\nb","represented_user_id":""}],
+                                           "tenant_id":"x\u0000y","source":"troupe"}})");
+  CHECK(r.errors.size() == 3);
+  CHECK(has_error(r, "pska_digest_worker.tenant_id: Value should have 1 to 256 bytes and no control character"));
+  auto ok = parse(R"({"pska_digest_worker":{"enabled":true,"tenants":[{"tenant_id":"acme","represented_user_id":"ann"}]}})");
+  REQUIRE(ok.ok());
+  CHECK(ok.value.pska_worker.enabled);
+  CHECK(ok.value.pska_worker.tenants.at(0).tenant_id == "acme");
+}
