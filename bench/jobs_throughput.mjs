@@ -5,7 +5,7 @@
 //
 //   node bench/jobs_throughput.mjs --troupe BUILD/troupe --work-dir DIR [--jobs 20000] [--clients 8]
 //     [--batch 100] [--rounds 3] [--warmup-jobs 2000] [--probe-rate 200] [--probe-seconds 30]
-//     [--probe-warmup-seconds 2] [--probe-max-jobs 10,1] [--gw-concurrency 8] [--gw-local-queue 100,500]
+//     [--probe-warmup-seconds 2] [--probe-segments 3] [--probe-max-jobs 10,1] [--gw-concurrency 8] [--gw-local-queue 100,500]
 //
 // Each round, in this order, each contender on a fresh database of the one throwaway server (fsync on):
 //   troupe    a fresh `troupe serve` on PostgreSQL (its default config); `jobs` no-op jobs enqueued
@@ -17,9 +17,9 @@
 //             leased twice; the database holds `jobs` completed rows, each with one attempt.
 //   pgbench   on the same database once troupe has stopped: a `CREATE TABLE ... (LIKE jobs INCLUDING
 //             ALL)` copy holding the same jobs, queued again; `pgbench -n -c clients -j 2` runs the
-//             claim of `batch` rows (the SKIP LOCKED shape of troupe's claim_by_priority, leasing
-//             them) and then the completing UPDATE of those rows by id and token (the shape of
-//             troupe's complete_jobs), as two autocommit statements, until every job is taken.
+//             claim of `batch` rows (the SKIP LOCKED selection troupe's claim makes within a tenant,
+//             leasing them) and then the completing UPDATE of those rows by id and token (the shape
+//             of troupe's complete_jobs), as two autocommit statements, until every job is taken.
 //             Timed by pgbench (transactions / tps, without connection set-up).
 //   graphile  graphile-worker (the version bench/package-lock.json pins) in a database of its own:
 //             `jobs` jobs of a no-op task added with addJobs (not timed), then a runner with
@@ -33,12 +33,13 @@
 // target against "graphile batched" is taken against the faster of its batched modes.
 //
 // Then claim latency: a fresh troupe with enough jobs queued, POST /v1/jobs/lease (max_jobs from
-// `probe-max-jobs`, each value in turn) sent open-loop at `probe-rate` per second for
-// `probe-warmup-seconds` + `probe-seconds`; each lease's time runs from the moment it was due to its
-// answer (a late send counts), and what it leased is completed (not timed). p50/p99/max of the
-// measured part, against CJ-53's 10 ms. The baseline: once troupe has stopped, the same jobs queued
-// again in a copy of its table, and pgbench -R at the same rate (`clients` connections) running the
-// claim alone (no completion) with as many rows, timed from each claim's scheduled start as well.
+// `probe-max-jobs`, each value in turn) sent open-loop at `probe-rate` per second; each lease's time
+// runs from the moment it was due to its answer (a late send counts), and what it leased is completed
+// (not timed). The baseline: pgbench -R at the same rate (`clients` connections) running the same
+// claim alone (no completion) with as many rows on a copy of troupe's queued probe jobs in the same
+// database, timed from each claim's scheduled start as well. The two alternate in `probe-segments`
+// segments of probe-seconds / probe-segments each, after probe-warmup-seconds not counted; p50/p99/max
+// of the measured parts, against CJ-53's 10 ms.
 //
 // Where the time goes: for each timed phase, the CPU time of troupe, of the PostgreSQL server (the
 // postmaster and its children) and of the load driver (this process, pgbench), per 1,000 jobs, from
@@ -86,6 +87,7 @@ const opt = {
   probe_rate: Number(f.probe_rate ?? 200),
   probe_seconds: Number(f.probe_seconds ?? 30),
   probe_warmup_seconds: Number(f.probe_warmup_seconds ?? 2),
+  probe_segments: Number(f.probe_segments ?? 3),
   probe_max_jobs: list(f.probe_max_jobs ?? '10,1'),
   gw_concurrency: Number(f.gw_concurrency ?? 8),
   gw_local_queue: list(f.gw_local_queue ?? '100,500'),
@@ -386,72 +388,108 @@ async function gw_round(r, local_queue) {
 }
 
 // --- claim latency, open loop ------------------------------------------------------------------------
+// `count` leases of max_jobs sent open-loop at `probe_rate`/s; answers the latencies (ms from each
+// lease's due time to its answer) past the first `skip` and how many of those came back short.
+async function troupe_probe(port, max_jobs, count, skip) {
+  const interval = 1000 / opt.probe_rate;
+  const lat = [];
+  let short = 0;
+  const pending = [];
+  const start = now();
+  for (let k = 0; k < count; k++) {
+    const due = start + k * interval;
+    const wait = due - now();
+    if (wait > 0) await sleep(wait);
+    pending.push((async () => {
+      const got = await post(port, '/v1/jobs/lease', { worker_id: `probe-${k % 8}`, max_jobs, lease_seconds: 60, wait_seconds: 0 });
+      const ms = now() - due;
+      const jobs = got.jobs ?? [];
+      if (k >= skip) {
+        lat.push(ms);
+        if (jobs.length !== max_jobs) short++;
+      }
+      if (jobs.length) {
+        await post(port, '/v1/jobs/complete', {
+          completions: jobs.map((j) => ({ id: j.id, lease_token: j.lease_token, result: {} })),
+        });
+      }
+    })());
+  }
+  await Promise.all(pending);
+  return { lat, short };
+}
+
+// pgbench -R at the same rate for `seconds`, running the claim of max_jobs alone; answers the
+// latencies (ms from each claim's scheduled start to its end) past the first `skip_seconds`.
+function pgbench_probe(database, tenant, max_jobs, seconds, skip_seconds) {
+  const script = path.join(opt.work_dir, `pgbench-claim-${max_jobs}.sql`);
+  fs.writeFileSync(script, pgbench_script(tenant, max_jobs, false));
+  const dir = fs.mkdtempSync(path.join(opt.work_dir, 'pgbench-log-'));
+  const run = spawnSync('pgbench', ['-n', '-c', String(opt.clients), '-j', '2', '-R', String(opt.probe_rate),
+    '-T', String(seconds), '-f', script, '--log', `--log-prefix=${path.join(dir, 'tx')}`, database],
+  { encoding: 'utf8', cwd: dir });
+  if (run.status !== 0) throw new Error(`pgbench -R failed (${run.status}): ${run.stderr}\n${run.stdout}`);
+  // Lines: client transaction time_us script epoch_s epoch_us schedule_lag_us.
+  const rows = fs.readdirSync(dir).flatMap((f) => fs.readFileSync(path.join(dir, f), 'utf8').trim().split('\n'))
+    .filter(Boolean).map((l) => l.split(' ').map(Number));
+  fs.rmSync(dir, { recursive: true, force: true });
+  const first = Math.min(...rows.map((v) => v[4] + v[5] / 1e6));
+  return rows.filter((v) => v[4] + v[5] / 1e6 >= first + skip_seconds).map((v) => (v[2] + (v[6] || 0)) / 1000);
+}
+
+// Claim latency, troupe against pgbench running the same claim at the same rate, in alternating
+// segments (the order flips each segment) on one database: troupe's jobs table, and a copy of its
+// queued probe jobs for pgbench. Each segment sends for probe-warmup-seconds (not counted) and then
+// probe-seconds / probe-segments.
 async function claim_latency() {
   const database = fresh_database('bench_jobs_probe');
   const node = await start_node(opt.troupe, opt.work_dir, 'troupe-probe', database, troupe_config);
-  const out = {};
-  const per_phase = Math.ceil(opt.probe_rate * (opt.probe_warmup_seconds + opt.probe_seconds));
-  await enqueue(node.port, 'bench.probe', per_phase * opt.probe_max_jobs.reduce((a, b) => a + b, 0));
+  const segments = opt.probe_segments;
+  const seg_seconds = opt.probe_seconds / segments;
+  const skip = Math.ceil(opt.probe_rate * opt.probe_warmup_seconds);
+  const per_seg = skip + Math.ceil(opt.probe_rate * seg_seconds);
+  await enqueue(node.port, 'bench.probe', per_seg * segments * opt.probe_max_jobs.reduce((a, b) => a + b, 0));
+  const tenant = copy_jobs(database, 'bench.probe');
   query_value(database, 'ANALYZE jobs');
-  for (const max_jobs of opt.probe_max_jobs) {
-    const interval = 1000 / opt.probe_rate;
-    const skip_first = Math.ceil(opt.probe_rate * opt.probe_warmup_seconds);
-    const lat = [];
-    let short = 0;
-    const pending = [];
-    const start = now();
-    for (let k = 0; k < per_phase; k++) {
-      const due = start + k * interval;
-      const wait = due - now();
-      if (wait > 0) await sleep(wait);
-      pending.push((async () => {
-        const got = await post(node.port, '/v1/jobs/lease', { worker_id: `probe-${k % 8}`, max_jobs, lease_seconds: 60, wait_seconds: 0 });
-        const ms = now() - due;
-        const jobs = got.jobs ?? [];
-        if (k >= skip_first) {
-          lat.push(ms);
-          if (jobs.length !== max_jobs) short++;
-        }
-        if (jobs.length) {
-          await post(node.port, '/v1/jobs/complete', {
-            completions: jobs.map((j) => ({ id: j.id, lease_token: j.lease_token, result: {} })),
-          });
-        }
-      })());
+  const lat = {};
+  const short = {};
+  for (let seg = 0; seg < segments; seg++) {
+    for (const max_jobs of opt.probe_max_jobs) {
+      const t_key = `max_jobs_${max_jobs}`;
+      const p_key = `pgbench_max_jobs_${max_jobs}`;
+      const troupe_side = async () => {
+        const r = await troupe_probe(node.port, max_jobs, per_seg, skip);
+        (lat[t_key] ??= []).push(...r.lat);
+        short[t_key] = (short[t_key] ?? 0) + r.short;
+      };
+      const pgbench_side = () => {
+        (lat[p_key] ??= []).push(...pgbench_probe(database, tenant, max_jobs, opt.probe_warmup_seconds + seg_seconds,
+          opt.probe_warmup_seconds));
+      };
+      if (seg % 2 === 0) {
+        await troupe_side();
+        pgbench_side();
+      } else {
+        pgbench_side();
+        await troupe_side();
+      }
     }
-    await Promise.all(pending);
-    const sent_s = (now() - start) / 1000;
-    const o = { leases: lat.length, p50: round3(percentile(lat, 50)), p99: round3(percentile(lat, 99)),
-      max: round3(Math.max(...lat)), short_leases: short, seconds: round3(sent_s) };
-    log(`claim latency, max_jobs ${max_jobs}, ${opt.probe_rate}/s: p50 ${o.p50} ms, p99 ${o.p99} ms, max ${o.max} ms ` +
-      `(${o.leases} leases measured, ${short} short)`);
-    out[`max_jobs_${max_jobs}`] = o;
   }
   await stop_node(node);
-  // The baseline: the same claim straight to PostgreSQL, open-loop at the same rate (pgbench -R), on
-  // a copy of the same jobs queued again; its latency counts from the scheduled start, as above.
-  const tenant = copy_jobs(database, 'bench.probe');
-  for (const max_jobs of opt.probe_max_jobs) {
-    const script = path.join(opt.work_dir, `pgbench-claim-${max_jobs}.sql`);
-    fs.writeFileSync(script, pgbench_script(tenant, max_jobs, false));
-    const dir = fs.mkdtempSync(path.join(opt.work_dir, 'pgbench-log-'));
-    const seconds = opt.probe_warmup_seconds + opt.probe_seconds;
-    const run = spawnSync('pgbench', ['-n', '-c', String(opt.clients), '-j', '2', '-R', String(opt.probe_rate),
-      '-T', String(seconds), '-f', script, '--log', `--log-prefix=${path.join(dir, 'tx')}`, database],
-    { encoding: 'utf8', cwd: dir });
-    if (run.status !== 0) throw new Error(`pgbench -R failed (${run.status}): ${run.stderr}\n${run.stdout}`);
-    // Lines: client transaction time_us script epoch_s epoch_us schedule_lag_us.
-    const rows = fs.readdirSync(dir).flatMap((f) => fs.readFileSync(path.join(dir, f), 'utf8').trim().split('\n'))
-      .filter(Boolean).map((l) => l.split(' ').map(Number));
-    const first = Math.min(...rows.map((v) => v[4] + v[5] / 1e6));
-    const lat = rows.filter((v) => v[4] + v[5] / 1e6 >= first + opt.probe_warmup_seconds).map((v) => (v[2] + (v[6] || 0)) / 1000);
-    const o = { leases: lat.length, p50: round3(percentile(lat, 50)), p99: round3(percentile(lat, 99)), max: round3(Math.max(...lat)) };
-    log(`claim latency baseline, pgbench -R ${opt.probe_rate}, claim of ${max_jobs}: p50 ${o.p50} ms, p99 ${o.p99} ms, max ${o.max} ms ` +
-      `(${o.leases} claims measured)`);
-    out[`pgbench_max_jobs_${max_jobs}`] = o;
-    out[`ratio_p99_max_jobs_${max_jobs}`] = round3(out[`max_jobs_${max_jobs}`].p99 / Math.max(o.p99, 1e-3));
-  }
   drop_database(database);
+  const out = {};
+  const summary = (v) => ({ leases: v.length, p50: round3(percentile(v, 50)), p99: round3(percentile(v, 99)),
+    max: round3(Math.max(...v)), over_10_ms: v.filter((x) => x >= 10).length });
+  for (const max_jobs of opt.probe_max_jobs) {
+    const t = { ...summary(lat[`max_jobs_${max_jobs}`]), short_leases: short[`max_jobs_${max_jobs}`] };
+    const p = summary(lat[`pgbench_max_jobs_${max_jobs}`]);
+    out[`max_jobs_${max_jobs}`] = t;
+    out[`pgbench_max_jobs_${max_jobs}`] = p;
+    out[`ratio_p99_max_jobs_${max_jobs}`] = round3(t.p99 / Math.max(p.p99, 1e-3));
+    log(`claim latency at ${opt.probe_rate}/s, ${segments} alternating segments, max_jobs ${max_jobs}: troupe p50/p99/max ` +
+      `${t.p50}/${t.p99}/${t.max} ms (${t.leases} leases, ${t.short_leases} short); pgbench -R, the same claim: ` +
+      `${p.p50}/${p.p99}/${p.max} ms (${p.leases} claims); p99 troupe/pgbench ${out[`ratio_p99_max_jobs_${max_jobs}`]}`);
+  }
   return out;
 }
 
