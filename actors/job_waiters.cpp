@@ -4,8 +4,8 @@
 
 #include <caf/all.hpp>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <list>
 #include <memory>
 #include <set>
