@@ -137,13 +137,16 @@ inline constexpr char count_jobs[] = R"sql(
   " AND (CAST($9 AS text) = '[]' OR tenant_key IN (SELECT json_array_elements_text(CAST($9 AS json))))"
 
 // The jobs dealt, leased and answered in the order dealt.
+// The token parts are read once into rows (a JSON lookup per job would re-read the whole list).
 #define TROUPE_PG_LEASE_DEALT                                                                                        \
+  " tokens AS ("                                                                                                    \
+  "  SELECT part, ord - 1 AS slot FROM json_array_elements_text(CAST($10 AS json)) WITH ORDINALITY AS t(part, ord)),"\
   " started AS ("                                                                                                   \
   "  UPDATE jobs SET status = 'leased', attempts = attempts + 1, lease_epoch = jobs.lease_epoch + 1,"              \
-  "    worker_id = $3, lease_token = 'lt_' || (jobs.lease_epoch + 1) || '_' || (CAST($10 AS json) ->> CAST(dealt.slot AS int))," \
+  "    worker_id = $3, lease_token = 'lt_' || (jobs.lease_epoch + 1) || '_' || tokens.part," \
   "    started_at = $1, attempt_deadline = $1 + timeout_seconds, lease_seconds = $4,"                               \
   "    lease_expires_at = $1 + LEAST(CAST($4 AS double precision), timeout_seconds), updated_at = $1"              \
-  "  FROM dealt WHERE jobs.job_id = dealt.job_id RETURNING jobs.*, dealt.slot)"                                    \
+  "  FROM dealt JOIN tokens ON tokens.slot = dealt.slot WHERE jobs.job_id = dealt.job_id RETURNING jobs.*, dealt.slot)"\
   " SELECT " TROUPE_JOB_COLUMNS " FROM started ORDER BY slot"
 
 inline constexpr char claim_ready_jobs[] =
