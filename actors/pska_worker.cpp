@@ -196,6 +196,63 @@ void settle_troupe_job(pointer self, const digest_job_outcome& o) {
   st.troupe_leases.erase(lease);
 }
 
+// The troupe jobs' leases, every lease_seconds/3; a refused renewal (cancelled, lost) stops the job.
+void renew_troupe_leases(pointer self) {
+  auto& st = self->state;
+  for (auto& [pska_id, lease] : st.troupe_leases) {
+    auto job = st.jobs.find(key_of(no_tenant, pska_id));
+    auto actor = job == st.jobs.end() ? digest_job_actor{} : job->second;
+    call_troupe(
+      self, "/v1/jobs/" + pska::url_component(lease.id) + "/heartbeat", pska::troupe_beat_body(lease.token),
+      [=](web_response& r) {
+        if (!pska::succeeded(r.status) && actor)
+          self->send(actor, cancel_atom::value,
+                     "TroupeJobLost: " + pska::step_failure("POST", "/v1/jobs/…/heartbeat", r.status, r.body));
+      },
+      st.settings.job.request_timeout_seconds);
+  }
+  self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(
+                             static_cast<double>(st.settings.job.lease_seconds) / 3)),
+                     renew_atom::value);
+}
+
+// A job ended: its slot is free, its troupe job settled, the drain told.
+void job_ended(pointer self, const digest_job_outcome& o, int64_t tenant) {
+  auto& st = self->state;
+  auto t = static_cast<std::size_t>(tenant);
+  settle_troupe_job(self, o);
+  st.in_hand.erase(key_of(t, o.job_id));
+  st.jobs.erase(key_of(t, o.job_id));
+  --st.per_tenant[t];
+  --st.stats.running;
+  using kind = digest_job_outcome::kind;
+  switch (o.what) {
+    case kind::completed:
+      ++st.stats.completed;
+      spdlog::info("pska worker: job {} completed, {} batches", o.job_id, o.batch_count);
+      break;
+    case kind::failed:
+      ++st.stats.failed;
+      spdlog::warn("pska worker: job {} failed: {}", o.job_id, o.message);
+      break;
+    case kind::lease_lost:
+      ++st.stats.lease_lost;
+      spdlog::warn("pska worker: job {}: {}", o.job_id, o.message);
+      break;
+    case kind::not_leased:
+      spdlog::info("pska worker: job {} not leased: {}", o.job_id, o.message);
+      break;
+  }
+  if (st.drained) {
+    if (st.stats.running == 0)
+      st.drained->deliver(st.stats);
+    return;
+  }
+  // A freed slot is filled at once, not at the next tick.
+  if (!st.polling)
+    self->send(self, tick_atom::value);
+}
+
 pska_worker_actor::behavior_type pska_worker(pointer self, pska_worker_settings settings, web_port_actor web) {
   self->state.settings = std::move(settings);
   self->state.web = std::move(web);
@@ -242,7 +299,7 @@ pska_worker_actor::behavior_type pska_worker(pointer self, pska_worker_settings 
     [=](timeout_atom) {
       // The grace is over: what is still running is cancelled, each job failing retryably.
       for (auto& [key, job] : self->state.jobs)
-        self->send(job, cancel_atom::value);
+        self->send(job, cancel_atom::value, std::string("WorkerShutdown: draining"));
     },
     [=](tick_atom) {
       auto& st = self->state;
@@ -261,59 +318,8 @@ pska_worker_actor::behavior_type pska_worker(pointer self, pska_worker_settings 
                                  std::chrono::duration<double>(st.settings.poll_seconds)),
                          tick_atom::value);
     },
-    [=](renew_atom) {
-      // The troupe jobs' leases, every lease_seconds/3; a refusal (cancelled, lost) stops the job.
-      auto& st = self->state;
-      for (auto& [pska_id, lease] : st.troupe_leases) {
-        auto job = st.jobs.find(key_of(no_tenant, pska_id));
-        auto actor = job == st.jobs.end() ? digest_job_actor{} : job->second;
-        call_troupe(
-          self, "/v1/jobs/" + pska::url_component(lease.id) + "/heartbeat", pska::troupe_beat_body(lease.token),
-          [=](web_response& r) {
-            if (!pska::succeeded(r.status) && actor)
-              self->send(actor, cancel_atom::value);
-          },
-          st.settings.job.request_timeout_seconds);
-      }
-      self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(
-                                 static_cast<double>(st.settings.job.lease_seconds) / 3)),
-                         renew_atom::value);
-    },
-    [=](run_end_atom, digest_job_outcome& o, int64_t tenant) {
-      auto& st = self->state;
-      auto t = static_cast<std::size_t>(tenant);
-      settle_troupe_job(self, o);
-      st.in_hand.erase(key_of(t, o.job_id));
-      st.jobs.erase(key_of(t, o.job_id));
-      --st.per_tenant[t];
-      --st.stats.running;
-      using kind = digest_job_outcome::kind;
-      switch (o.what) {
-        case kind::completed:
-          ++st.stats.completed;
-          spdlog::info("pska worker: job {} completed, {} batches", o.job_id, o.batch_count);
-          break;
-        case kind::failed:
-          ++st.stats.failed;
-          spdlog::warn("pska worker: job {} failed: {}", o.job_id, o.message);
-          break;
-        case kind::lease_lost:
-          ++st.stats.lease_lost;
-          spdlog::warn("pska worker: job {}: {}", o.job_id, o.message);
-          break;
-        case kind::not_leased:
-          spdlog::info("pska worker: job {} not leased: {}", o.job_id, o.message);
-          break;
-      }
-      if (st.drained) {
-        if (st.stats.running == 0)
-          st.drained->deliver(st.stats);
-        return;
-      }
-      // A freed slot is filled at once, not at the next tick.
-      if (!st.polling)
-        self->send(self, tick_atom::value);
-    },
+    [=](renew_atom) { renew_troupe_leases(self); },
+    [=](run_end_atom, digest_job_outcome& o, int64_t tenant) { job_ended(self, o, tenant); },
   };
 }
 

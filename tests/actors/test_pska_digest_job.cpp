@@ -5,6 +5,8 @@
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -20,13 +22,27 @@ using script = std::function<web_response(const web_request&)>;
 
 struct seen_requests {
   std::mutex mutex;
+  std::condition_variable arrived;
   std::vector<std::string> lines; // "METHOD url"
   void add(const web_request& r) {
-    std::lock_guard<std::mutex> hold(mutex);
-    lines.push_back(r.method + " " + r.url);
+    {
+      std::lock_guard<std::mutex> hold(mutex);
+      lines.push_back(r.method + " " + r.url);
+    }
+    arrived.notify_all();
   }
   bool any(const std::string& needle) {
     std::lock_guard<std::mutex> hold(mutex);
+    return found(needle);
+  }
+  // A request the job sent as it ended may reach the fake after the outcome reached the test.
+  bool arrives(const std::string& needle) {
+    std::unique_lock<std::mutex> hold(mutex);
+    return arrived.wait_for(hold, std::chrono::seconds(10), [&] { return found(needle); });
+  }
+
+private:
+  bool found(const std::string& needle) const {
     for (auto& l : lines)
       if (l.find(needle) != std::string::npos)
         return true;
@@ -155,8 +171,8 @@ TEST_CASE("A lease whose heartbeats fail for its length is lost: the run is canc
   // A 5 s lease: heartbeats every 1.7 s, retried each second, lost after 4.5 s without a success.
   auto out = carry(sys, settings(5), web);
   CHECK(out.what == digest_job_outcome::kind::lease_lost);
+  CHECK(seen->arrives("/cancel")); // the batch's run, POST http://troupe/v1/runs/pskad_…/cancel
   CHECK(seen->any("POST http://troupe/v1/runs/pskad_"));
-  CHECK(seen->any("/cancel"));
   CHECK_FALSE(seen->any("/complete"));
   CHECK_FALSE(seen->any("/fail"));
 }
