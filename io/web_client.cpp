@@ -167,8 +167,11 @@ struct web_client_state {
   std::map<uint64_t, caf::typed_response_promise<web_response>> pending;
 };
 
-web_client_actor::behavior_type web_client(web_client_actor::stateful_pointer<web_client_state> self) {
-  self->state.engine = std::make_shared<web_engine>();
+// `engine` travels as the spawn argument: CAF 0.17 binds a null empty tuple to a function spawned
+// without arguments (UBSan reports it).
+web_client_actor::behavior_type web_client(web_client_actor::stateful_pointer<web_client_state> self,
+                                           std::shared_ptr<web_engine> engine) {
+  self->state.engine = std::move(engine);
   return {
     [=](web_atom, web_request& req) -> caf::result<web_response> {
       auto id = self->state.next_id++;
@@ -195,7 +198,7 @@ web_client_actor::behavior_type web_client(web_client_actor::stateful_pointer<we
 } // namespace
 
 web_port_actor spawn_web_client(caf::actor_system& sys) {
-  return sys.spawn<caf::detached>(web_client);
+  return sys.spawn<caf::detached>(web_client, std::make_shared<web_engine>());
 }
 
 } // namespace troupe::io
