@@ -354,7 +354,7 @@ digest_job_actor::behavior_type digest_job(pointer self, digest_job_settings set
       lease_job(self);
       return *st.reply;
     },
-    [=](cancel_atom) {
+    [=](cancel_atom, std::string& why) {
       auto& st = self->state;
       if (st.ended || st.settling || !st.reply)
         return;
@@ -362,7 +362,7 @@ digest_job_actor::behavior_type digest_job(pointer self, digest_job_settings set
         call(
           self, false, "POST", troupe_url(self, "/v1/runs/" + st.run_id + "/cancel"), "{}", [](web_response&) {},
           [](caf::error&) {});
-      fail_job(self, "WorkerShutdown: draining");
+      fail_job(self, std::move(why));
     },
     [=](tick_atom) {
       if (!self->state.ended)

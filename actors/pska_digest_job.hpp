@@ -49,9 +49,9 @@ struct digest_job_outcome {
 using digest_job_actor = caf::typed_actor<
   // Carries the job through once; answers when it has ended.
   caf::replies_to<start_atom>::with<digest_job_outcome>,
-  // CJ-46: the worker shuts down: the batch's run is cancelled and the job fails, retryably, unless
-  // its lease is lost.
-  caf::reacts_to<cancel_atom>,
+  // The job is given up (the worker drains, CJ-46; its troupe job is gone, CJ-43): the batch's run is
+  // cancelled and the job fails retryably with this error, unless its lease is lost.
+  caf::reacts_to<cancel_atom, std::string>,
   // Internal: the lease's heartbeat, the run's poll.
   caf::reacts_to<tick_atom>, caf::reacts_to<timeout_atom>>;
 

@@ -259,3 +259,22 @@ scenario('the worker\'s PSKA breaker opens after 5 failures and probes a second 
   await until(async () => (await pska.control('GET', '/_control/jobs/j4')).job.status === 'completed',
     { timeout_ms: 30_000, interval_ms: 100, message: 'the job completed once the breaker closed' });
 });
+
+scenario('with source "troupe", cancelling the troupe job stops its PSKA job, which fails retryably (CJ-34, CJ-43)', async (s) => {
+  const { pska, troupe } = await start(s, [
+    { content: 'Thinking for a long time.', delay_ms: 20_000 },
+    { content: 'Done.' },
+  ], { worker: { enabled: true, source: 'troupe', lease_seconds: 6 } });
+  await pska.control('POST', '/_control/jobs', { id: 'j5', batch_count: 1 });
+  const headers = { authorization: `Bearer ${service_token}` };
+  const created = await troupe.request('POST', '/v1/jobs', { body: { type: 'pska.digest', payload: { pska_job_id: 'j5' } }, headers });
+  await until(async () => (await pska.control('GET', '/_control/requests?route=batches')).requests.length > 0,
+    { timeout_ms: 20_000, message: 'the worker paging its job' });
+  const cancelled = await troupe.request('POST', `/v1/jobs/${created.json.id}/cancel`, { headers });
+  assert.equal(cancelled.json.status, 'cancelled');
+  const fail = await until(async () => (await pska.control('GET', '/_control/requests?route=fail')).requests[0],
+    { timeout_ms: 20_000, message: 'the PSKA job failed' });
+  assert.match(fail.body.error, /^TroupeJobLost: /);
+  assert.equal(fail.body.retryable, true);
+  assert.equal((await troupe.request('GET', `/v1/jobs/${created.json.id}`, { headers })).json.status, 'cancelled');
+});
