@@ -1,4 +1,5 @@
-// Included only by io/openai_chat_client.cpp, io/mcp_http_transport.cpp and io/web_client.cpp: it names an Asio executor.
+// Included only by io/openai_chat_client.cpp, io/mcp_http_transport.cpp and io/web_client.cpp: it names
+// an Asio executor.
 #pragma once
 
 #include "protocol/http_url.hpp"

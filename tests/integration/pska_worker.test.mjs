@@ -236,21 +236,26 @@ scenario('with source "troupe" the worker takes pska.digest jobs from the jobs A
 
 scenario('the worker\'s PSKA breaker opens after 5 failures and probes a second later, and a Retry-After pauses it (CJ-46)', async (s) => {
   const { pska } = await start(s, good_script('j4'), { worker: { enabled: true, poll_seconds: 0.1 } });
-  const jobs_requests = async () => (await pska.control('GET', '/_control/requests?route=jobs')).requests;
+  // One snapshot of the worker's GET /jobs requests, in arrival order (a request still in flight has
+  // no status yet).
+  const jobs_requests = async () => (await pska.control('GET', '/_control/requests?route=jobs')).requests ?? [];
+  const settled = (reqs) => reqs.length > 0 && reqs.at(-1).status !== null;
   await until(async () => (await jobs_requests()).length >= 2, { timeout_ms: 20_000, message: 'the worker polling' });
   // Five 503s in a row open the breaker: the next poll waits for the probe, 1 s on.
   await pska.control('POST', '/_control/failures', { route: 'jobs', count: 5, status: 503 });
-  await until(async () => (await jobs_requests()).filter((r) => r.status === 503).length === 5 &&
-      (await jobs_requests()).at(-1).status === 200, { timeout_ms: 20_000, message: 'five failures and a probe' });
-  let reqs = await jobs_requests();
+  let reqs = await until(async () => {
+    const r = await jobs_requests();
+    return r.filter((x) => x.status === 503).length === 5 && settled(r) && r.at(-1).status === 200 && r;
+  }, { timeout_ms: 20_000, message: 'five failures and a probe' });
   const fifth = reqs.findLastIndex((r) => r.status === 503);
   const gap = Date.parse(reqs[fifth + 1].at) - Date.parse(reqs[fifth].at);
   assert.ok(gap >= 900, `the probe came ${gap} ms after the fifth failure`);
   // A 429 with Retry-After: 2 pauses admission for 2 s.
   await pska.control('POST', '/_control/failures', { route: 'jobs', count: 1, status: 429, retry_after: 2 });
-  await until(async () => (await jobs_requests()).at(-1).status === 200 && (await jobs_requests()).some((r) => r.status === 429),
-    { timeout_ms: 20_000, message: 'a 429 and the poll after it' });
-  reqs = await jobs_requests();
+  reqs = await until(async () => {
+    const r = await jobs_requests();
+    return r.some((x) => x.status === 429) && settled(r) && r.at(-1).status === 200 && r;
+  }, { timeout_ms: 20_000, message: 'a 429 and the poll after it' });
   const paused = reqs.findIndex((r) => r.status === 429);
   const wait = Date.parse(reqs[paused + 1].at) - Date.parse(reqs[paused].at);
   assert.ok(wait >= 1900, `the poll after the 429 came ${wait} ms later`);
