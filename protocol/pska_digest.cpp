@@ -33,14 +33,6 @@ void string_member(json::writer& w, const char* key, const std::string& text) {
   w.String(text.c_str(), static_cast<rapidjson::SizeType>(text.size()));
 }
 
-void nullable_member(json::writer& w, const char* key, const std::optional<std::string>& text) {
-  w.Key(key);
-  if (text)
-    w.String(text->c_str(), static_cast<rapidjson::SizeType>(text->size()));
-  else
-    w.Null();
-}
-
 } // namespace
 
 namespace {
@@ -371,7 +363,7 @@ std::string complete_body(const std::string& worker_id, const std::string& lease
       w.StartObject();
       string_member(w, "run_id", r.run_id);
       string_member(w, "batch_cursor", r.batch_cursor);
-      nullable_member(w, "next_cursor", r.next_cursor);
+      json::write_nullable(w, "next_cursor", r.next_cursor.value_or("")); // a page never names "" next
       string_member(w, "status", r.status);
       string_member(w, "content", r.content);
       w.Key("tool_calls");
