@@ -9,6 +9,7 @@
 #include "protocol/responses_stream.hpp"
 #include "protocol/upstream_readers.hpp"
 #include "protocol/round_reply.hpp"
+#include "protocol/run_view.hpp"
 #include "protocol/sse_parser.hpp"
 #include "protocol/timestamp.hpp"
 #include "protocol/workspace_commands.hpp"
@@ -89,7 +90,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       jobs::render_start_run(input, {"job_1", "t", std::string(input.substr(0, 64)), "[1]"});
       break;
     }
-    case 9: { // what PSKA and troupe answer the digest worker: job lists, batch pages, leases, run events
+    case 9: { // what PSKA and troupe answer the digest worker and `troupe run`: job lists, batch pages, leases, run events
       pska::ready_jobs(input, 1e10);
       pska::named_job(input, "j1");
       pska::parse_batch_page(input);
@@ -97,9 +98,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       if (auto doc = json::parse(input)) {
         pska::batch_judge judge(*doc);
         if (auto events = json::member(*doc, "events"); events && events->IsArray())
-          for (auto& e : events->GetArray())
+          for (auto& e : events->GetArray()) {
             judge.add_event(e);
+            run_view::event_lines(e, {24, 2, 2}); // `troupe run` prints the same events
+          }
         judge.verdict("completed");
+        run_view::progress_line(*doc, 1);
       }
       break;
     }
