@@ -27,6 +27,7 @@
 #include "io/stores.hpp"
 #include "io/job_routes.hpp"
 #include "pska_commands.hpp"
+#include "run_command.hpp"
 #include "io/workspace_routes.hpp"
 #include "protocol/cluster.hpp"
 #include "protocol/config.hpp"
@@ -917,7 +918,14 @@ int main(int argc, char** argv) {
   add_config(digest_cmd);
   digest_cmd->add_flag("--once", cli.once, "one job, then exit")->required();
   digest_cmd->add_option("--job-id", cli.job_id, "the PSKA job to digest (default: the first ready one)");
-  CLI11_PARSE(app, argc, argv);
+  app::run_command_options run_options;
+  auto run_cmd = app::add_run_command(app, run_options);
+  add_config(run_cmd);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2; // --help and --version, else a usage error
+  }
 
   if (check_cmd->parsed())
     return check_config(cli);
@@ -925,6 +933,10 @@ int main(int argc, char** argv) {
     return migrate(cli);
   if (schema_cmd->parsed())
     return write_schema(cli);
+  if (run_cmd->parsed()) {
+    auto r = load_config(cli);
+    return r.ok() ? app::run_command(run_options, r.value) : report_errors(r, cli);
+  }
   if (worker_pska->parsed() || digest_cmd->parsed()) {
     auto r = load_config(cli);
     if (!r.ok())
