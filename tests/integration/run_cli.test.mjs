@@ -183,14 +183,15 @@ scenario('troupe run without a terminal prints each event as a readable, escape-
   assert.match(refused.stderr, /answered 401: FastReAct service token required/);
 });
 
-scenario('troupe run --json prints every event once as one JSON object per line, in sequence order', async (s) => {
+scenario('troupe run --json prints every event once as one JSON object per line, in sequence order; --model picks the run\'s model', async (s) => {
   const troupe = await s.troupe({ config: { model: { script: [{ content: 'plain answer' }] } } });
-  const run = troupe_run(s, ['hello', '--json', '--url', troupe.url]);
+  const run = troupe_run(s, ['hello', '--json', '--model', 'chosen-model', '--url', troupe.url]);
   assert.equal((await run.done()).code, 0, run.describe());
   const events = json_events(run.stdout);
   check_sequences(events);
   assert.deepEqual(events.map((e) => e.type), ['session_start', 'think', 'step_end', 'session_end']);
   assert.equal(events.at(-1).content, 'plain answer');
+  assert.equal(events[0].metadata.model, 'chosen-model', '--model is the run\'s model (AS-9)');
   assert.match(run.stderr, /: completed, attempt 1, 4 events, 1 step/, 'progress goes to stderr under --json');
 });
 
@@ -259,6 +260,7 @@ scenario('troupe run resumes a dropped stream by Last-Event-ID and prints every 
   s.t.after(() => proxy.close());
   const run = troupe_run(s, ['remove test.txt', '--json', '--url', proxy.url]);
   const m = await run.err(/\[approval\] waiting for (approval-[0-9a-f]{10})/, 'the approval notice');
+  await run.out(/"type":"ask_user"/, 'the ask_user event'); // stdout and stderr are separate pipes
   const streams_before = proxy.heads.filter((h) => /^GET \S+\/stream /.test(h)).length;
   const seen = json_events(run.stdout).at(-1).sequence;
   proxy.cut();
