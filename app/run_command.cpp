@@ -209,7 +209,7 @@ private:
     if (seq)
       cursor_ = *seq;
     if (options_.json) {
-      std::printf("%s\n", json::serialize(event).c_str()); // serialized again: one line, controls escaped
+      std::printf("%s\n", rv::terminal_safe_json(json::serialize(event)).c_str()); // one line, controls escaped
     } else {
       for (auto& line : rv::event_lines(event))
         std::printf("%s\n", line.c_str());
@@ -342,7 +342,7 @@ int run_command(const run_command_options& o, const protocol::config& cfg) {
     return rv::exit_unreachable;
   }
   if (o.background) {
-    std::printf("%s\n", o.json ? json::serialize(*run).c_str() : rv::terminal_safe(run_id).c_str());
+    std::printf("%s\n", (o.json ? rv::terminal_safe_json(json::serialize(*run)) : rv::terminal_safe(run_id)).c_str());
     std::fflush(stdout);
     return rv::exit_completed;
   }

@@ -16,6 +16,12 @@ std::string escaped_byte(unsigned char c) {
   return buf;
 }
 
+std::string unicode_escape(uint32_t cp) {
+  char buf[12];
+  std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+  return buf;
+}
+
 // The code point of the well-formed sequence of `n` bytes at s[i].
 uint32_t code_point(std::string_view s, std::size_t i, std::size_t n) {
   auto b = [&](std::size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(s[i + k])); };
@@ -32,6 +38,24 @@ uint32_t code_point(std::string_view s, std::size_t i, std::size_t n) {
 // follows them on screen, so a tool result could show text other than what it holds.
 bool hidden_control(uint32_t cp) {
   return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+// `text` as well-formed UTF-8, each code point replaced by what `shown` returns for it, if anything.
+template <class Shown>
+std::string rewritten(std::string_view text, Shown shown) {
+  auto repaired = utf8_repaired(text);
+  std::string_view s = repaired;
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    auto n = std::max<std::size_t>(1, utf8_sequence_length(s, i));
+    if (auto replacement = shown(code_point(s, i, n)))
+      out += *replacement;
+    else
+      out.append(s.substr(i, n));
+    i += n;
+  }
+  return out;
 }
 
 std::vector<std::string> split_lines(const std::string& text) {
@@ -125,28 +149,27 @@ std::optional<int> exit_code_of(std::string_view status) {
 }
 
 std::string terminal_safe(std::string_view text) {
-  auto repaired = utf8_repaired(text);
-  std::string_view s = repaired;
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size();) {
-    auto c = static_cast<unsigned char>(s[i]);
-    auto n = std::max<std::size_t>(1, utf8_sequence_length(s, i));
-    if (c == '\n')
-      out += '\n';
-    else if (c == '\t')
-      out += ' ';
-    else if (c < 0x20 || c == 0x7f)
-      out += escaped_byte(c);
-    else if (n > 1 && hidden_control(code_point(s, i, n))) {
-      char buf[12];
-      std::snprintf(buf, sizeof buf, "\\u%04x", code_point(s, i, n));
-      out += buf;
-    } else
-      out.append(s.substr(i, n));
-    i += n;
-  }
-  return out;
+  return rewritten(text, [](uint32_t cp) -> std::optional<std::string> {
+    if (cp == '\n')
+      return std::nullopt;
+    if (cp == '\t')
+      return std::string(" ");
+    if (cp < 0x20 || cp == 0x7f)
+      return escaped_byte(static_cast<unsigned char>(cp));
+    if (hidden_control(cp))
+      return unicode_escape(cp);
+    return std::nullopt;
+  });
+}
+
+std::string terminal_safe_json(std::string_view json_text) {
+  // Such code points occur only inside strings (JSON's own whitespace is absent from compact text),
+  // where \u escapes keep the value.
+  return rewritten(json_text, [](uint32_t cp) -> std::optional<std::string> {
+    if (cp < 0x20 || cp == 0x7f || hidden_control(cp))
+      return unicode_escape(cp);
+    return std::nullopt;
+  });
 }
 
 std::string bounded_line(std::string_view line, std::size_t width) {

@@ -38,6 +38,11 @@ struct view_limits {
 // a tab as one space. Newlines are kept: callers split on them.
 std::string terminal_safe(std::string_view text);
 
+// Compact JSON text (one line, as json::serialize writes it) with what terminal_safe would escape
+// and JSON leaves raw (DEL, the C1 range, bidirectional overrides) written as \u escapes instead:
+// the same JSON value, inert on a terminal. --json prints each event this way.
+std::string terminal_safe_json(std::string_view json_text);
+
 // One line of at most `width` bytes (never splitting a UTF-8 sequence), ending in "…" when cut.
 std::string bounded_line(std::string_view line, std::size_t width);
 

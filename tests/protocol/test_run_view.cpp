@@ -101,6 +101,14 @@ TEST_CASE("troupe run: escape sequences, carriage returns and bidi overrides fro
   CHECK(lines[0] == "[answer] \\x1b]0;pwned\\x07\\x0d");
 }
 
+TEST_CASE("troupe run --json: DEL, C1 controls and bidi overrides inside strings become \\u escapes of the same value", "[run_view]") {
+  auto doc = parsed("{\"content\":\"a\x7f\xc2\x9b" "31m\xe2\x80\xae" "b \xc3\xa9\",\"n\":1}");
+  auto safe = rv::terminal_safe_json(json::serialize(doc));
+  CHECK(safe == std::string(R"({"content":"a\u007f\u009b31m\u202eb )") + "\xc3\xa9" + R"(","n":1})");
+  auto again = parsed(safe);
+  CHECK(json::serialize(again) == json::serialize(doc)); // the same value
+}
+
 TEST_CASE("troupe run: no printed line exceeds the width; a long answer is folded, not cut", "[run_view]") {
   rv::view_limits limits;
   limits.width = 40;
