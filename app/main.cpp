@@ -127,6 +127,10 @@ protocol::config_result load_config(const cli_options& cli) {
   if (!cli.data_dir.empty())
     c.data_dir = cli.data_dir;
   protocol::finalize(c);
+  // Sandboxed tools bind the workspace by path from another working directory, so paths are made absolute once.
+  for (auto* path : {&c.data_dir, &c.workspaces_root})
+    if (!path->empty())
+      *path = std::filesystem::absolute(*path).lexically_normal().string();
   if (result.ok() && c.model.provider == "scripted") {
     auto book = protocol::script_book::parse(c.model.script, c.model.scripts);
     if (auto err = std::get_if<std::string>(&book))

@@ -97,6 +97,16 @@ scenario('a setsid child of a sandboxed exec is gone within 1 s of the call\'s e
   await stream.finished;
 });
 
+scenario('a sandboxed exec works when the data directory is given as a relative path', async (s) => {
+  // troupe serve runs in its own temporary directory; `--data-dir data` is relative to it.
+  const troupe = await s.troupe({
+    data_dir: 'data',
+    config: { policy: allow_exec, model: { script: [exec('echo inside > made.txt && cat made.txt'), { content: 'done' }] } },
+  });
+  const [out] = await tool_results(troupe, 'pska:relative');
+  assert.equal(out, 'inside\n', out);
+});
+
 scenario('tools.exec.sandbox "none" is the explicit opt-out: commands run as troupe\'s own children', async (s) => {
   const data_dir = path.join(s.tmpdir('troupe-sandbox-'), 'data');
   const troupe = await s.troupe({
