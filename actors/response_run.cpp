@@ -342,8 +342,6 @@ struct response_dialect : loop_dialect {
     if (st.stream->gateway_budget() != 0)
       r.tools.insert(r.tools.end(), st.mcp_tools.begin(), st.mcp_tools.end());
     r.force_auto = round > 1; // a round after gateway calls (RS-14)
-    if (st.job.req.choice.mode == "none")
-      r.tools.clear();
     if (auto cap = st.job.req.max_output_tokens) {
       auto left = *cap - st.tokens.output_tokens;
       if (left < 1) {
@@ -524,10 +522,19 @@ void finish(run_pointer self, response_status status, const std::optional<std::s
       });
 }
 
-// response.created, then response.queued for a background response (RS-37.2).
-void announce(run_state& st) {
+// response.created, then response.queued for a background response (RS-37.2): a background
+// response says so as soon as it is queued, so its stream shows it waiting for its turn.
+void announce_created(run_state& st) {
   auto status = st.background() ? response_status::queued : response_status::in_progress;
   st.stream->created(snapshot(st, status), st.background());
+}
+
+// response.in_progress, exactly once (RS-37.2): when the run starts, or when it is cancelled while
+// still waiting for its turn; a foreground response is created then too.
+void announce(run_state& st) {
+  if (!st.background())
+    announce_created(st);
+  st.stream->in_progress(snapshot(st, response_status::in_progress));
 }
 
 void start(run_pointer self) {
@@ -539,7 +546,6 @@ void start(run_pointer self) {
   st.window = st.job.history;
   st.window.insert(st.window.end(), st.job.input.begin(), st.job.input.end());
   announce(st);
-  st.stream->in_progress(snapshot(st, response_status::in_progress));
   // RS-32: each server listed once per history.
   for (auto& server : st.job.servers) {
     if (server.listed)
@@ -594,6 +600,10 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
   st.dialect = std::make_unique<response_dialect>(self);
   st.loop = std::make_unique<agent_loop>(self, st.env->model, st.env->loop, *st.dialect);
   self->set_down_handler([self](caf::down_msg& down) { self->state.loop->on_down(down); });
+  if (st.background()) {
+    announce_created(st);
+    publish(self);
+  }
   return {
     [=](start_atom) { start(self); },
     [=](cancel_atom) -> caf::result<std::string> {

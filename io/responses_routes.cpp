@@ -8,6 +8,7 @@
 #include "protocol/ids.hpp"
 #include "protocol/json.hpp"
 #include "protocol/model_routing.hpp"
+#include "protocol/query_string.hpp"
 
 #include <caf/all.hpp>
 
@@ -138,9 +139,19 @@ std::variant<page_request, problem> page_of(const http_request& req) {
   return p;
 }
 
+// RS-5, RS-8, RS-12: `include[]` on a GET is checked as on create.
+std::optional<problem> bad_include(const http_request& req) {
+  auto q = req.target.find('?');
+  if (q == std::string::npos)
+    return std::nullopt;
+  return rs::check_include_query(protocol::query_pairs(std::string_view(req.target).substr(q + 1)));
+}
+
 // A page of items (RS-8); an `after` naming no item is that parameter's fault.
 void answer_page(const context& ctx, exchange_ptr ex, const http_request& req, const std::string& id,
                  bool conversation) {
+  if (auto err = bad_include(req))
+    return ex->respond(api_response(*err));
   auto page = page_of(req);
   if (auto err = std::get_if<problem>(&page))
     return ex->respond(api_response(*err));
@@ -198,6 +209,8 @@ void create_response(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
 }
 
 void get_response(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
+  if (auto err = bad_include(req))
+    return ex->respond(api_response(*err));
   auto id = req.params["id"];
   auto owner = owner_of(*ctx, req);
   auto s = req.query.find("stream");
@@ -261,16 +274,6 @@ std::variant<protocol::json::document, problem> object_body(std::string_view tex
   return std::move(doc);
 }
 
-// The `metadata` member of a conversation body (RS-11): checked, as stored text ("{}" when absent).
-std::variant<std::string, problem> metadata_of(const protocol::json::document& body) {
-  auto v = protocol::json::member(body, "metadata");
-  if (!v || v->IsNull())
-    return std::string("{}");
-  if (auto err = rs::check_metadata(*v, "metadata"))
-    return *err;
-  return protocol::json::serialize(*v);
-}
-
 void create_conversation(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
   auto body = object_body(req.body.empty() ? "{}" : req.body);
   if (auto err = std::get_if<problem>(&body))
@@ -283,14 +286,14 @@ void create_conversation(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
       return ex->respond(api_response(*err));
     items = std::get<std::vector<rs::item>>(parsed);
   }
-  auto metadata = metadata_of(doc);
+  auto metadata = rs::conversation_metadata(doc);
   if (auto err = std::get_if<problem>(&metadata))
     return ex->respond(api_response(*err));
   conversation_row row;
   row.id = protocol::uuid7_id("conv_");
   row.created_at = epoch_seconds();
   row.owner = owner_of(*ctx, req).key;
-  row.metadata = std::get<std::string>(metadata);
+  row.metadata = std::get<std::optional<std::string>>(metadata).value_or("{}");
   ask<conversation_row>(*ctx, ex, ctx->store, conversation_response, create_conversation_atom::value, row,
                         to_stored(items));
 }
@@ -300,11 +303,15 @@ void update_conversation(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
   auto body = object_body(req.body);
   if (auto err = std::get_if<problem>(&body))
     return ex->respond(api_response(*err));
-  auto metadata = metadata_of(std::get<protocol::json::document>(body));
+  auto metadata = rs::conversation_metadata(std::get<protocol::json::document>(body));
   if (auto err = std::get_if<problem>(&metadata))
     return ex->respond(api_response(*err));
+  auto& given = std::get<std::optional<std::string>>(metadata);
+  if (!given) // RS-11: a body without metadata changes nothing
+    return ask_conversation<conversation_row>(*ctx, ex, id, conversation_response, get_conversation_atom::value, id,
+                                              owner_of(*ctx, req));
   ask_conversation<conversation_row>(*ctx, ex, id, conversation_response, update_conversation_atom::value, id,
-                                     owner_of(*ctx, req), std::get<std::string>(metadata));
+                                     owner_of(*ctx, req), *given);
 }
 
 void add_conversation_items(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
@@ -325,6 +332,8 @@ void add_conversation_items(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
 }
 
 void get_conversation_item(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
+  if (auto err = bad_include(req))
+    return ex->respond(api_response(*err));
   auto id = req.params["id"];
   auto item_id = req.params["item_id"];
   auto owner = owner_of(*ctx, req);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <map>
 #include <regex>
 #include <set>
@@ -239,6 +240,22 @@ std::variant<std::vector<item>, problem> parse_input(const value& body) {
     out.push_back(std::move(std::get<item>(parsed)));
   }
   return out;
+}
+
+// RS-2, RS-14: with no history to continue, an empty-string or empty-array `input` asks for nothing
+// and is refused, worded as OpenAI words an empty string or array.
+std::optional<problem> empty_input(const value& body) {
+  auto input = json::member(body, "input");
+  if (!input)
+    return std::nullopt;
+  if (input->IsString() && input->GetStringLength() == 0)
+    return bad("input", "string_below_min_length",
+               "Invalid 'input': string too short. Expected a string with minimum length 1, but got an empty string "
+               "instead.");
+  if (input->IsArray() && input->Empty())
+    return bad("input", "array_below_min_length",
+               "Invalid 'input': empty array. Expected an array with minimum length 1, but got an empty array instead.");
+  return std::nullopt;
 }
 
 const std::set<std::string>& includable() {
@@ -482,6 +499,9 @@ std::variant<request, problem> parse(std::string_view text, bool full, int64_t d
   if (!r.previous_response_id.empty() && !r.conversation_id.empty())
     return bad("previous_response_id", "mutually_exclusive_parameters",
                "Only one of 'previous_response_id' or 'conversation' may be provided.");
+  if (r.previous_response_id.empty() && r.conversation_id.empty())
+    if (auto e = empty_input(body))
+      return *e;
   for (auto [key, field] : {std::pair<const char*, bool*>{"store", &r.store}, {"stream", &r.stream},
                             {"background", &r.background}}) {
     if (auto v = json::member(body, key); v && !v->IsNull()) {
@@ -576,12 +596,38 @@ std::variant<request, problem> parse(std::string_view text, bool full, int64_t d
   return r;
 }
 
-void write_optional_number(json::writer& w, const char* key, const std::optional<double>& v) {
+// A sampling setting as OpenAI echoes it: the request's value, else the default the API applies (1.0).
+void write_sampling(json::writer& w, const char* key, const std::optional<double>& v) {
   w.Key(key);
-  if (v)
-    w.Double(*v);
-  else
-    w.Null();
+  w.Double(v.value_or(1.0));
+}
+
+// An object of the response object (RS-15) as OpenAI echoes it: the request's members, with the API's
+// default (raw JSON) for each of `defaults` the request left out or null; "" stands for no object.
+void write_with_defaults(json::writer& w, const char* key, const std::string& given,
+                         std::initializer_list<std::pair<const char*, const char*>> defaults) {
+  auto doc = given.empty() ? std::nullopt : json::parse(given);
+  bool object = doc && doc->IsObject();
+  w.Key(key);
+  w.StartObject();
+  for (auto [name, fallback] : defaults) {
+    w.Key(name);
+    auto v = object ? json::member(*doc, name) : nullptr;
+    if (v && !v->IsNull())
+      v->Accept(w);
+    else
+      json::write_raw(w, fallback);
+  }
+  if (object)
+    for (auto& m : doc->GetObject()) {
+      auto name = str(m.name);
+      bool defaulted = std::any_of(defaults.begin(), defaults.end(), [&](auto& d) { return name == d.first; });
+      if (!defaulted) {
+        w.Key(m.name.GetString(), m.name.GetStringLength());
+        m.value.Accept(w);
+      }
+    }
+  w.EndObject();
 }
 
 void write_optional_int(json::writer& w, const char* key, const std::optional<int64_t>& v) {
@@ -641,6 +687,29 @@ std::optional<problem> check_metadata(const json::value& v, const std::string& p
     if (m.value.GetStringLength() > 512)
       return bad(param + "." + key, "string_above_max_length",
                  "Invalid '" + param + "." + key + "': string too long. Expected a string with maximum length 512.");
+  }
+  return std::nullopt;
+}
+
+std::variant<std::optional<std::string>, problem> conversation_metadata(const json::value& body) {
+  auto v = json::member(body, "metadata");
+  if (!v)
+    return std::optional<std::string>();
+  if (v->IsNull())
+    return std::optional<std::string>("{}");
+  if (auto err = check_metadata(*v, "metadata"))
+    return *err;
+  return std::optional<std::string>(json::serialize(*v));
+}
+
+std::optional<problem> check_include_query(const std::vector<std::pair<std::string, std::string>>& query) {
+  std::size_t i = 0;
+  for (auto& [key, value] : query) {
+    if (key != "include" && key != "include[]")
+      continue;
+    auto at = "include[" + std::to_string(i++) + "]";
+    if (!includable().count(value))
+      return invalid_value(at, value);
   }
   return std::nullopt;
 }
@@ -760,21 +829,17 @@ std::string response_json(const request& r, const response_state& s) {
       string("id", r.conversation_id);
       w.EndObject();
     }
-    w.Key("reasoning");
-    if (r.reasoning.empty())
-      w.Null();
-    else
-      json::write_raw(w, r.reasoning);
+    write_with_defaults(w, "reasoning", r.reasoning, {{"effort", "null"}, {"summary", "null"}});
     w.Key("store");
     w.Bool(r.store);
-    write_optional_number(w, "temperature", r.temperature);
-    w.Key("text");
-    json::write_raw(w, r.text);
+    write_sampling(w, "temperature", r.temperature);
+    // Verbosity is only echoed: a request's own is what Responses upstreams get.
+    write_with_defaults(w, "text", r.text, {{"format", R"({"type":"text"})"}, {"verbosity", R"("medium")"}});
     w.Key("tool_choice");
     json::write_raw(w, r.tool_choice_echo);
     w.Key("tools");
     json::write_raw(w, r.tools_echo);
-    write_optional_number(w, "top_p", r.top_p);
+    write_sampling(w, "top_p", r.top_p);
     string("truncation", r.truncation);
     w.Key("usage");
     if (s.tokens)

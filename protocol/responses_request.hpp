@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -90,6 +91,14 @@ std::variant<std::vector<item>, problem> parse_conversation_items(const json::va
 
 // A conversation's metadata (RS-11): an object of ≤16 string values; "" when invalid, with `error`.
 std::optional<problem> check_metadata(const json::value& v, const std::string& param);
+
+// The metadata a conversation body sets (RS-11), as stored text: the given object, "{}" for null, and
+// nullopt when the body has no `metadata` (an update then keeps what is stored).
+std::variant<std::optional<std::string>, problem> conversation_metadata(const json::value& body);
+
+// The `include` (or `include[]`) values of a GET's query (RS-5, RS-8, RS-12), checked as on create:
+// an unknown one → 400 `invalid_value` naming it, param `include[<i>]`.
+std::optional<problem> check_include_query(const std::vector<std::pair<std::string, std::string>>& query);
 
 // Where a response is in its life (RS-15). Its wire name, in the response object and in the stored
 // row, is only to_string's and parse_response_status's.

@@ -1,6 +1,7 @@
 // The Responses registry against a fake model and an in-memory store: background responses beyond
-// the active cap wait queued (RS-55), a conversation holds one live response (RS-54), and a foreground
-// response whose client left is cancelled with its model round (RS-42).
+// the active cap wait queued (RS-55) and one cancelled there still logs response.in_progress (RS-37.2),
+// a conversation holds one live response (RS-54), a foreground response whose client left is cancelled
+// with its model round (RS-42), and tool_choice "none" keeps the tools upstream (RS-14).
 #include "actors/errors.hpp"
 #include "actors/response_registry.hpp"
 #include "fake_ports.hpp"
@@ -82,6 +83,20 @@ struct fixture {
     return status_of(object);
   }
 
+  // The types of a background response's stored events, in order.
+  std::vector<std::string> stored_event_types(const std::string& id) {
+    std::vector<std::string> types;
+    self->request(store, std::chrono::seconds(10), response_events_atom::value, id, int64_t{-1})
+      .receive(
+        [&](std::vector<response_event>& events) {
+          for (auto& e : events)
+            if (auto doc = protocol::json::parse(e.json))
+              types.push_back(protocol::json::get_string(*doc, "type"));
+        },
+        [&](caf::error& err) { FAIL(message_of(err)); });
+    return types;
+  }
+
   std::string stored_status(const std::string& id) {
     std::string status;
     self->request(store, std::chrono::seconds(10), get_response_atom::value, id, owner)
@@ -92,15 +107,19 @@ struct fixture {
 
 const char* background = R"({"model":"m","input":"hi","background":true})";
 
+// With one active slot: resp_a runs its round, resp_b is answered queued.
+void queue_behind_one(fixture& f) {
+  CHECK(f.created_status(fixture::job("resp_a", background)) != "failed");
+  REQUIRE(f.model->wait_for_requests(1));
+  CHECK(f.created_status(fixture::job("resp_b", background)) == "queued");
+}
+
 } // namespace
 
 TEST_CASE("a background response beyond the active cap waits queued and starts when a slot frees (RS-55)",
           "[response_registry]") {
   fixture f(1);
-  CHECK(f.created_status(fixture::job("resp_a", background)) != "failed");
-  REQUIRE(f.model->wait_for_requests(1));
-
-  CHECK(f.created_status(fixture::job("resp_b", background)) == "queued");
+  queue_behind_one(f);
   CHECK(f.stored_status("resp_b") == "queued");
   CHECK(f.model->requests().size() == 1); // b's answer came after the registry queued it: no round of its own
 
@@ -146,4 +165,29 @@ TEST_CASE("a foreground response whose client went away is cancelled with its mo
                   [&](caf::error& err) { answered = err != caf::sec::request_timeout; });
   CHECK(answered);
   CHECK(f.model->cancels() == 1);
+}
+
+TEST_CASE("RS-37.2 a background response cancelled while queued logs created, queued, in_progress, then its "
+          "cancelled terminal event",
+          "[response_registry]") {
+  fixture f(1);
+  queue_behind_one(f);
+  CHECK(f.cancel("resp_b") == "cancelled");
+  CHECK(f.stored_event_types("resp_b")
+        == std::vector<std::string>{"response.created", "response.queued", "response.in_progress",
+                                    "response.incomplete"});
+  CHECK(f.model->requests().size() == 1); // b never ran a round
+  CHECK(f.cancel("resp_a") == "cancelled");
+}
+
+TEST_CASE("RS-14 tool_choice none keeps the request's tools in every round sent upstream", "[response_registry]") {
+  fixture f;
+  f.model->push(fake_model::text("fine"));
+  auto a = f.create(fixture::job(
+    "resp_n", R"({"model":"m","input":"hi","tool_choice":"none","tools":[{"type":"function","name":"f"}]})"));
+  REQUIRE(std::holds_alternative<response_answer>(a));
+  CHECK(fixture::status_of(std::get<response_answer>(a).end.snapshot) == "completed");
+  REQUIRE(f.model->requests().size() == 1);
+  REQUIRE(f.model->requests()[0].tools.size() == 1);
+  CHECK(f.model->requests()[0].tools[0].name == "f");
 }

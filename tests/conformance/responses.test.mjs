@@ -1177,3 +1177,124 @@ for (const protocol of protocols) {
     assert.ok(!JSON.stringify(q).includes('Kyoto in April is lovely.'), 'RS-50: earlier assistant turns are dropped');
   });
 }
+
+// ---------------------------------------------------------------------------------------------
+// Fields real clients read (issue 20, item 9).
+
+for (const protocol of protocols) {
+  const via = ` [${protocol} upstream]`;
+
+  scenario(`tool_choice "none" keeps the tools upstream with tool_choice "none", and the response echoes both (RS-14, RS-15, RS-47)${via}`, async (s) => {
+    const { up, client } = await gateway(s, protocol);
+    await up.script([{ content: 'No tools needed.' }]);
+    const r = await client.responses.create({ model, input: 'Weather in Paris?', tools: [weather_tool], tool_choice: 'none' });
+    assert.equal(r.status, 'completed', JSON.stringify(r));
+    assert.equal(r.tool_choice, 'none', 'RS-15: tool_choice echoed');
+    assert.deepEqual(r.tools.map((t) => t.name), ['get_weather'], 'RS-15: tools echoed');
+    const [req] = await up.requests();
+    assert.deepEqual(upstream_tool_names(req), ['get_weather'], 'the tools still reach the upstream');
+    assert.equal(req.tool_choice, 'none', 'tool_choice passed through');
+  });
+}
+
+scenario('the response object says reasoning {effort:null, summary:null} and temperature/top_p 1.0 when not requested, in create, stream events and retrieve, without sending them upstream (RS-15)', async (s) => {
+  const { up, client } = await gateway(s, 'chat_completions');
+  await up.script([{ content: 'one' }, { content: 'two' }, { content: 'three' }]);
+  const defaults = { reasoning: { effort: null, summary: null }, temperature: 1, top_p: 1 };
+  const pick = (o) => ({ reasoning: o.reasoning, temperature: o.temperature, top_p: o.top_p });
+
+  const r = await client.responses.create({ model, input: 'hi' });
+  assert.deepEqual(pick(r), defaults, 'create');
+  assert.deepEqual(pick(await client.responses.retrieve(r.id)), defaults, 'retrieve');
+  const events = await collect(await client.responses.create({ model, input: 'hi', stream: true }));
+  check_response_stream(events);
+  for (const e of events.filter((x) => x.response)) assert.deepEqual(pick(e.response), defaults, `${e.type}'s response`);
+  const replay = await collect(await client.responses.retrieve(r.id, { stream: true }));
+  for (const e of replay.filter((x) => x.response)) assert.deepEqual(pick(e.response), defaults, `replayed ${e.type}'s response`);
+  for (const req of await up.requests()) {
+    assert.ok(!('temperature' in req) && !('top_p' in req), 'defaults are not sent upstream');
+    assert.ok(!('reasoning_effort' in req), 'no reasoning effort is sent upstream');
+  }
+
+  const given = await client.responses.create({ model, input: 'hi', temperature: 0.3, top_p: 0.5, reasoning: { effort: 'low' } });
+  assert.deepEqual(pick(given), { reasoning: { effort: 'low', summary: null }, temperature: 0.3, top_p: 0.5 }, 'requested values are echoed');
+});
+
+scenario('a conversation update without metadata keeps it, metadata:null clears it, an object replaces it (RS-11)', async (s) => {
+  const { client } = await gateway(s, 'chat_completions');
+  const c = await client.conversations.create({ metadata: { topic: 'trip' } });
+  assert.deepEqual(c.metadata, { topic: 'trip' });
+  const kept = await client.conversations.update(c.id, {});
+  assert.deepEqual(kept.metadata, { topic: 'trip' }, 'no metadata: kept');
+  assert.deepEqual((await client.conversations.retrieve(c.id)).metadata, { topic: 'trip' });
+  const replaced = await client.conversations.update(c.id, { metadata: { topic: 'kyoto' } });
+  assert.deepEqual(replaced.metadata, { topic: 'kyoto' }, 'an object replaces');
+  const cleared = await client.conversations.update(c.id, { metadata: null });
+  assert.deepEqual(cleared.metadata, {}, 'null clears');
+  assert.deepEqual((await client.conversations.retrieve(c.id)).metadata, {});
+  await rejects_with(client.conversations.update('conv_00000000000000000000000000000000', {}), NotFoundError,
+    { status: 404, code: null });
+});
+
+scenario('include[] on GET responses, input_items and conversation items is checked as on create: an unknown value is a 400 naming it (RS-5, RS-8, RS-12, RS-14)', async (s) => {
+  const { up, client } = await gateway(s, 'chat_completions');
+  await up.script([{ content: 'hello' }]);
+  const r = await client.responses.create({ model, input: 'hi' });
+  const c = await client.conversations.create({ items: [{ role: 'user', content: 'hi' }] });
+  const bad = { status: 400, code: 'invalid_value', param: 'include[0]', message: "Invalid value for 'include[0]': 'output.secrets'." };
+  await rejects_with(client.responses.retrieve(r.id, { include: ['output.secrets'] }), BadRequestError, bad);
+  await rejects_with(client.responses.inputItems.list(r.id, { include: ['output.secrets'] }), BadRequestError, bad);
+  await rejects_with(client.conversations.items.list(c.id, { include: ['output.secrets'] }), BadRequestError, bad);
+  const item_id = (await client.conversations.items.list(c.id)).data[0].id;
+  await rejects_with(client.conversations.items.retrieve(item_id, { conversation_id: c.id, include: ['output.secrets'] }),
+    BadRequestError, bad);
+  await rejects_with(client.responses.retrieve(r.id, { include: ['reasoning.encrypted_content', 'nope'] }), BadRequestError,
+    { status: 400, code: 'invalid_value', param: 'include[1]' });
+
+  const include = ['message.output_text.logprobs'];
+  assert.equal((await client.responses.retrieve(r.id, { include })).id, r.id, 'a listed value is accepted');
+  assert.ok((await client.responses.inputItems.list(r.id, { include })).data.length > 0);
+  assert.equal((await client.conversations.items.list(c.id, { include })).data.length, 1);
+});
+
+scenario('an empty input with no history to continue is refused with the OpenAI error shape naming input, also before any stream (RS-1, RS-2, RS-14)', async (s) => {
+  const { up, client } = await gateway(s, 'chat_completions');
+  await rejects_with(client.responses.create({ model, input: '' }), BadRequestError, {
+    status: 400, code: 'string_below_min_length', param: 'input',
+    message: "Invalid 'input': string too short. Expected a string with minimum length 1, but got an empty string instead.",
+  });
+  await rejects_with(client.responses.create({ model, input: [] }), BadRequestError, {
+    status: 400, code: 'array_below_min_length', param: 'input',
+    message: "Invalid 'input': empty array. Expected an array with minimum length 1, but got an empty array instead.",
+  });
+  await rejects_with(client.responses.create({ model, input: [], stream: true }), BadRequestError,
+    { status: 400, code: 'array_below_min_length', param: 'input' });
+  assert.equal((await up.requests()).length, 0, 'nothing reached the upstream');
+});
+
+scenario('a background stream whose response is cancelled while queued sees created, queued, in_progress and response.incomplete with status cancelled, and its replay is the same (RS-9, RS-37.2, RS-41, RS-55)', async (s) => {
+  const { up, client } = await gateway(s, 'chat_completions', { background: { max_active: 1 } });
+  await up.script([{ hang: true }]);
+  const running = await client.responses.create({ model, input: 'take the only slot', background: true });
+  await until(async () => (await up.active()) === 1, { timeout_ms: 10_000, interval_ms: 20, message: 'the first response holds the slot' });
+
+  const stream = await client.responses.create({ model, input: 'wait your turn', background: true, stream: true });
+  const events = [];
+  const it = stream[Symbol.asyncIterator]();
+  for (let i = 0; i < 2; i += 1) events.push(structuredClone((await it.next()).value));
+  assert.deepEqual(events.map((e) => e.type), ['response.created', 'response.queued']);
+  const id = events[0].response.id;
+  const cancelled = await client.responses.cancel(id);
+  assert.equal(cancelled.status, 'cancelled');
+  for (let next = await it.next(); !next.done; next = await it.next()) events.push(structuredClone(next.value));
+
+  assert.deepEqual(events.map((e) => e.type),
+    ['response.created', 'response.queued', 'response.in_progress', 'response.incomplete'], 'RS-37.2: in_progress once, before the terminal event');
+  const { terminal } = check_response_stream(events, { background: true });
+  assert.equal(terminal.status, 'cancelled', 'RS-41');
+  assert.deepEqual(terminal, wire(cancelled));
+  const replay = await collect(await client.responses.retrieve(id, { stream: true }));
+  assert.deepEqual(replay, events, 'the replay is the stream');
+  assert.equal((await up.requests()).length, 1, 'the queued response never reached the upstream');
+  assert.equal((await client.responses.cancel(running.id)).status, 'cancelled');
+});

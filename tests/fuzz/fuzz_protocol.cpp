@@ -6,6 +6,8 @@
 #include "protocol/jobs.hpp"
 #include "protocol/mcp.hpp"
 #include "protocol/pska_digest.hpp"
+#include "protocol/query_string.hpp"
+#include "protocol/responses_request.hpp"
 #include "protocol/responses_stream.hpp"
 #include "protocol/upstream_readers.hpp"
 #include "protocol/round_reply.hpp"
@@ -26,9 +28,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   using namespace troupe::protocol;
   switch (data[0] % 10) {
-    case 0:
+    case 0: { // a client's body: chat, a Responses create, a conversation's metadata; a GET's include[]
       parse_chat_request(input);
+      responses::parse_request(input);
+      if (auto doc = json::parse(input))
+        responses::conversation_metadata(*doc);
+      responses::check_include_query(query_pairs(input));
       break;
+    }
     case 1: {
       sse_parser parser(256);
       std::vector<sse_event> events;

@@ -273,6 +273,73 @@ TEST_CASE("truncation, include and context_management accept only their listed v
   CHECK(rejected(with("context_management", R"([{"type":"truncate"}])")).kind == "invalid_value");
 }
 
+TEST_CASE("RS-14 an empty input with no history to continue is refused naming input", "[responses]") {
+  auto empty_string = rejected(R"({"model":"m","input":""})");
+  CHECK(http_status(empty_string.code) == 400);
+  CHECK(empty_string.param == "input");
+  CHECK(empty_string.kind == "string_below_min_length");
+  CHECK(empty_string.message
+        == "Invalid 'input': string too short. Expected a string with minimum length 1, but got an empty string instead.");
+  auto empty_array = rejected(R"({"model":"m","input":[]})");
+  CHECK(empty_array.param == "input");
+  CHECK(empty_array.kind == "array_below_min_length");
+  CHECK(empty_array.message
+        == "Invalid 'input': empty array. Expected an array with minimum length 1, but got an empty array instead.");
+  // A continuation has its history to answer.
+  CHECK(accepted(R"({"model":"m","input":[],"previous_response_id":"resp_a"})").input.empty());
+  CHECK(accepted(R"({"model":"m","input":"","conversation":"conv_a"})").input.size() == 1);
+}
+
+TEST_CASE("RS-11 a conversation body without metadata keeps it, null clears it, an object replaces it",
+          "[responses]") {
+  using metadata = std::variant<std::optional<std::string>, problem>;
+  auto of = [](const std::string& body) { return conversation_metadata(parse_doc(body)); };
+  CHECK(std::get<std::optional<std::string>>(of("{}")) == std::nullopt);
+  CHECK(std::get<std::optional<std::string>>(of(R"({"metadata":null})")) == std::optional<std::string>("{}"));
+  CHECK(std::get<std::optional<std::string>>(of(R"({"metadata":{"k":"v"}})")) == std::optional<std::string>(R"({"k":"v"})"));
+  metadata bad = of(R"({"metadata":{"k":1}})");
+  REQUIRE(std::holds_alternative<problem>(bad));
+  CHECK(std::get<problem>(bad).param == "metadata.k");
+}
+
+TEST_CASE("RS-5 RS-8 include[] on a GET accepts the listed values and names the first unknown one", "[responses]") {
+  CHECK_FALSE(check_include_query({{"limit", "2"}, {"include[]", "message.output_text.logprobs"}}));
+  CHECK_FALSE(check_include_query({}));
+  auto e = check_include_query(
+    {{"include[]", "reasoning.encrypted_content"}, {"order", "asc"}, {"include[]", "output.secrets"}});
+  REQUIRE(e);
+  CHECK(http_status(e->code) == 400);
+  CHECK(e->kind == "invalid_value");
+  CHECK(e->param == "include[1]");
+  CHECK(e->message == "Invalid value for 'include[1]': 'output.secrets'.");
+  auto plain = check_include_query({{"include", "nonsense"}});
+  REQUIRE(plain);
+  CHECK(plain->param == "include[0]");
+}
+
+TEST_CASE("RS-15 the response object echoes reasoning as effort and summary, text with its default verbosity "
+          "and sampling as the 1.0 default when not requested",
+          "[responses]") {
+  response_state st;
+  st.id = "resp_x";
+  auto plain = parse_doc(response_json(accepted(R"({"model":"m","input":"hi"})"), st));
+  CHECK(json::serialize(plain["reasoning"]) == R"({"effort":null,"summary":null})");
+  CHECK(json::serialize(plain["text"]) == R"({"format":{"type":"text"},"verbosity":"medium"})");
+  auto text = parse_doc(response_json(accepted(R"({"model":"m","input":"hi","text":{"verbosity":"low"}})"), st));
+  CHECK(json::serialize(text["text"]) == R"({"format":{"type":"text"},"verbosity":"low"})");
+  CHECK(json::get_number(plain, "temperature") == 1.0);
+  CHECK(json::get_number(plain, "top_p") == 1.0);
+
+  auto given = parse_doc(response_json(
+    accepted(R"({"model":"m","input":"hi","reasoning":{"effort":"low"},"temperature":0.2,"top_p":0.5})"), st));
+  CHECK(json::serialize(given["reasoning"]) == R"({"effort":"low","summary":null})");
+  CHECK(json::get_number(given, "temperature") == 0.2);
+  CHECK(json::get_number(given, "top_p") == 0.5);
+  auto full = parse_doc(
+    response_json(accepted(R"({"model":"m","input":"hi","reasoning":{"summary":"auto","effort":"high"}})"), st));
+  CHECK(json::serialize(full["reasoning"]) == R"({"effort":"high","summary":"auto"})");
+}
+
 // ---- 10. pairing and approval checks ----
 
 TEST_CASE("history checks name the unanswered call, the orphan output and the duplicate output", "[responses]") {
@@ -375,6 +442,21 @@ TEST_CASE("the chat request puts instructions first and merges consecutive calls
   CHECK(json::get_int(other, "max_completion_tokens") == 100);
   CHECK_FALSE(json::member(other, "max_tokens"));
   CHECK(json::serialize(other["tool_choice"]) == R"("required")");
+}
+
+TEST_CASE("RS-14 tool_choice none reaches either upstream as none, with the tools", "[responses]") {
+  auto req = accepted(R"({"model":"m","input":"hi","tool_choice":"none","tools":[{"type":"function","name":"f"}]})");
+  round_request r;
+  fill_round(r, req);
+  r.history = req.input;
+  r.tools = {{"f", "", R"({"type":"object","properties":{}})", ""}};
+  auto chat = parse_doc(render_chat_request(r, {}));
+  CHECK(json::serialize(chat["tool_choice"]) == R"("none")");
+  REQUIRE(chat["tools"].Size() == 1);
+  auto responses = parse_doc(render_responses_request(r));
+  CHECK(json::serialize(responses["tool_choice"]) == R"("none")");
+  REQUIRE(responses["tools"].Size() == 1);
+  CHECK(json::get_string(responses["tools"][0], "name") == "f");
 }
 
 TEST_CASE("a list output reaches a chat upstream as its text parts joined by lines", "[responses]") { // RS-47
