@@ -23,7 +23,8 @@ typename Inspector::result_type inspect(Inspector& f, validation_issue& x) {
 // A problem travels whole (code, message, param, kind, issues), also to another node.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, problem& x) {
-  return f(caf::meta::type_name("troupe.problem"), x.code, x.message, x.param, x.kind, x.issues);
+  return f(caf::meta::type_name("troupe.problem"), x.code, x.message, x.param, x.kind, x.issues,
+           x.retry_after_seconds);
 }
 
 // The problem as a caf::error of troupe's category.

@@ -145,7 +145,8 @@ response_compaction_actor::behavior_type compaction(compaction_pointer self,
         else if (e.what == kind::finish)
           st.tokens += e.tokens;
         else if (e.what == kind::failure) {
-          auto why = rs::upstream_failure("The summary call failed: " + e.text, e.http_status, true);
+          auto said = e.upstream_message.empty() ? e.text : e.upstream_message;
+          auto why = rs::upstream_failure("The summary call failed: " + said, e.http_status, true, e.retry_after_seconds);
           why.kind = "server_error";
           return fail(self, std::move(why));
         }

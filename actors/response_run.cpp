@@ -274,6 +274,14 @@ void fail(run_pointer self, const std::string& message, int http_status) {
   finish(self, response_status::failed, {}, rs::upstream_failure(message, http_status, self->state.loop->round() <= 1));
 }
 
+// An upstream's failure: told in the upstream's own words when it gave some (RS-43), with its
+// Retry-After.
+void fail_upstream(run_pointer self, const rs::upstream_event& e, const std::string& prefix = {}) {
+  auto message = prefix + (e.upstream_message.empty() ? e.text : e.upstream_message);
+  finish(self, response_status::failed, {},
+         rs::upstream_failure(std::move(message), e.http_status, self->state.loop->round() <= 1, e.retry_after_seconds));
+}
+
 // RS-51: a summary call replaces the window before round `round` when the history grew past the
 // threshold.
 bool compaction_due(run_pointer self, int round) {
@@ -306,7 +314,7 @@ void on_summary(run_pointer self, std::vector<rs::upstream_event>& events) {
     if (e.what == kind::text) {
       st.summary += e.text;
     } else if (e.what == kind::failure) {
-      return fail(self, "The compaction summary call failed: " + e.text, e.http_status);
+      return fail_upstream(self, e, "The compaction summary call failed: ");
     } else if (e.what == kind::finish) {
       st.tokens += e.tokens; // summary usage is the response's too (RS-19)
       st.go(rs::run_input::summary_done);
@@ -363,7 +371,10 @@ struct response_dialect : loop_dialect {
     for (auto& e : events) {
       if (!st.stream->feed(e)) {
         publish(self);
-        fail(self, st.stream->failure(), e.what == rs::upstream_event::kind::failure ? e.http_status : 0);
+        if (e.what == rs::upstream_event::kind::failure)
+          fail_upstream(self, e);
+        else
+          fail(self, st.stream->failure(), 0);
         return batch::taken;
       }
     }
@@ -597,6 +608,11 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
       return it->second;
     },
     st.job.req.max_tool_calls.value_or(-1));
+  {
+    rs::round_request asked;
+    rs::fill_round(asked, st.job.req);
+    st.stream->keep_logprobs(rs::wants_logprobs(asked));
+  }
   st.dialect = std::make_unique<response_dialect>(self);
   st.loop = std::make_unique<agent_loop>(self, st.env->model, st.env->loop, *st.dialect);
   self->set_down_handler([self](caf::down_msg& down) { self->state.loop->on_down(down); });

@@ -4,6 +4,7 @@
 #include "io/http_server.hpp"
 #include "io/http_session.hpp"
 #include "io/http_test_stream.hpp"
+#include "protocol/ids.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -60,11 +61,12 @@ struct http_server::impl {
 
   // A connection over service.max_connections: a fixed 503 and a close, without reading its request.
   static void refuse_connection(tcp::socket socket) {
-    static const std::string answer =
+    auto answer = std::make_shared<std::string>(
       "HTTP/1.1 503 Service Unavailable\r\nServer: troupe\r\nContent-Type: application/json\r\n"
-      "Retry-After: 1\r\nConnection: close\r\nContent-Length: 33\r\n\r\n{\"detail\":\"Too many connections\"}";
+      "Retry-After: 1\r\nx-request-id: " + protocol::uuid7_id("req_") +
+      "\r\nConnection: close\r\nContent-Length: 33\r\n\r\n{\"detail\":\"Too many connections\"}");
     auto s = std::make_shared<tcp::socket>(std::move(socket));
-    net::async_write(*s, net::buffer(answer), [s](beast::error_code, std::size_t) {
+    net::async_write(*s, net::buffer(*answer), [s, answer](beast::error_code, std::size_t) {
       beast::error_code ignored;
       s->shutdown(tcp::socket::shutdown_both, ignored);
       s->close(ignored);

@@ -7,6 +7,7 @@
 #include "io/websocket_session.hpp"
 
 #include "protocol/errors.hpp"
+#include "protocol/ids.hpp"
 #include "protocol/sse.hpp"
 
 #include <boost/asio/dispatch.hpp>
@@ -61,6 +62,9 @@ class request_parser : public http::request_parser<http::string_body> {
 // that the close is no reset the client would see before the answer (a 413 or 401 sent before its body).
 constexpr auto drain_deadline = std::chrono::seconds(5);
 constexpr std::size_t drain_max_bytes = 64 * 1024 * 1024;
+
+// Every answer carries an id of its own, minted here: never a value the client sent.
+constexpr char request_id_header[] = "x-request-id";
 
 constexpr std::size_t max_gathered_frames = 64; // IOV_MAX is 1024; 64 frames are already one large write
 
@@ -318,6 +322,7 @@ private:
     res->set(http::field::content_type, r.content_type);
     for (auto& [name, value] : r.headers)
       res->set(name, value);
+    res->set(request_id_header, protocol::uuid7_id("req_")); // after the handler's: never one it echoed
     res->keep_alive(keep_alive_);
     res->body() = std::move(r.body);
     res->prepare_payload();
@@ -342,7 +347,12 @@ private:
       return write_response(unsafe_header_answer());
     }
     phase_ = phase::streaming;
-    enqueue(event_stream_head(headers), 0);
+    header_list own;
+    for (auto& h : headers)
+      if (!beast::iequals(h.first, request_id_header))
+        own.push_back(h);
+    own.emplace_back(request_id_header, protocol::uuid7_id("req_"));
+    enqueue(event_stream_head(own), 0);
     arm_heartbeat();
   }
 

@@ -294,9 +294,17 @@ private:
       owner_.forget(id_);
   }
 
+  // The upstream's own words and its Retry-After travel apart from the text that quotes its body, so
+  // a Responses client is told what the upstream said and never its raw body or header (RS-43).
   void http_failure() {
     std::string error = "HTTP " + std::to_string(status_) + ": " + plain_body_.substr(0, error_quote_chars);
-    retry_or_finish(failure(std::move(error), status_, transient_status(status_)));
+    auto out = failure(std::move(error), status_, transient_status(status_));
+    out.upstream_message = protocol::responses::upstream_error_message(plain_body_);
+    auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
+    if (conn_)
+      out.retry_after_seconds =
+        protocol::responses::retry_after_seconds(conn_->header("Retry-After"), now.count()).value_or(-1);
+    retry_or_finish(std::move(out));
   }
 
   void transport_failure(const char* what, beast::error_code ec) {
@@ -351,6 +359,8 @@ private:
     failure.text = std::move(out.error);
     failure.http_status = out.http_status;
     failure.retryable = out.retryable;
+    failure.upstream_message = std::move(out.upstream_message);
+    failure.retry_after_seconds = out.retry_after_seconds;
     deliver({std::move(failure)}, true);
   }
 

@@ -9,6 +9,7 @@
 #include "protocol/json.hpp"
 #include "protocol/model_routing.hpp"
 #include "protocol/query_string.hpp"
+#include "protocol/utf8.hpp"
 
 #include <caf/all.hpp>
 
@@ -350,6 +351,18 @@ void get_conversation_item(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
   });
 }
 
+// The members of OpenAI's model object (RS-13); the configured models exist since this process started.
+void write_model(protocol::json::writer& w, const std::string& name, int64_t started) {
+  w.Key("id");
+  w.String(name.c_str(), static_cast<rapidjson::SizeType>(name.size()));
+  w.Key("object");
+  w.String("model");
+  w.Key("created");
+  w.Int64(started);
+  w.Key("owned_by");
+  w.String("troupe");
+}
+
 void list_models(ctx_ptr ctx, int64_t started, exchange_ptr ex) {
   auto body = protocol::json::object([&](protocol::json::writer& w) {
     w.Key("object");
@@ -358,19 +371,20 @@ void list_models(ctx_ptr ctx, int64_t started, exchange_ptr ex) {
     w.StartArray();
     for (auto& name : ctx->models->listed()) {
       w.StartObject();
-      w.Key("id");
-      w.String(name.c_str());
-      w.Key("object");
-      w.String("model");
-      w.Key("created");
-      w.Int64(started); // the configured models exist since this process started
-      w.Key("owned_by");
-      w.String("troupe");
+      write_model(w, name, started);
       w.EndObject();
     }
     w.EndArray();
   });
   ex->respond(json_response(200, body));
+}
+
+// GET /v1/models/{model}: a model a request may name, or model_not_found. Ids may hold '/'
+// (`Qwen/Qwen3.6-35B-A3B`), so the route takes the rest of the path.
+void get_model(ctx_ptr ctx, const std::string& name, int64_t started, exchange_ptr ex) {
+  if (auto err = unroutable(*ctx, name))
+    return ex->respond(api_response(*err));
+  ex->respond(json_response(200, protocol::json::object([&](protocol::json::writer& w) { write_model(w, name, started); })));
 }
 
 } // namespace
@@ -434,8 +448,13 @@ void add_responses_routes(router& routes, caf::actor_system& sys, response_regis
     ask<conversation_row>(*ctx, ex, ctx->registry, conversation_response, remove_conversation_item_atom::value,
                           req.params["id"], owner_of(*ctx, req), req.params["item_id"]);
   });
-  on("GET", "/v1/models", [started = epoch_seconds()](ctx_ptr ctx, http_request&, exchange_ptr ex) {
+  auto started = epoch_seconds(); // the list and each model say the same `created`
+  on("GET", "/v1/models", [started](ctx_ptr ctx, http_request&, exchange_ptr ex) {
     list_models(ctx, started, std::move(ex));
+  });
+  on("GET", "/v1/models/{model...}", [started](ctx_ptr ctx, http_request& req, exchange_ptr ex) {
+    // A decoded path may hold any bytes; only valid UTF-8 reaches a body.
+    get_model(ctx, protocol::utf8_repaired(req.params["model"]), started, std::move(ex));
   });
 }
 

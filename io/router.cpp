@@ -21,8 +21,36 @@ std::vector<std::string> split_path(std::string_view path) {
   return out;
 }
 
+// A last pattern segment `{name...}` takes one or more path segments, joined again by '/'.
+bool match_rest(const std::vector<std::string>& pattern, const std::vector<std::string>& path,
+                std::map<std::string, std::string>& params, bool& matched) {
+  constexpr std::string_view rest = "...}";
+  auto& last = pattern.back();
+  if (last.size() <= rest.size() + 1 || last.front() != '{' || last.compare(last.size() - rest.size(), rest.size(), rest) != 0)
+    return false;
+  matched = false;
+  auto fixed = pattern.size() - 1;
+  if (path.size() <= fixed)
+    return true;
+  for (std::size_t i = 0; i < fixed; ++i) {
+    auto& p = pattern[i];
+    if (p.size() > 2 && p.front() == '{' && p.back() == '}')
+      params[p.substr(1, p.size() - 2)] = path[i];
+    else if (p != path[i])
+      return true;
+  }
+  std::string value = path[fixed];
+  for (auto i = fixed + 1; i < path.size(); ++i)
+    value += "/" + path[i];
+  params[last.substr(1, last.size() - rest.size() - 1)] = std::move(value);
+  matched = true;
+  return true;
+}
+
 bool match(const std::vector<std::string>& pattern, const std::vector<std::string>& path,
            std::map<std::string, std::string>& params) {
+  if (bool matched = false; !pattern.empty() && match_rest(pattern, path, params, matched))
+    return matched;
   if (pattern.size() != path.size())
     return false;
   for (std::size_t i = 0; i < pattern.size(); ++i) {
@@ -53,8 +81,11 @@ http_response json_response(int status, std::string body) {
 http_response error_response(protocol::dialect d, const problem& p) {
   auto rendered = protocol::render_error(d, p);
   auto r = json_response(rendered.status, std::move(rendered.body));
-  // A store or service that cannot take the request now (CJ-4's store_unavailable): try again soon.
-  if (p.code == errc::unavailable)
+  // When to try again, as the problem says (an upstream's Retry-After, RS-43); a store or service that
+  // cannot take the request now (CJ-4's store_unavailable): soon.
+  if (p.retry_after_seconds >= 0)
+    r.headers.emplace_back("Retry-After", std::to_string(p.retry_after_seconds));
+  else if (p.code == errc::unavailable)
     r.headers.emplace_back("Retry-After", "1");
   return r;
 }

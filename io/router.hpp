@@ -1,4 +1,5 @@
-// Routes a request by method and path pattern (`/v1/runs/{run_id}`) to its handler.
+// Routes a request by method and path pattern (`/v1/runs/{run_id}`) to its handler. A last segment
+// `{name...}` captures the rest of the path, slashes included (`/v1/models/{model...}`).
 #pragma once
 
 #include "io/http_types.hpp"
@@ -18,7 +19,7 @@ public:
 private:
   struct route {
     std::string method;
-    std::vector<std::string> segments; // "{name}" segments capture
+    std::vector<std::string> segments; // "{name}" segments capture, a last "{name...}" the rest
     http_handler handler;
   };
   std::vector<route> routes_;

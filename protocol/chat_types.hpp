@@ -75,6 +75,8 @@ struct model_outcome {
   std::string error;     // "LLM call failed: <error>" is built by the loop
   int http_status = 0;   // 0 for transport errors
   bool retryable = false; // the failure was transient (AS-17, AS-53)
+  std::string upstream_message;   // an HTTP failure: the upstream's own error message (RS-43)
+  int64_t retry_after_seconds = -1; // an HTTP failure: the upstream's valid Retry-After, -1 = none
   bool cancelled = false;
 };
 

@@ -58,6 +58,8 @@ struct problem {
   std::string param; // "" = none
   std::string kind;  // "" = none
   std::vector<validation_issue> issues;
+  // When the caller may try again, in seconds (the edge's Retry-After); -1 = not said.
+  int64_t retry_after_seconds = -1;
 };
 
 namespace protocol {

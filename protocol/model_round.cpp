@@ -198,6 +198,11 @@ void write_common_settings(json::writer& w, const round_request& r) {
 
 } // namespace
 
+bool wants_logprobs(const round_request& r) {
+  return std::count(r.include.begin(), r.include.end(), "message.output_text.logprobs") > 0
+         || (r.top_logprobs && *r.top_logprobs > 0);
+}
+
 std::string render_chat_request(const round_request& r, const chat_options& options) {
   auto view = model_view(r.history);
   return json::object([&](json::writer& w) {
@@ -361,9 +366,13 @@ std::string render_chat_request(const round_request& r, const chat_options& opti
         (*doc)["effort"].Accept(w);
       }
     write_common_settings(w, r);
-    if (std::count(r.include.begin(), r.include.end(), "message.output_text.logprobs")) {
+    if (wants_logprobs(r)) {
       w.Key("logprobs");
       w.Bool(true);
+      if (r.top_logprobs) {
+        w.Key("top_logprobs");
+        w.Int64(*r.top_logprobs);
+      }
     }
     w.Key("stream");
     w.Bool(r.stream);
@@ -418,8 +427,15 @@ std::string render_responses_request(const round_request& r) {
     w.String(r.truncation.c_str());
     std::vector<std::string> include;
     for (auto& i : r.include)
-      if (i == "message.output_text.logprobs" || i == "reasoning.encrypted_content")
+      if (i == "reasoning.encrypted_content")
         include.push_back(i);
+    if (wants_logprobs(r)) {
+      include.push_back("message.output_text.logprobs");
+      if (r.top_logprobs) {
+        w.Key("top_logprobs");
+        w.Int64(*r.top_logprobs);
+      }
+    }
     if (!include.empty()) {
       w.Key("include");
       w.StartArray();

@@ -39,6 +39,7 @@ struct round_request {
   std::string text = R"({"format":{"type":"text"}})"; // the output format, as a Responses `text`
   std::string reasoning;                               // a Responses `reasoning` object, "" = none
   std::vector<std::string> include;
+  std::optional<int64_t> top_logprobs; // 0..20
   std::string truncation = "disabled";
 
   std::vector<item> history; // the working history (hidden pairs included)
@@ -60,12 +61,17 @@ struct upstream_event {
   kind what = kind::text;
   int64_t index = 0;    // call, arguments: the call's index within the round
   std::string text;     // a delta, an arguments fragment, or the failure's message
+  std::string logprobs; // text: the delta's token logprobs, a JSON array's text in the Responses shape; "" = none
   std::string call_id;  // call
   std::string name;     // call
   std::string finish;   // finish: stop | tool_calls | length | content_filter
   usage tokens;         // finish
   int http_status = 0;  // failure: the upstream's HTTP status, 0 for transport and stream failures
   bool retryable = false; // failure: transient (AS-17), so a background run may try again (AS-53)
+  // failure with an HTTP status: the upstream's own error message (upstream_error_message), "" when
+  // it gave none, and its Retry-After in seconds (retry_after_seconds), -1 when it gave none (RS-43).
+  std::string upstream_message;
+  int64_t retry_after_seconds = -1;
 };
 
 struct chat_options {
@@ -73,6 +79,10 @@ struct chat_options {
   std::string max_tokens_field = "max_tokens";
   bool replay_reasoning = false;
 };
+
+// Whether the round asks for token logprobs: `include` names message.output_text.logprobs, or
+// top_logprobs asks for alternatives (RS-14).
+bool wants_logprobs(const round_request& r);
 
 // RS-47: the body of POST {base_url}/chat/completions.
 std::string render_chat_request(const round_request& r, const chat_options& options);

@@ -38,8 +38,7 @@ void write_part(json::writer& w, const content_part& p) {
       w.StartArray();
       w.EndArray();
       w.Key("logprobs");
-      w.StartArray();
-      w.EndArray();
+      json::write_raw(w, p.logprobs.empty() ? "[]" : p.logprobs);
     }
   }
   w.EndObject();
@@ -63,6 +62,7 @@ std::vector<content_part> parts_from_json(const json::value* v) {
     part.text = part.type == part_kind::refusal ? json::get_string(p, "refusal") : json::get_string(p, "text");
     part.image_url = json::get_string(p, "image_url");
     part.detail = json::get_string(p, "detail", "auto");
+    part.logprobs = logprobs_json(json::member(p, "logprobs"));
     out.push_back(std::move(part));
   }
   return out;
@@ -246,16 +246,79 @@ std::string message_text(const item& it) {
   return out;
 }
 
+namespace {
+
+// One token's logprob entry with only the members a client reads (RS-17): token, logprob, bytes and,
+// when `alternatives`, top_logprobs. Chat choices and Responses deltas share the shape.
+void write_logprob(json::writer& w, const json::value& entry, bool alternatives) {
+  w.StartObject();
+  w.Key("token");
+  auto token = json::get_string(entry, "token");
+  w.String(token.c_str(), static_cast<rapidjson::SizeType>(token.size()));
+  w.Key("logprob");
+  auto lp = json::member(entry, "logprob");
+  w.Double(lp && lp->IsNumber() ? lp->GetDouble() : 0.0);
+  w.Key("bytes");
+  w.StartArray();
+  if (auto bytes = json::member(entry, "bytes"); bytes && bytes->IsArray())
+    for (auto& b : bytes->GetArray())
+      if (b.IsInt())
+        w.Int(b.GetInt());
+  w.EndArray();
+  if (alternatives) {
+    w.Key("top_logprobs");
+    w.StartArray();
+    if (auto top = json::member(entry, "top_logprobs"); top && top->IsArray())
+      for (auto& t : top->GetArray())
+        if (t.IsObject())
+          write_logprob(w, t, false);
+    w.EndArray();
+  }
+  w.EndObject();
+}
+
+} // namespace
+
+std::string logprobs_json(const json::value* v) {
+  if (!v || !v->IsArray() || v->Empty())
+    return {};
+  rapidjson::StringBuffer buf;
+  json::writer w(buf);
+  w.StartArray();
+  for (auto& entry : v->GetArray())
+    if (entry.IsObject())
+      write_logprob(w, entry, true);
+  w.EndArray();
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+void append_logprobs(std::string& logprobs, const std::string& more) {
+  if (more.size() <= 2) // "" or "[]"
+    return;
+  if (logprobs.size() <= 2)
+    logprobs = more;
+  else
+    logprobs = logprobs.substr(0, logprobs.size() - 1) + "," + more.substr(1);
+}
+
 problem not_found(std::string message, std::string param) {
   return {errc::not_found, std::move(message), std::move(param), {}};
 }
 
-problem upstream_failure(std::string message, int upstream_status, bool first_round) {
+problem upstream_failure(std::string message, int upstream_status, bool first_round, int64_t retry_after_seconds) {
   bool client_error = upstream_status >= 400 && upstream_status < 500;
+  bool rate_limited = upstream_status == 429;
+  bool overloaded = upstream_status == 503 || upstream_status == 529;
   problem p;
-  p.code = client_error && first_round ? errc::bad_request : errc::upstream_failed;
+  p.code = rate_limited               ? errc::rate_limited
+           : overloaded               ? errc::unavailable
+           : client_error && first_round ? errc::bad_request
+                                      : errc::upstream_failed;
   p.message = std::move(message);
-  p.kind = upstream_status == 429 ? "rate_limit_exceeded" : client_error ? "invalid_prompt" : "server_error";
+  p.kind = rate_limited ? "rate_limit_exceeded" : client_error ? "invalid_prompt" : "server_error";
+  // Only an answer that tells a client to come back says when.
+  if (rate_limited || overloaded)
+    p.retry_after_seconds = retry_after_seconds;
   return p;
 }
 

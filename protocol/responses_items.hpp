@@ -35,7 +35,15 @@ struct content_part {
   std::string text; // the text, or the refusal
   std::string image_url;
   std::string detail = "auto";
+  std::string logprobs; // an output_text part's token logprobs, a JSON array's text; "" = []
 };
+
+// A logprobs array (an output_text part's, a Responses delta's, a chat choice's `logprobs.content`) as
+// the text of the Responses shape, each entry only its token, logprob, bytes and top_logprobs; "" when
+// there are none. Whatever else an upstream or a client put there is not kept.
+std::string logprobs_json(const json::value* v);
+// `more` (a JSON array's text of logprobs, "" = none) appended to `logprobs`.
+void append_logprobs(std::string& logprobs, const std::string& more);
 
 // What an item is (RS-17). Its wire name is only the codec's: to_string and parse_item_kind.
 enum class item_kind {
@@ -97,9 +105,12 @@ std::string message_text(const item& it);
 problem not_found(std::string message, std::string param = {});
 
 // How an upstream failure ends a response (RS-16, RS-43): `upstream_status` is the model server's
-// HTTP status (0 when none: a transport or stream failure). Its kind names the failure; a
-// non-streaming client gets 400 for a 4xx of the first round, else 502.
-problem upstream_failure(std::string message, int upstream_status, bool first_round);
+// HTTP status (0 when none: a transport or stream failure). Its kind names the failure (RS-16) and
+// its code what a non-streaming client is answered: rate_limited for a 429 (with the upstream's
+// `retry_after_seconds`, -1 when none), unavailable for an overloaded upstream (503, 529),
+// bad_request for another 4xx of the first round, else upstream_failed.
+problem upstream_failure(std::string message, int upstream_status, bool first_round,
+                         int64_t retry_after_seconds = -1);
 
 // Token usage of a response (RS-19): saturating sums.
 struct usage {

@@ -95,6 +95,7 @@ std::vector<stream_event> failed_ending(const std::vector<std::string>& logged, 
                 || type == "response.reasoning_text.delta")
                && !f.it.content.empty()) {
       f.it.content.back().text += delta;
+      append_logprobs(f.it.content.back().logprobs, logprobs_json(json::member(e, "logprobs")));
     } else if (type == "response.function_call_arguments.delta" || type == "response.mcp_call_arguments.delta") {
       f.it.arguments += delta;
     } else if (type == "response.function_call_arguments.done" || type == "response.mcp_call_arguments.done") {
@@ -119,7 +120,8 @@ std::vector<stream_event> failed_ending(const std::vector<std::string>& logged, 
       else if (part.type == part_kind::reasoning_text)
         emit("response.reasoning_text.done", scoped(i, ci + ",\"text\":" + json::quote(part.text)));
       else
-        emit("response.output_text.done", scoped(i, ci + ",\"text\":" + json::quote(part.text) + ",\"logprobs\":[]"));
+        emit("response.output_text.done", scoped(i, ci + ",\"text\":" + json::quote(part.text) + ",\"logprobs\":"
+                                                       + (part.logprobs.empty() ? "[]" : part.logprobs)));
       emit("response.content_part.done", scoped(i, ci + ",\"part\":" + part_json(part)));
     }
     if (!f.arguments_done && f.it.type == item_kind::function_call)

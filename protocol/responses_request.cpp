@@ -533,6 +533,11 @@ std::variant<request, problem> parse(std::string_view text, bool full, int64_t d
     if (err)
       return *err;
   }
+  if (auto v = json::member(body, "top_logprobs"); v && !v->IsNull()) {
+    r.top_logprobs = integer_in(*v, "top_logprobs", 0, 20, err);
+    if (err)
+      return *err;
+  }
   if (auto v = json::member(body, "temperature"); v && !v->IsNull()) {
     r.temperature = number_in(*v, "temperature", 0, 2, err);
     if (err)
@@ -910,6 +915,7 @@ void fill_round(round_request& round, const request& r) {
   round.text = r.text;
   round.reasoning = r.reasoning;
   round.include = r.include;
+  round.top_logprobs = r.top_logprobs;
   round.truncation = r.truncation;
 }
 

@@ -72,6 +72,7 @@ struct request {
   std::string text = R"({"format":{"type":"text"}})";
   std::string reasoning; // "" = null
   std::vector<std::string> include;
+  std::optional<int64_t> top_logprobs; // 0..20, forwarded (RS-14)
   std::string metadata = "{}";
   std::string truncation = "disabled";
   std::optional<int64_t> compact_threshold; // context_management (RS-51)

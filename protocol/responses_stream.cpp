@@ -26,6 +26,12 @@ void write_empty_array(json::writer& w, const char* key) {
   w.EndArray();
 }
 
+// An output_text part's or delta's logprobs ("" = none).
+void write_logprobs(json::writer& w, const std::string& logprobs) {
+  w.Key("logprobs");
+  json::write_raw(w, logprobs.empty() ? "[]" : logprobs);
+}
+
 const char* delta_type(part_kind part_type) {
   if (part_type == part_kind::refusal)
     return "response.refusal.delta";
@@ -180,7 +186,7 @@ void write_part_event(json::writer& w, std::size_t content_index, const content_
     write_str(w, "text", part.text);
     if (part.type == part_kind::output_text) {
       write_empty_array(w, "annotations");
-      write_empty_array(w, "logprobs");
+      write_logprobs(w, part.logprobs);
     }
   }
   w.EndObject();
@@ -196,16 +202,17 @@ void response_stream::add_part(std::size_t position, part_kind part_type) {
               [&](json::writer& w) { write_part_event(w, index, content.back()); });
 }
 
-void response_stream::append_part(std::size_t position, const std::string& delta) {
+void response_stream::append_part(std::size_t position, const std::string& delta, const std::string& logprobs) {
   auto& content = output_[position].content;
   auto index = content.size() - 1;
   content.back().text += delta;
+  append_logprobs(content.back().logprobs, logprobs);
   emit_scoped(delta_type(content.back().type), position, [&](json::writer& w) {
     w.Key("content_index");
     w.Uint64(index);
     write_str(w, "delta", delta);
     if (content.back().type == part_kind::output_text)
-      write_empty_array(w, "logprobs");
+      write_logprobs(w, logprobs);
   });
 }
 
@@ -223,7 +230,7 @@ void response_stream::close_part(std::size_t position) {
     w.Uint64(index);
     write_str(w, part.type == part_kind::refusal ? "refusal" : "text", part.text);
     if (part.type == part_kind::output_text)
-      write_empty_array(w, "logprobs");
+      write_logprobs(w, part.logprobs);
   });
   emit_scoped("response.content_part.done", position, [&](json::writer& w) { write_part_event(w, index, part); });
 }
@@ -384,7 +391,8 @@ bool response_stream::feed(const upstream_event& e) {
                                 : e.what == kind::refusal ? part_kind::refusal
                                                           : part_kind::output_text;
     ensure_text_part(item_type, part_type);
-    append_part(*open_, e.text);
+    // Logprobs reach the client only when it asked for them (RS-14 include, top_logprobs).
+    append_part(*open_, e.text, logprobs_ && e.what == kind::text ? e.logprobs : std::string());
     return true;
   }
   case kind::call: {
@@ -603,7 +611,7 @@ void response_stream::replay_item(const item& stored) {
         close_part(position);
       add_part(position, part.type);
       if (!part.text.empty())
-        append_part(position, part.text);
+        append_part(position, part.text, part.logprobs);
     }
     output_[position].summary = stored.summary;
     close_item(position, stored.status);

@@ -58,6 +58,9 @@ public:
   // Calls to names `lookup` routes are gateway calls. `gateway_budget` < 0: no max_tool_calls.
   response_stream(route_lookup lookup, int64_t gateway_budget);
 
+  // Whether text deltas keep the token logprobs the upstream sent (RS-14: only when asked for).
+  void keep_logprobs(bool on) { logprobs_ = on; }
+
   // response.created, then response.queued (background) — the response object as it stands.
   void created(const std::string& response_json, bool queued);
   void in_progress(const std::string& response_json);
@@ -132,7 +135,7 @@ private:
   void emit_item(const char* type, std::size_t position);
   void emit_scoped(const char* type, std::size_t position, const std::function<void(json::writer&)>& fill);
   void add_part(std::size_t position, part_kind part_type);
-  void append_part(std::size_t position, const std::string& delta);
+  void append_part(std::size_t position, const std::string& delta, const std::string& logprobs = {});
   void close_part(std::size_t position);
   void ensure_text_part(item_kind item_type, part_kind part_type);
   std::string unique_call_id(const std::string& proposed);
@@ -142,6 +145,7 @@ private:
                        const std::string& approval_request_id);
 
   route_lookup lookup_;
+  bool logprobs_ = false;
   int64_t budget_;
   int64_t limit_; // max_tool_calls as given
   int64_t sequence_ = 0;

@@ -1,8 +1,10 @@
 #include "protocol/upstream_readers.hpp"
 
 #include "protocol/json.hpp"
+#include "protocol/utf8.hpp"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 namespace troupe::protocol::responses {
@@ -152,6 +154,8 @@ bool chat_chunk_reader::feed(std::string_view payload, std::vector<upstream_even
     if (auto content = string_of(json::member(*delta, "content")); !content.empty()) {
       close_current();
       out.push_back(make(upstream_event::kind::text, std::move(content)));
+      if (auto lp = json::member(choice, "logprobs"); lp && lp->IsObject())
+        out.back().logprobs = logprobs_json(json::member(*lp, "content"));
     }
     if (auto refusal = string_of(json::member(*delta, "refusal")); !refusal.empty()) {
       close_current();
@@ -282,13 +286,16 @@ bool responses_event_reader::feed(std::string_view payload, std::vector<upstream
     return true;
   }
   release_held(out);
+  bool terminal = type == "response.completed" || type == "response.done" || type == "response.incomplete";
+  bool item_ended = std::exchange(end_held_, false);
+  if (item_ended && !terminal)
+    out.push_back(make(upstream_event::kind::item_end));
   if (type == "response.output_item.added" || type == "response.output_item.done"
       || type == "response.function_call_arguments.done") {
     auto item = json::member(ev, "item");
     const json::value& call = item ? *item : ev;
     if (item && json::get_string(*item, "type") != "function_call") {
-      if (type == "response.output_item.done")
-        out.push_back(make(upstream_event::kind::item_end));
+      end_held_ = type == "response.output_item.done";
       return true;
     }
     auto arguments = json::get_string(call, "arguments");
@@ -302,19 +309,25 @@ bool responses_event_reader::feed(std::string_view payload, std::vector<upstream
       relayed = arguments;
     }
   } else if (type == "response.output_text.delta") {
-    if (!delta.empty())
+    if (!delta.empty()) {
       out.push_back(make(upstream_event::kind::text, std::move(delta)));
+      out.back().logprobs = logprobs_json(json::member(ev, "logprobs"));
+    }
   } else if (type == "response.refusal.delta") {
     if (!delta.empty())
       out.push_back(make(upstream_event::kind::refusal, std::move(delta)));
   } else if (type == "response.reasoning_text.delta") {
     if (!delta.empty())
       out.push_back(make(upstream_event::kind::reasoning, std::move(delta)));
-  } else if (type == "response.completed" || type == "response.done" || type == "response.incomplete") {
+  } else if (terminal) {
     auto response = json::member(ev, "response");
     static const json::value empty(rapidjson::kObjectType);
     const json::value& r = response ? *response : empty;
-    finish(r, responses_finish(r), out);
+    auto reason = responses_finish(r);
+    // The last item ended before the terminal event: it ends with the round, incomplete when cut.
+    if (item_ended && reason == "stop")
+      out.push_back(make(upstream_event::kind::item_end));
+    finish(r, std::move(reason), out);
   } else if (type == "response.failed") {
     auto response = json::member(ev, "response");
     return fail(response ? error_message(*response, "the upstream response failed") : "the upstream response failed",
@@ -361,8 +374,11 @@ std::vector<upstream_event> chat_completion_events(std::string_view body) {
       reasoning = string_of(json::member(*msg, "reasoning"));
     if (!reasoning.empty())
       out.push_back(make(upstream_event::kind::reasoning, reasoning));
-    if (auto content = string_of(json::member(*msg, "content")); !content.empty())
+    if (auto content = string_of(json::member(*msg, "content")); !content.empty()) {
       out.push_back(make(upstream_event::kind::text, content));
+      if (auto lp = json::member(choice, "logprobs"); lp && lp->IsObject())
+        out.back().logprobs = logprobs_json(json::member(*lp, "content"));
+    }
     if (auto refusal = string_of(json::member(*msg, "refusal")); !refusal.empty())
       out.push_back(make(upstream_event::kind::refusal, refusal));
     if (auto calls = json::member(*msg, "tool_calls"); calls && calls->IsArray()) {
@@ -403,8 +419,10 @@ std::vector<upstream_event> responses_object_events(std::string_view body) {
           auto k = p.type == part_kind::refusal          ? upstream_event::kind::refusal
                    : p.type == part_kind::reasoning_text ? upstream_event::kind::reasoning
                                                 : upstream_event::kind::text;
-          if (!p.text.empty())
+          if (!p.text.empty()) {
             out.push_back(make(k, p.text));
+            out.back().logprobs = p.logprobs; // read through logprobs_json by item_from_json
+          }
         }
         out.push_back(make(upstream_event::kind::item_end));
       } else if (it.type == item_kind::function_call) {
@@ -418,8 +436,89 @@ std::vector<upstream_event> responses_object_events(std::string_view body) {
   usage tokens;
   if (auto u = json::member(v, "usage"); u && u->IsObject())
     tokens = responses_usage(*u);
-  out.push_back(finish_event(responses_finish(v), tokens));
+  auto reason = responses_finish(v);
+  // A cut round leaves its last item open, to end incomplete (as streamed, RS-49).
+  if (reason != "stop" && !out.empty() && out.back().what == upstream_event::kind::item_end)
+    out.pop_back();
+  out.push_back(finish_event(std::move(reason), tokens));
   return out;
+}
+
+std::string upstream_error_message(std::string_view body) {
+  constexpr std::size_t max_bytes = 512;
+  auto doc = json::parse(body);
+  if (!doc || !doc->IsObject())
+    return {};
+  std::string message;
+  if (auto e = json::member(*doc, "error"))
+    message = e->IsString() ? std::string(e->GetString(), e->GetStringLength()) : json::get_string(*e, "message");
+  if (message.empty())
+    message = json::get_string(*doc, "message");
+  for (auto& c : message)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      c = ' ';
+  return std::string(utf8_prefix(message, max_bytes));
+}
+
+namespace {
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+int64_t number_of(std::string_view digits) {
+  int64_t n = 0;
+  for (char c : digits)
+    n = n * 10 + (c - '0');
+  return n;
+}
+
+// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) as epoch seconds.
+std::optional<int64_t> imf_fixdate(std::string_view v) {
+  static constexpr std::array<std::string_view, 7> days{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"};
+  static constexpr std::array<std::string_view, 12> months{"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                                           "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  if (v.size() != 29 || v.substr(3, 2) != ", " || v[7] != ' ' || v[11] != ' ' || v[16] != ' ' || v[19] != ':'
+      || v[22] != ':' || v.substr(25) != " GMT")
+    return std::nullopt;
+  if (std::find(days.begin(), days.end(), v.substr(0, 3)) == days.end())
+    return std::nullopt;
+  auto month = std::find(months.begin(), months.end(), v.substr(8, 3));
+  auto day = v.substr(5, 2), year = v.substr(12, 4), hh = v.substr(17, 2), mm = v.substr(20, 2), ss = v.substr(23, 2);
+  if (month == months.end() || !all_digits(day) || !all_digits(year) || !all_digits(hh) || !all_digits(mm)
+      || !all_digits(ss))
+    return std::nullopt;
+  auto d = number_of(day), h = number_of(hh), mi = number_of(mm), s = number_of(ss);
+  if (d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
+    return std::nullopt;
+  auto days_since = days_from_civil(number_of(year), month - months.begin() + 1, d);
+  return days_since * 86400 + h * 3600 + mi * 60 + s;
+}
+
+} // namespace
+
+std::optional<int64_t> retry_after_seconds(std::string_view value, int64_t now) {
+  constexpr int64_t max_wait = 24 * 3600;
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+    value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+    value.remove_suffix(1);
+  if (all_digits(value))
+    return value.size() > 9 ? max_wait : std::min(number_of(value), max_wait);
+  auto at = imf_fixdate(value);
+  if (!at)
+    return std::nullopt;
+  return std::clamp<int64_t>(*at - now, 0, max_wait);
 }
 
 } // namespace troupe::protocol::responses

@@ -65,6 +65,9 @@ private:
   // A call's first delta waits for its second: vLLM streams a placeholder "{}" before the real
   // arguments, and only the next delta shows that it was one.
   std::optional<std::pair<int64_t, std::string>> held_;
+  // An item's end waits for what follows: a round that then stops for length or a filter leaves
+  // that item open, so it ends `incomplete` as the chat adapter's last item does (RS-48, RS-49).
+  bool end_held_ = false;
   bool finished_ = false;
   bool failed_ = false;
 };
@@ -72,5 +75,15 @@ private:
 // A non-streamed upstream answer as the events a stream would have carried (RS-48, last point).
 std::vector<upstream_event> chat_completion_events(std::string_view body);
 std::vector<upstream_event> responses_object_events(std::string_view body);
+
+// What an upstream's error answer says of itself (RS-43): its `error.message` (or a string `error`,
+// or a top-level `message`), control characters turned to spaces, cut to at most 512 bytes on a
+// character boundary; "" when the body is no JSON object or names no message. Never the raw body.
+std::string upstream_error_message(std::string_view body);
+
+// A Retry-After value as the seconds to wait (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date
+// (IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`) measured from `now` (epoch seconds; a past date is 0).
+// At most a day. nullopt for anything else, so no raw value is ever repeated in a header.
+std::optional<int64_t> retry_after_seconds(std::string_view value, int64_t now);
 
 } // namespace troupe::protocol::responses

@@ -12,7 +12,9 @@
 import assert from 'node:assert/strict';
 import { package_bin } from './packages.mjs';
 import { start_http_mcp_server } from './http_mcp_child.mjs';
-import OpenAI, { BadRequestError, NotFoundError, OpenAIError } from 'openai';
+import OpenAI, {
+  APIConnectionError, APIError, BadRequestError, InternalServerError, NotFoundError, OpenAIError, RateLimitError,
+} from 'openai';
 import {
   scenario, open_sse, until, upstream_config, wait_mcp_ready,
 } from '../integration/harness.mjs';
@@ -1297,4 +1299,202 @@ scenario('a background stream whose response is cancelled while queued sees crea
   assert.deepEqual(replay, events, 'the replay is the stream');
   assert.equal((await up.requests()).length, 1, 'the queued response never reached the upstream');
   assert.equal((await client.responses.cancel(running.id)).status, 'cancelled');
+});
+
+// ---------------------------------------------------------------------------------------------
+// Errors as SDKs read them: what an SDK retries, what it does not, and how a truncated round ends.
+
+// A client that retries as the SDK does by default, counting its requests to troupe.
+function counting_client(base_url, max_retries) {
+  const sent = [];
+  const client = new OpenAI({
+    baseURL: base_url, apiKey: 'test', maxRetries: max_retries, timeout: sdk_timeout_ms,
+    fetch: async (url, init) => {
+      sent.push(String(url));
+      return fetch(url, init);
+    },
+  });
+  return { client, sent };
+}
+
+async function sdk_error(promise) {
+  try {
+    await promise;
+  } catch (e) {
+    return e;
+  }
+  assert.fail('expected the call to fail');
+}
+
+for (const protocol of protocols) {
+  const via = ` [${protocol} upstream]`;
+
+  scenario(`RS-49 an upstream cut for length reaches the SDK as an incomplete response whose message is incomplete, streamed and not (RS-22, RS-48, RS-49)${via}`, async (s) => {
+    const { up, client } = await gateway(s, protocol);
+    const cut = { content: 'A long answer that stops sho', chunk_size: 6, finish: 'length' };
+    await up.script([cut, cut]);
+    const r = await client.responses.create({ model, input: 'Write at length.', max_output_tokens: 16 });
+    assert.equal(r.status, 'incomplete');
+    assert.deepEqual(r.incomplete_details, { reason: 'max_output_tokens' });
+    assert.deepEqual(r.output.map((i) => [i.type, i.status]), [['message', 'incomplete']]);
+    assert.equal(r.output_text, cut.content);
+    const events = await collect(await client.responses.create({ model, input: 'Write at length.', max_output_tokens: 16, stream: true }));
+    const done = events.find((e) => e.type === 'response.output_item.done');
+    assert.equal(done.item.status, 'incomplete', 'the item ends incomplete in the stream too');
+    assert.equal(events.at(-1).type, 'response.incomplete');
+    assert.equal(events.at(-1).response.output[0].status, 'incomplete');
+  });
+
+  scenario(`RS-43 an upstream 429 reaches the SDK as a 429 RateLimitError with the upstream's message, which the SDK retries after the upstream's Retry-After${via}`, async (s) => {
+    const up = await s.upstream();
+    const troupe = await s.troupe({ config: upstream_config(up, { protocol, max_retries: 0 }) });
+    const message = 'Rate limit reached for fake-model: 3 requests per minute.';
+    await up.script([], { status: 429, message, retry_after: '1' });
+    const { client, sent } = counting_client(`${troupe.url}/v1`, 2);
+    const err = await sdk_error(client.responses.create({ model, input: 'hi' }));
+    assert.ok(err instanceof RateLimitError, `RateLimitError, got ${err?.constructor?.name}: ${err?.message}`);
+    assert.equal(err.status, 429);
+    assert.equal(err.error?.type, 'rate_limit_error');
+    assert.equal(err.error?.code, 'rate_limit_exceeded');
+    assert.equal(err.error?.message, message, 'the upstream\'s own message, not its raw body');
+    assert.equal(err.headers.get('retry-after'), '1', 'the upstream\'s Retry-After');
+    assert.match(String(err.headers.get('x-request-id')), /^req_[0-9a-f]{32}$/);
+    assert.equal(sent.length, 3, 'the SDK tried three times (maxRetries: 2)');
+    assert.equal((await up.requests()).length, 3, 'each try reached the upstream once');
+
+    // A streaming client is told the same in response.failed.
+    await up.script([{ status: 429, message }]);
+    const events = await collect(await sdk_client(`${troupe.url}/v1`).responses.create({ model, input: 'hi', stream: true }));
+    const failed = events.at(-1);
+    assert.equal(failed.type, 'response.failed');
+    assert.deepEqual(failed.response.error, { code: 'rate_limit_exceeded', message });
+  });
+
+  scenario(`RS-43 an upstream 503 or 529 reaches the SDK as a 503 InternalServerError after its retries; another upstream 4xx on round 1 is a 400 with the upstream's message${via}`, async (s) => {
+    const up = await s.upstream();
+    const troupe = await s.troupe({ config: upstream_config(up, { protocol, max_retries: 0 }) });
+    for (const status of [503, 529]) {
+      await up.reset();
+      await up.script([], { status, message: 'The engine is overloaded.', retry_after: 'soon, X-Evil: 1' });
+      const { client, sent } = counting_client(`${troupe.url}/v1`, 1);
+      const err = await sdk_error(client.responses.create({ model, input: 'hi' }));
+      assert.ok(err instanceof InternalServerError, `InternalServerError, got ${err?.constructor?.name}: ${err?.message}`);
+      assert.equal(err.status, 503, `upstream ${status}`);
+      assert.equal(err.error?.type, 'server_error');
+      assert.equal(err.error?.message, 'The engine is overloaded.');
+      assert.equal(err.headers.get('retry-after'), '1', 'an invalid upstream Retry-After is not copied: troupe\'s own instead');
+      assert.equal(sent.length, 2, 'the SDK retried once (maxRetries: 1)');
+    }
+
+    await up.script([], { status: 400, message: 'This model\'s maximum context length is 8192 tokens.' });
+    const { client, sent } = counting_client(`${troupe.url}/v1`, 2);
+    const err = await sdk_error(client.responses.create({ model, input: 'hi' }));
+    assert.ok(err instanceof BadRequestError, `BadRequestError, got ${err?.constructor?.name}`);
+    assert.equal(err.error?.message, 'This model\'s maximum context length is 8192 tokens.');
+    assert.equal(err.error?.code, 'invalid_prompt');
+    assert.equal(sent.length, 1, 'a 400 is not retried');
+
+    await up.script([], { status: 500, message: 'boom' });
+    const broken = await sdk_error(sdk_client(`${troupe.url}/v1`).responses.create({ model, input: 'hi' }));
+    assert.ok(broken instanceof InternalServerError);
+    assert.equal(broken.status, 502, 'another upstream failure is 502');
+  });
+}
+
+for (const protocol of protocols) {
+  const via = ` [${protocol} upstream]`;
+
+  scenario(`RS-14 logprobs asked for with include or top_logprobs reach output_text.logprobs and the output_text delta/done events through the SDK, and are [] when not asked for${via}`, async (s) => {
+    const { up, client } = await gateway(s, protocol);
+    const reply = { content: 'Hello there', chunk_size: 5 };
+    await up.script([reply, reply, reply]);
+    const entry = (token, logprob) => ({ token, logprob, bytes: [...Buffer.from(token, 'utf8')] });
+    const expected = (top) => ['Hello', ' ther', 'e'].map((p) => ({
+      ...entry(p, -0.25),
+      top_logprobs: Array.from({ length: top }, (_, i) => (i === 0 ? entry(p, -0.25) : entry(`alt${i}`, -2 - i))),
+    }));
+
+    const plain = await client.responses.create({ model, input: 'hi' });
+    assert.deepEqual(plain.output[0].content[0].logprobs, [], 'none when not asked for');
+    const [plain_req] = await up.requests();
+    assert.ok(!plain_req.logprobs && !plain_req.include, 'the upstream is not asked for logprobs');
+
+    const included = await client.responses.create({ model, input: 'hi', include: ['message.output_text.logprobs'] });
+    assert.deepEqual(included.output[0].content[0].logprobs, expected(0));
+
+    const events = await collect(await client.responses.create({ model, input: 'hi', top_logprobs: 2, stream: true }));
+    const deltas = events.filter((e) => e.type === 'response.output_text.delta');
+    assert.deepEqual(deltas.map((e) => e.logprobs), expected(2).map((lp) => [lp]), 'each delta carries its own');
+    assert.deepEqual(events.find((e) => e.type === 'response.output_text.done').logprobs, expected(2));
+    assert.deepEqual(events.at(-1).response.output[0].content[0].logprobs, expected(2));
+    const asked = (await up.requests())[2];
+    if (protocol === 'chat_completions') {
+      assert.equal(asked.logprobs, true);
+      assert.equal(asked.top_logprobs, 2, 'top_logprobs is forwarded');
+    } else {
+      assert.deepEqual(asked.include, ['message.output_text.logprobs']);
+      assert.equal(asked.top_logprobs, 2, 'top_logprobs is forwarded');
+    }
+    const err = await sdk_error(client.responses.create({ model, input: 'hi', top_logprobs: 21 }));
+    assert.ok(err instanceof BadRequestError);
+    assert.equal(err.error?.param, 'top_logprobs');
+    assert.equal(err.error?.code, 'integer_above_max_value');
+  });
+}
+
+scenario('RS-2 an 11 MiB input reaches the SDK as a 413 APIError in the openai error shape, read before the upload ends, and is not retried', async (s) => {
+  const { up, troupe } = await gateway(s, 'chat_completions');
+  const { client, sent } = counting_client(`${troupe.url}/v1`, 2);
+  const err = await sdk_error(client.responses.create({ model, input: 'x'.repeat(11 * 1024 * 1024) }));
+  assert.ok(!(err instanceof APIConnectionError), `not a connection error: ${err?.constructor?.name}: ${err?.message}`);
+  assert.ok(err instanceof APIError, `an APIError, got ${err?.constructor?.name}: ${err?.message}`);
+  assert.equal(err.status, 413);
+  assert.deepEqual(err.error, {
+    message: 'Request body exceeds 10485760 bytes.', type: 'invalid_request_error', param: null, code: 'request_too_large',
+  });
+  assert.match(String(err.headers.get('x-request-id')), /^req_[0-9a-f]{32}$/);
+  assert.equal(sent.length, 1, 'a 413 is not retried');
+  assert.equal((await up.requests()).length, 0, 'nothing reached the upstream');
+  // The connection's next request is served as usual.
+  const ok = await sdk_client(`${troupe.url}/v1`).responses.create({ model, input: 'hi' });
+  assert.equal(ok.status, 'completed');
+});
+
+scenario('RS-13 models.retrieve answers the OpenAI model object for a routable model, ids with a slash included, and 404 model_not_found otherwise; every answer has its own x-request-id', async (s) => {
+  const up = await s.upstream();
+  const troupe = await s.troupe({
+    config: { ...upstream_config(up, { protocol: 'chat_completions', models: ['fake-model', 'Qwen/Qwen3.6-35B-A3B'] }) },
+  });
+  const client = sdk_client(`${troupe.url}/v1`);
+  const qwen = await client.models.retrieve('Qwen/Qwen3.6-35B-A3B');
+  assert.deepEqual({ ...qwen }, { id: 'Qwen/Qwen3.6-35B-A3B', object: 'model', created: qwen.created, owned_by: 'troupe' });
+  assert.equal(typeof qwen.created, 'number');
+  const listed = (await client.models.list()).data.find((m) => m.id === 'fake-model');
+  assert.deepEqual({ ...(await client.models.retrieve('fake-model')) }, { ...listed }, 'the object the list holds');
+  const err = await sdk_error(client.models.retrieve('no-such-model'));
+  assert.ok(err instanceof NotFoundError, `NotFoundError, got ${err?.constructor?.name}`);
+  assert.deepEqual(err.error, {
+    message: "The model 'no-such-model' does not exist.", type: 'invalid_request_error', param: 'model', code: 'model_not_found',
+  });
+
+  // x-request-id: fresh on every answer, never the client's.
+  const ids = [];
+  const { data, response } = await client.models.retrieve('fake-model').withResponse();
+  assert.equal(data.id, 'fake-model');
+  ids.push(response.headers.get('x-request-id'));
+  ids.push(err.headers.get('x-request-id'));
+  const stream = await fetch(`${troupe.url}/v1/responses`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'client-chosen' },
+    body: JSON.stringify({ model, input: 'hi', stream: true }),
+  });
+  assert.match(String(stream.headers.get('content-type')), /^text\/event-stream/);
+  ids.push(stream.headers.get('x-request-id'));
+  await stream.text();
+  const bad = await fetch(`${troupe.url}/v1/responses`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'mine' }, body: '{',
+  });
+  assert.equal(bad.status, 400);
+  ids.push(bad.headers.get('x-request-id'));
+  for (const id of ids) assert.match(String(id), /^req_[0-9a-f]{32}$/);
+  assert.equal(new Set(ids).size, ids.length, `a fresh id each time: ${ids}`);
 });

@@ -9,6 +9,7 @@
 // A reply object:
 //   status      send this HTTP status with a JSON error body instead of a completion
 //   message     the error body's message (with status)
+//   retry_after the Retry-After header sent with status (a string, as given)
 //   reasoning   reasoning text: chat streams it as `delta.reasoning_content` chunks before the
 //               content (non-streaming: `message.reasoning_content`); Responses send a reasoning item
 //   content     assistant text
@@ -38,6 +39,9 @@
 //               events at all, as vLLM ≥ 0.21 sends)
 //   reasoning_content_null  the reasoning item's output_item.added carries `content:null`
 //   done_marker  end the stream with `data: [DONE]` (vLLM); OpenAI sends none
+// Logprobs, as the real APIs give them only when asked (chat: `logprobs:true`; Responses: include
+// `message.output_text.logprobs` or top_logprobs > 0): one entry per content piece, {token: the piece,
+// logprob: -0.25, bytes, top_logprobs: `top_logprobs` alternatives (the piece, then "alt<i>")}.
 // Every Responses event has `event: <type>`, a `sequence_number` from 0 and upstream-style ids
 // (resp_up…, rs_up…, msg_up…, fc_up…) that troupe must not expose.
 // Control: POST /__script {"replies":[...],"default":{...}}, GET /__requests (every request body
@@ -109,13 +113,26 @@ function responses_usage(request, reply) {
   };
 }
 
-function send_json(res, status, value) {
+function send_json(res, status, value, headers = {}) {
   const body = JSON.stringify(value);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers });
   res.end(body);
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// ---- logprobs ----
+
+function piece_logprobs(piece, top) {
+  const entry = (token, logprob) => ({ token, logprob, bytes: [...Buffer.from(token, 'utf8')] });
+  const alternatives = [];
+  for (let i = 0; i < (top ?? 0); ++i) alternatives.push(i === 0 ? entry(piece, -0.25) : entry(`alt${i}`, -2 - i));
+  return [{ ...entry(piece, -0.25), top_logprobs: alternatives }];
+}
+
+const chat_wants_logprobs = (request) => request.logprobs === true;
+const responses_wants_logprobs = (request) =>
+  (request.include ?? []).includes('message.output_text.logprobs') || (request.top_logprobs ?? 0) > 0;
 
 // ---- chat completions ----
 
@@ -138,7 +155,12 @@ function completion_json(request, reply, id, created) {
   }
   return {
     id, object: 'chat.completion', created, model: request.model ?? 'fake',
-    choices: [{ index: 0, message, finish_reason: chat_finish_reason(reply) }],
+    choices: [{
+      index: 0, message, finish_reason: chat_finish_reason(reply),
+      ...(chat_wants_logprobs(request) && reply.content
+        ? { logprobs: { content: pieces(reply.content, reply.chunk_size).flatMap((p) => piece_logprobs(p, request.top_logprobs)) } }
+        : {}),
+    }],
     usage: reply.usage ?? estimate_usage(request, reply),
   };
 }
@@ -150,7 +172,13 @@ function stream_chunks(request, reply, id, created) {
   const out = [chunk({ role: 'assistant', content: '' })];
   if (reply.reasoning)
     for (const p of pieces(reply.reasoning, reply.chunk_size)) out.push(chunk({ reasoning_content: p }));
-  if (reply.content) for (const p of pieces(reply.content, reply.chunk_size)) out.push(chunk({ content: p }));
+  if (reply.content) {
+    for (const p of pieces(reply.content, reply.chunk_size)) {
+      const c = chunk({ content: p });
+      if (chat_wants_logprobs(request)) c.choices[0].logprobs = { content: piece_logprobs(p, request.top_logprobs) };
+      out.push(c);
+    }
+  }
   calls.forEach((c, index) => {
     pieces(c.arguments ?? '{}', reply.chunk_size).forEach((p, n) => {
       const call = n === 0
@@ -191,8 +219,9 @@ const up_id = (prefix) => `${prefix}_up${String(next_id++).padStart(4, '0')}${ra
 
 // The reply as Responses output items, each with the events that stream it (minus output_index
 // and sequence_number, added when the stream is assembled).
-function responses_items(reply) {
+function responses_items(request, reply) {
   const size = reply.chunk_size;
+  const logprobs = responses_wants_logprobs(request);
   const items = [];
   const text_pieces = (text) => pieces(text, size).filter((p) => p !== '');
   if (reply.reasoning) {
@@ -218,15 +247,17 @@ function responses_items(reply) {
   if (reply.content || (!calls.length && !reply.reasoning)) {
     const id = up_id('msg');
     const text = reply.content ?? '';
-    const part = (t) => ({ type: 'output_text', annotations: [], logprobs: [], text: t });
+    const all = logprobs ? text_pieces(text).flatMap((p) => piece_logprobs(p, request.top_logprobs)) : [];
+    const part = (t) => ({ type: 'output_text', annotations: [], logprobs: t === '' ? [] : all, text: t });
     const events = [{ type: 'response.content_part.added', item_id: id, content_index: 0, part: part('') }];
     for (const p of text_pieces(text)) {
       events.push({
-        type: 'response.output_text.delta', item_id: id, content_index: 0, delta: p, logprobs: [],
+        type: 'response.output_text.delta', item_id: id, content_index: 0, delta: p,
+        logprobs: logprobs ? piece_logprobs(p, request.top_logprobs) : [],
         obfuscation: randomBytes(6).toString('hex'),
       });
     }
-    events.push({ type: 'response.output_text.done', item_id: id, content_index: 0, text, logprobs: [] });
+    events.push({ type: 'response.output_text.done', item_id: id, content_index: 0, text, logprobs: all });
     events.push({ type: 'response.content_part.done', item_id: id, content_index: 0, part: part(text) });
     items.push({
       added: { id, type: 'message', status: 'in_progress', content: [], role: 'assistant' },
@@ -292,7 +323,7 @@ function final_status(reply) {
 // `eof` cuts it.
 function responses_events(request, reply) {
   const base = { id: up_id('resp'), created_at: Math.floor(Date.now() / 1000) };
-  const items = responses_items(reply);
+  const items = responses_items(request, reply);
   const status = reply.fail ? 'failed' : final_status(reply);
   const events = [];
   const lifecycle = (type, st, output, usage) => events.push({ type, response: response_object(request, reply, base, st, output, usage) });
@@ -341,7 +372,7 @@ async function answer(req, res, request, protocol) {
   if (reply.status && reply.status !== 200) {
     return send_json(res, reply.status, {
       error: { message: reply.message ?? `scripted status ${reply.status}`, type: 'fake_upstream', code: reply.status },
-    });
+    }, reply.retry_after === undefined ? {} : { 'retry-after': String(reply.retry_after) });
   }
   return protocol === 'responses' ? answer_responses(res, request, reply) : answer_chat(res, request, reply);
 }

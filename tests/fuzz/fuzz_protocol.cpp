@@ -62,6 +62,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       reader.end(events);
       auto whole = responses::chat_completion_events(input);
       events.insert(events.end(), whole.begin(), whole.end());
+      // An upstream's error answer and its Retry-After (RS-43); a Responses upstream's events.
+      responses::upstream_error_message(input);
+      responses::retry_after_seconds(input, 1767225600);
+      responses::responses_event_reader responses_reader;
+      responses_reader.feed(input, events);
+      responses_reader.end(events);
       reply_assembler assembler;
       for (auto& e : events)
         assembler.feed(e);

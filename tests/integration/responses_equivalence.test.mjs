@@ -39,12 +39,12 @@ function normalize(value) {
   return walk(value);
 }
 
-async function run(s, protocol) {
+async function run(s, protocol, scripted = reply, body = request) {
   const fake = await s.upstream();
   const troupe = await s.troupe({ config: upstream_config(fake, { protocol }) });
-  await fake.script([reply]);
+  await fake.script([scripted]);
   const res = await fetch(`${troupe.url}/v1/responses`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(request),
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
   });
   assert.equal(res.status, 200);
   const [frames] = parse_sse(await res.text());
@@ -67,4 +67,20 @@ scenario('chat-completions and /v1/responses upstreams give identical client str
   assert.deepEqual(normalize(responses.items), normalize(chat.items), 'the same stored input items');
   assert.equal(chat.stored.usage.total_tokens, 48);
   assert.equal(chat.stored.output.at(-1).call_id, 'call_paris', 'the upstream call_id is kept (RS-18)');
+});
+
+scenario('RS-49 an upstream cut for length gives the same incomplete response over either adapter: its last item incomplete, the same events and stored items', async (s) => {
+  const cut = { reasoning: 'Think it over.', content: 'A long answer that stops sho', chunk_size: 5, finish: 'length',
+    usage: { prompt_tokens: 12, completion_tokens: 16, total_tokens: 28 } };
+  const body = { model: 'fake-model', input: 'Write at length.', stream: true, max_output_tokens: 16 };
+  const chat = await run(s, 'chat_completions', cut, body);
+  const responses = await run(s, 'responses', cut, body);
+  assert.equal(chat.stored.status, 'incomplete');
+  assert.deepEqual(chat.stored.incomplete_details, { reason: 'max_output_tokens' });
+  assert.deepEqual(chat.stored.output.map((i) => [i.type, i.status]), [['reasoning', 'completed'], ['message', 'incomplete']]);
+  assert.equal(chat.events.at(-1).type, 'response.incomplete');
+  assert.deepEqual(responses.events.map((e) => e.type), chat.events.map((e) => e.type), 'the same event types in the same order');
+  assert.deepEqual(normalize(responses.events), normalize(chat.events), 'the same payloads, the message incomplete in both');
+  assert.deepEqual(normalize(responses.stored), normalize(chat.stored), 'the same final object');
+  assert.deepEqual(normalize(responses.items), normalize(chat.items), 'the same stored input items');
 });

@@ -214,3 +214,27 @@ scenario('check-config refuses a non-boolean discover_models and a model.upstrea
   assert.match(r.stderr, /model\.upstreams\[0\]\.discover_models: /);
   assert.match(r.stderr, /model\.upstreams\[1\]\.base_url: required/);
 });
+
+scenario('GET /v1/models/{model} answers the model object of a routable name, a discovered one with a slash included, and 404 model_not_found in the OpenAI shape otherwise (RS-13, RS-2)', async (s) => {
+  const up = await s.upstream();
+  await up.control('POST', '/__models', ['Qwen/Qwen3.6-35B-A3B']);
+  const troupe = await s.troupe({
+    config: {
+      model: {
+        models: ['scripted'],
+        upstreams: [entry('vllm', 'responses', up, ['beta'], { discover_models: true })],
+      },
+    },
+  });
+  const list = await troupe.request('GET', '/v1/models');
+  assert.equal(list.status, 200, list.text);
+  for (const id of ['beta', 'Qwen/Qwen3.6-35B-A3B', 'scripted']) {
+    for (const path of [`/v1/models/${id}`, `/v1/models/${encodeURIComponent(id)}`]) {
+      const one = await troupe.request('GET', path);
+      assert.equal(one.status, 200, `${path}: ${one.text}`);
+      assert.deepEqual(one.json, list.json.data.find((m) => m.id === id), `${path}: the object the list holds`);
+    }
+  }
+  const missing = await troupe.request('GET', '/v1/models/Qwen/other');
+  assert_model_not_found(missing, 'Qwen/other', 'GET /v1/models/Qwen/other');
+});

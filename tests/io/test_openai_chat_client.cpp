@@ -451,6 +451,32 @@ TEST_CASE("a 400 is not retried and its body is quoted", "[openai_client]") {
   CHECK(upstream.requests().Size() == 1);
 }
 
+TEST_CASE("RS-43 an upstream 429's failure carries the upstream's own error message and its Retry-After as "
+          "seconds, and an invalid Retry-After is not carried at all",
+          "[openai_client]") {
+  for (auto [header, expected] : {std::pair<const char*, int64_t>{"7", 7}, {"in a while", -1}}) {
+    fake_upstream upstream;
+    upstream.script(std::string(R"({"default":{"status":429,"message":"Rate limit reached.","retry_after":")") + header
+                    + "\"}}");
+    auto options = options_for(upstream);
+    options.max_retries = 0;
+    openai_chat_client client(options);
+    troupe::protocol::responses::request req;
+    req.model = "fake-model";
+    round_reader reader(client, req);
+    REQUIRE(reader.wait_batches(1));
+    auto batches = reader.take();
+    REQUIRE(batches.size() == 1);
+    REQUIRE(batches[0].size() == 1);
+    auto& failure = batches[0][0];
+    CHECK(failure.what == troupe::protocol::responses::upstream_event::kind::failure);
+    CHECK(failure.http_status == 429);
+    CHECK(failure.upstream_message == "Rate limit reached.");
+    CHECK(failure.text.rfind("HTTP 429: ", 0) == 0); // the agent service's text still quotes the body
+    CHECK(failure.retry_after_seconds == expected);
+  }
+}
+
 TEST_CASE("a refused connection fails retryable, naming the URL, after the retries", "[openai_client]") {
   // AS-17
   openai_chat_options options;

@@ -699,3 +699,47 @@ TEST_CASE("an agent service round names each tool message after its call; a Resp
   CHECK(json::get_string(named["messages"][2], "name") == "list_dir");
   CHECK(json::get_string(named["messages"][2], "tool_call_id") == "c1");
 }
+
+TEST_CASE("RS-14 top_logprobs is an integer in 0..20, and logprobs are asked of either upstream only when include "
+          "or top_logprobs asks for them",
+          "[responses]") {
+  auto high = rejected(with("top_logprobs", "21"));
+  CHECK(high.kind == "integer_above_max_value");
+  CHECK(high.param == "top_logprobs");
+  CHECK(high.message == "Invalid 'top_logprobs': integer above maximum value. Expected a value <= 20, but got 21 instead.");
+  CHECK(rejected(with("top_logprobs", "-1")).kind == "integer_below_min_value");
+  CHECK(rejected(with("top_logprobs", "\"3\"")).kind == "invalid_type");
+  CHECK(accepted(with("top_logprobs", "20")).top_logprobs == 20);
+
+  auto round_of = [](const std::string& body) {
+    round_request r;
+    fill_round(r, accepted(body));
+    r.history = {message("user", "hi")};
+    return r;
+  };
+  auto plain = round_of(R"({"model":"m","input":"hi"})");
+  CHECK_FALSE(wants_logprobs(plain));
+  auto chat = parse_doc(render_chat_request(plain, {}));
+  CHECK_FALSE(chat.HasMember("logprobs"));
+  CHECK_FALSE(chat.HasMember("top_logprobs"));
+  auto resp = parse_doc(render_responses_request(plain));
+  CHECK_FALSE(resp.HasMember("include"));
+  CHECK_FALSE(resp.HasMember("top_logprobs"));
+
+  auto top = round_of(R"({"model":"m","input":"hi","top_logprobs":3})");
+  CHECK(wants_logprobs(top));
+  chat = parse_doc(render_chat_request(top, {}));
+  CHECK(chat["logprobs"].GetBool());
+  CHECK(chat["top_logprobs"].GetInt() == 3);
+  resp = parse_doc(render_responses_request(top));
+  CHECK(resp["top_logprobs"].GetInt() == 3);
+  REQUIRE(resp["include"].Size() == 1);
+  CHECK(std::string(resp["include"][0].GetString()) == "message.output_text.logprobs");
+
+  auto included = round_of(R"({"model":"m","input":"hi","include":["message.output_text.logprobs"]})");
+  CHECK(wants_logprobs(included));
+  chat = parse_doc(render_chat_request(included, {}));
+  CHECK(chat["logprobs"].GetBool());
+  CHECK_FALSE(chat.HasMember("top_logprobs"));
+  CHECK_FALSE(wants_logprobs(round_of(R"({"model":"m","input":"hi","top_logprobs":0})")));
+}

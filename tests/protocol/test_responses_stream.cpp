@@ -1312,6 +1312,47 @@ TEST_CASE("an upstream response.incomplete finishes the round as length or conte
   CHECK(filtered.back().finish == "content_filter");
 }
 
+TEST_CASE("RS-49 a Responses upstream cut for length ends its last item incomplete with the chat adapter's events",
+          "[responses]") { // RS-49, RS-22.1, RS-48
+  // The same reasoning and text, cut by the output cap, once per protocol: the upstream says the
+  // message ended (output_item.done) before its response.incomplete, and the item still ends cut.
+  auto chat = read_chat({chunk(R"({"reasoning_content":"think"})"), chunk(R"({"content":"cut sho"})"),
+                         chunk("{}", "length")});
+  auto responses = read_responses({
+    R"({"type":"response.output_item.added","output_index":0,"item":{"type":"reasoning","id":"rs_up1","summary":[],"content":[]}})",
+    R"({"type":"response.reasoning_text.delta","output_index":0,"content_index":0,"delta":"think"})",
+    R"({"type":"response.output_item.done","output_index":0,"item":{"type":"reasoning","id":"rs_up1","status":"completed"}})",
+    R"({"type":"response.output_item.added","output_index":1,"item":{"type":"message","id":"msg_up1","content":[]}})",
+    R"({"type":"response.output_text.delta","output_index":1,"content_index":0,"delta":"cut sho"})",
+    R"({"type":"response.output_item.done","output_index":1,"item":{"type":"message","id":"msg_up1","status":"incomplete"}})",
+    R"({"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}})",
+  });
+  auto run = [](const std::vector<upstream_event>& upstream) {
+    response_stream s(nullptr, -1);
+    begin(s);
+    REQUIRE(feed_all(s, upstream));
+    std::vector<std::string> statuses;
+    for (auto& it : s.output())
+      statuses.push_back(it.status);
+    CHECK(statuses == std::vector<std::string>{"completed", "incomplete"}); // the cut message is incomplete
+    CHECK(s.finish_reason() == "length");
+    end_as(s, "incomplete");
+    auto events = s.take_events();
+    CHECK_RS37(events);
+    return types_of(events);
+  };
+  CHECK(run(responses) == run(chat));
+
+  // Not streamed: the object's last item is likewise left to the cut.
+  auto whole = responses_object_events(
+    R"({"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"type":"message","id":"msg_up2","status":"incomplete","content":[{"type":"output_text","text":"cut sho"}]}]})");
+  response_stream s(nullptr, -1);
+  begin(s);
+  REQUIRE(feed_all(s, whole));
+  REQUIRE(s.output().size() == 1);
+  CHECK(s.output()[0].status == "incomplete");
+}
+
 TEST_CASE("an upstream response.failed or error event fails the round with its message", "[responses]") {
   // RS-45, RS-43
   auto failed = read_responses({
@@ -1507,4 +1548,127 @@ TEST_CASE("abandoning calls also ends the ones already taken for execution, so t
   s.complete_call(pending[0].output_position, "late", "");
   CHECK_FALSE(s.has_events());
   CHECK(s.output()[0].status == "incomplete");
+}
+
+// ---- upstream failures (RS-43, RS-16) ----
+
+TEST_CASE("RS-43 an upstream's error answer is told by its own error.message, bounded and without control "
+          "characters, never by its raw body",
+          "[responses]") {
+  CHECK(upstream_error_message(R"({"error":{"message":"Rate limit reached for requests","type":"requests"}})")
+        == "Rate limit reached for requests");
+  CHECK(upstream_error_message(R"({"error":"model is loading"})") == "model is loading");
+  CHECK(upstream_error_message(R"({"message":"overloaded"})") == "overloaded");
+  CHECK(upstream_error_message(R"({"error":{"message":"line one\nline\u0000two\u001b[31m"}})")
+        == "line one line two [31m");
+  CHECK(upstream_error_message("<html>502 Bad Gateway</html>").empty());
+  CHECK(upstream_error_message(R"({"error":{"code":429}})").empty());
+  auto long_message = upstream_error_message("{\"error\":{\"message\":\"" + std::string(600, 'x') + "\u00e9\"}}");
+  CHECK(long_message.size() == 512);
+  // A cut never splits a character.
+  auto accented = upstream_error_message("{\"error\":{\"message\":\"" + std::string(511, 'x') + "\u00e9\"}}");
+  CHECK(accented == std::string(511, 'x'));
+}
+
+TEST_CASE("RS-43 a Retry-After is read as delay-seconds or an IMF-fixdate HTTP-date, and anything else is "
+          "refused rather than repeated",
+          "[responses]") {
+  const int64_t now = 784111777; // Sun, 06 Nov 1994 08:49:37 GMT
+  CHECK(retry_after_seconds("0", now) == 0);
+  CHECK(retry_after_seconds(" 20 ", now) == 20);
+  CHECK(retry_after_seconds("Sun, 06 Nov 1994 08:50:07 GMT", now) == 30);
+  CHECK(retry_after_seconds("Sun, 06 Nov 1994 08:49:00 GMT", now) == 0); // in the past: now
+  CHECK(retry_after_seconds("99999999999999999999", now) == 86400);      // at most a day
+  CHECK(retry_after_seconds("Thu, 01 Jan 2037 00:00:00 GMT", now) == 86400);
+  for (std::string_view bad : {"", "-1", "1.5", "soon", "20\r\nSet-Cookie: a=b", "Sunday, 06-Nov-94 08:49:37 GMT",
+                               "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Foo 1994 08:49:37 GMT",
+                               "Sun, 32 Nov 1994 08:49:37 GMT"})
+    CHECK_FALSE(retry_after_seconds(bad, now));
+}
+
+TEST_CASE("RS-43 an upstream failure's kind says what a client is answered: 429 rate limited with its "
+          "Retry-After, 503/529 unavailable, a first-round 4xx a bad request, the rest an upstream failure",
+          "[responses]") {
+  auto limited = upstream_failure("slow down", 429, false, 7);
+  CHECK(limited.code == troupe::errc::rate_limited);
+  CHECK(limited.kind == "rate_limit_exceeded");
+  CHECK(limited.retry_after_seconds == 7);
+  CHECK(troupe::protocol::render_error(troupe::protocol::dialect::openai, limited).body
+        == R"({"error":{"message":"slow down","type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"}})");
+  for (int status : {503, 529}) {
+    auto busy = upstream_failure("busy", status, true, -1);
+    CHECK(busy.code == troupe::errc::unavailable);
+    CHECK(busy.kind == "server_error");
+  }
+  auto bad = upstream_failure("context too long", 400, true);
+  CHECK(bad.code == troupe::errc::bad_request);
+  CHECK(bad.kind == "invalid_prompt");
+  CHECK(bad.retry_after_seconds == -1);
+  CHECK(upstream_failure("context too long", 400, false).code == troupe::errc::upstream_failed);
+  auto broken = upstream_failure("boom", 500, true, 5);
+  CHECK(broken.code == troupe::errc::upstream_failed);
+  CHECK(broken.kind == "server_error");
+  CHECK(broken.retry_after_seconds == -1); // only an answer that asks a client back says when
+  CHECK(upstream_failure("reset", 0, true).code == troupe::errc::upstream_failed);
+}
+
+// ---- logprobs (RS-14, RS-17) ----
+
+TEST_CASE("RS-14 token logprobs from either upstream reach output_text, its deltas, its done events and the "
+          "stored item when asked for, and are [] otherwise",
+          "[responses]") {
+  const std::string lp_a =
+    R"([{"token":"Hel","logprob":-0.1,"bytes":[72,101,108],"top_logprobs":[{"token":"Hel","logprob":-0.1,"bytes":[72,101,108]},{"token":"Hi","logprob":-2.5,"bytes":[72,105]}],"extra":"dropped"}])";
+  const std::string lp_b = R"([{"token":"lo","logprob":-0.2,"bytes":[108,111],"top_logprobs":[]}])";
+  auto chat = read_chat({
+    R"({"choices":[{"index":0,"delta":{"content":"Hel"},"logprobs":{"content":)" + lp_a + R"(},"finish_reason":null}]})",
+    R"({"choices":[{"index":0,"delta":{"content":"lo"},"logprobs":{"content":)" + lp_b + R"(},"finish_reason":null}]})",
+    chunk("{}", "stop"),
+  });
+  auto responses = read_responses({
+    R"({"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"Hel","logprobs":)" + lp_a + "}",
+    R"({"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"lo","logprobs":)" + lp_b + "}",
+    R"({"type":"response.completed","response":{"status":"completed"}})",
+  });
+  const std::string first =
+    R"([{"token":"Hel","logprob":-0.1,"bytes":[72,101,108],"top_logprobs":[{"token":"Hel","logprob":-0.1,"bytes":[72,101,108]},{"token":"Hi","logprob":-2.5,"bytes":[72,105]}]}])";
+  const std::string second = R"([{"token":"lo","logprob":-0.2,"bytes":[108,111],"top_logprobs":[]}])";
+  const std::string all = first.substr(0, first.size() - 1) + "," + second.substr(1);
+  for (auto* upstream : {&chat, &responses}) {
+    REQUIRE((*upstream)[0].logprobs == first); // only the members a client reads
+    response_stream s(nullptr, -1);
+    s.keep_logprobs(true);
+    begin(s);
+    REQUIRE(feed_all(s, *upstream));
+    end_as(s, "completed");
+    REQUIRE(s.output().size() == 1);
+    CHECK(s.output()[0].content[0].logprobs == all);
+    std::vector<std::string> deltas, dones;
+    for (auto& e : s.take_events()) {
+      auto doc = json::parse(e.json);
+      REQUIRE(doc);
+      if (e.type == "response.output_text.delta")
+        deltas.push_back(json::serialize((*doc)["logprobs"]));
+      if (e.type == "response.output_text.done")
+        dones.push_back(json::serialize((*doc)["logprobs"]));
+      if (e.type == "response.content_part.done")
+        dones.push_back(json::serialize((*doc)["part"]["logprobs"]));
+      if (e.type == "response.output_item.done")
+        dones.push_back(json::serialize((*doc)["item"]["content"][0]["logprobs"]));
+    }
+    CHECK(deltas == std::vector<std::string>{first, second});
+    CHECK(dones == std::vector<std::string>{all, all, all});
+    // Stored and read back, the item keeps them; its canonical replay gives them in one delta.
+    auto stored = item_from_json(*json::parse(to_json(s.output()[0])));
+    CHECK(stored.content[0].logprobs == all);
+
+    response_stream unasked(nullptr, -1);
+    begin(unasked);
+    REQUIRE(feed_all(unasked, *upstream));
+    end_as(unasked, "completed");
+    CHECK(unasked.output()[0].content[0].logprobs.empty());
+    for (auto& e : unasked.take_events())
+      if (e.type == "response.output_text.delta" || e.type == "response.output_text.done")
+        CHECK(e.json.find("\"logprobs\":[]") != std::string::npos);
+  }
 }
