@@ -6,6 +6,7 @@
 #include "protocol/jobs.hpp"
 #include "protocol/mcp.hpp"
 #include "protocol/pska_digest.hpp"
+#include "protocol/responses_search.hpp"
 #include "protocol/responses_stream.hpp"
 #include "protocol/upstream_readers.hpp"
 #include "protocol/round_reply.hpp"
@@ -24,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     return 0;
   std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   using namespace troupe::protocol;
-  switch (data[0] % 10) {
+  switch (data[0] % 11) {
     case 0:
       parse_chat_request(input);
       break;
@@ -101,6 +102,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
             judge.add_event(e);
         judge.verdict("completed");
       }
+      break;
+    }
+    case 10: { // a search provider's reply (RS-27), its stored items, and the model's search arguments
+      for (auto call : {responses::item_kind::web_search_call, responses::item_kind::file_search_call}) {
+        auto reply = responses::parse_search_reply(call, input);
+        responses::numbered_results(call, "q", reply.hits);
+        responses::item it;
+        it.type = call;
+        it.status = "completed";
+        it.results = responses::results_json(call, reply.hits);
+        responses::search_history_text(it);
+        if (auto stored = responses::item_from_json(input))
+          responses::search_history_text(*stored);
+      }
+      responses::query_of(input);
+      responses::search_http_failure(static_cast<int>(size % 600), input);
       break;
     }
   }
