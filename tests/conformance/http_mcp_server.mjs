@@ -1,7 +1,7 @@
 // A small streamable-HTTP MCP server built with the official MCP SDK, for troupe's conformance tier:
 // McpServer + StreamableHTTPServerTransport over node:http, stateful sessions (one McpServer and
-// transport per Mcp-Session-Id), tools `echo` (read-only), `add` (no hints) and `slow` (read-only,
-// sleeps `seconds` before answering).
+// transport per Mcp-Session-Id), tools `echo` (read-only), `add` (no hints), `slow` (read-only,
+// sleeps `seconds` before answering) and `search` (read-only: JSON results, a search provider).
 //
 //   node http_mcp_server.mjs [--port N] [--json] [--fail-calls N]
 //     --port N        listen on 127.0.0.1:N (default 0: a free port)
@@ -53,6 +53,19 @@ function make_server() {
   }, async ({ seconds }) => {
     await new Promise((r) => setTimeout(r, seconds * 1000));
     return { content: [{ type: 'text', text: `waited ${seconds} s` }] };
+  });
+  // A search provider for the gateway's search tools (RS-27): its results as JSON text, or, for a
+  // query of "garbage", text that is not JSON.
+  server.registerTool('search', {
+    description: 'Searches; answers results as JSON.',
+    inputSchema: { query: z.string(), vector_store_ids: z.array(z.string()).optional(), max_num_results: z.number().optional() },
+    annotations: { readOnlyHint: true },
+  }, async ({ query, vector_store_ids, max_num_results }) => {
+    if (query === 'garbage') return { content: [{ type: 'text', text: 'not json at all' }] };
+    const results = vector_store_ids
+      ? [{ file_id: 'file_mcp_1', filename: 'notes.txt', score: 0.5, text: `MCP file hit for ${query} in ${vector_store_ids.join(',')} (max ${max_num_results})` }]
+      : [{ title: `MCP hit for ${query}`, url: 'https://mcp.example.com/hit', snippet: 'Found over MCP.' }];
+    return { content: [{ type: 'text', text: JSON.stringify(results) }] };
   });
   return server;
 }
