@@ -195,7 +195,7 @@ scenario('a provider that answers 500 or text that is not JSON ends the search i
 });
 
 scenario('a search provider that is a configured MCP server is called with the query and the file_search parameters; a reply that is not JSON fails the item (RS-27, RS-25)', async (s) => {
-  const mcp = await start_http_mcp_server(s);
+  const mcp = await start_http_mcp_server(s, ['--search']);
   const { up, troupe, client } = await gateway(s, 'chat_completions', {
     mcp: { servers: [{ name: 'finder', transport: 'http', url: mcp.url, isolation: 'shared' }] },
     tools: { web_search: { provider: { mcp_server: 'finder', tool: 'search' } }, file_search: { provider: { mcp_server: 'finder', tool: 'search' } } },
