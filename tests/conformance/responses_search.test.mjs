@@ -236,3 +236,35 @@ scenario('with no provider configured, web_search, web_search_preview and file_s
     assert.equal(err.error.message, `Tool type '${type}' is not enabled on this server.`);
   }
 });
+
+scenario('a stored search call replays with its status events, and a continuation renders it as the search function call and its results for the model (RS-27, RS-44, RS-46)', async (s) => {
+  const provider = await start_search_provider(s);
+  const { up, client } = await gateway(s, 'chat_completions', { tools: { web_search: http_provider(provider.url) } });
+  await up.script([
+    { tool_calls: [{ id: 'call_ws_3', name: 'web_search', arguments: '{"query":"replay"}' }] },
+    { content: 'Found.' },
+    { content: 'Still found.' },
+  ]);
+  const first = await client.responses.create({
+    model, input: 'Search replay', tools: [{ type: 'web_search' }], include: ['web_search_call.action.sources'],
+  });
+  assert.equal(first.status, 'completed', JSON.stringify(first));
+
+  const replay = await collect(await client.responses.retrieve(first.id, { stream: true }));
+  const search = item_events(replay, 'web_search_call');
+  assert.deepEqual(search.map((e) => e.type), [
+    'response.output_item.added', 'response.web_search_call.in_progress', 'response.web_search_call.searching',
+    'response.web_search_call.completed', 'response.output_item.done',
+  ]);
+  assert.deepEqual(search[4].item, first.output[0], 'RS-44: the replayed item is the stored one');
+
+  const next = await client.responses.create({ model, previous_response_id: first.id, input: 'And again?' });
+  assert.equal(next.status, 'completed', JSON.stringify(next));
+  const reqs = await up.requests();
+  const call = reqs[2].messages.flatMap((m) => m.tool_calls ?? []);
+  assert.deepEqual(call.map((c) => [c.id, c.function.name, c.function.arguments]),
+    [[first.output[0].id, 'web_search', '{"query":"replay"}']], 'RS-46: the search renders as its function call');
+  const [output] = tool_outputs(reqs[2]);
+  assert.match(output, /^\[1\] https:\/\/troupe\.example\/home\nURL: https:\/\/troupe\.example\/home\n\n\[2\] /,
+    'RS-46: a later response reads the results the stored item carries');
+});
