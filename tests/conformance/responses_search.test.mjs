@@ -29,7 +29,7 @@ async function collect(stream) {
   return events;
 }
 
-// A search provider over HTTP: records each request; a query of "fail" answers 500, "garbage" text
+// A search provider over HTTP: records each request; a query of "slow" answers after 2 s, "fail" 500, "garbage" text
 // that is not JSON; any other query two results (web_search) or one file hit (a body with
 // vector_store_ids).
 async function start_search_provider(s) {
@@ -40,6 +40,11 @@ async function start_search_provider(s) {
     req.on('end', () => {
       const json = JSON.parse(body);
       seen.push({ method: req.method, path: req.url, authorization: req.headers.authorization ?? null, body: json });
+      if (json.query === 'slow') {
+        const timer = setTimeout(() => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('[]'); }, 2000);
+        res.on('close', () => clearTimeout(timer));
+        return undefined;
+      }
       if (json.query === 'fail') {
         res.writeHead(500, { 'content-type': 'application/json' });
         return res.end('{"error":"index offline"}');
@@ -267,4 +272,18 @@ scenario('a stored search call replays with its status events, and a continuatio
   const [output] = tool_outputs(reqs[2]);
   assert.match(output, /^\[1\] https:\/\/troupe\.example\/home\nURL: https:\/\/troupe\.example\/home\n\n\[2\] /,
     'RS-46: a later response reads the results the stored item carries');
+});
+
+scenario('an HTTP provider slower than its timeout_seconds ends the search item failed and the model reads that it timed out (RS-27, RS-25)', async (s) => {
+  const provider = await start_search_provider(s);
+  const { up, client } = await gateway(s, 'chat_completions', { tools: { web_search: http_provider(provider.url, { timeout_seconds: 0.3 }) } });
+  await up.script([
+    { tool_calls: [{ id: 'call_slow', name: 'web_search', arguments: '{"query":"slow"}' }] },
+    { content: 'Too slow.' },
+  ]);
+  const r = await client.responses.create({ model, input: 'Search slowly', tools: [{ type: 'web_search' }] });
+  assert.equal(r.status, 'completed', JSON.stringify(r));
+  assert.deepEqual(r.output.map((i) => [i.type, i.status]), [['web_search_call', 'failed'], ['message', 'completed']]);
+  const reqs = await up.requests();
+  assert.match(JSON.parse(tool_outputs(reqs[1])[0]).error, /could not be reached: timed out/);
 });
