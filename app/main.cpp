@@ -532,7 +532,7 @@ std::shared_ptr<response_environment> make_response_environment(const protocol::
 }
 
 // The search tools' providers (RS-27): an MCP provider is served by the configured servers' router,
-// an HTTP one by a web client of their own, which is answered (stopped at shutdown).
+// an HTTP one by a web client of their own, returned so that shutdown stops it.
 web_port_actor add_search_providers(caf::actor_system& sys, const protocol::config& cfg,
                                     response_environment& responses) {
   auto& search = cfg.search;
