@@ -3,12 +3,14 @@
 #include "actors/agent_loop.hpp"
 #include "actors/errors.hpp"
 #include "actors/response_rows.hpp"
+#include "actors/search_port.hpp"
 #include "actors/tool_router.hpp"
 #include "protocol/json.hpp"
 #include "protocol/mcp.hpp"
 #include "protocol/response_phase.hpp"
 #include "protocol/responses_mcp.hpp"
 #include "protocol/responses_replay.hpp"
+#include "protocol/responses_search.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -252,6 +254,12 @@ bool offered(const run_state& st, const std::string& server_label, const std::st
 std::vector<loop_call> pending_calls(run_state& st) {
   std::vector<loop_call> calls;
   for (auto& p : st.stream->take_pending()) {
+    auto& it = st.stream->output()[p.output_position];
+    if (auto kind = rs::search_call_of(p.tool); kind && p.server_label.empty()) {
+      auto& port = *kind == rs::item_kind::web_search_call ? st.env->web_search : st.env->file_search;
+      calls.push_back(search_call(port, st.job.req, p, it, st.job.id));
+      continue;
+    }
     loop_call c;
     c.ref = p.output_position;
     auto& tools = serves(st, p.server_label);
@@ -422,6 +430,10 @@ struct response_dialect : loop_dialect {
   // not a JSON object are refused, never replaced.
   admission admit_call(const loop_call& call, std::string& refusal) override {
     auto& p = self->state.stream->output()[call.ref];
+    if (p.type == rs::item_kind::web_search_call || p.type == rs::item_kind::file_search_call) {
+      refusal = search_refusal(call, p);
+      return refusal.empty() ? admission::run : admission::refuse;
+    }
     if (!call.port) {
       refusal = rs::mcp_call_error("mcp_protocol_error",
                                    "Unknown tool '" + p.name + "' on MCP server '" + p.server_label + "'", -32602);
@@ -438,6 +450,11 @@ struct response_dialect : loop_dialect {
   // Ends the call's item (RS-25, RS-34): its output, else an error object.
   void on_call_end(const loop_call& call, call_result result) override {
     auto& st = self->state;
+    auto type = st.stream->output()[call.ref].type;
+    if (type == rs::item_kind::web_search_call || type == rs::item_kind::file_search_call) {
+      end_search(*st.stream, st.job.req, call, std::move(result), st.env->loop.call_timeout_seconds);
+      return publish(self);
+    }
     static const std::string marker = "[MCP_ERROR] ";
     std::string output;
     std::string error;
@@ -599,6 +616,12 @@ response_run_actor::behavior_type response_run(run_pointer self, std::shared_ptr
       st.routes[name] = {server.label, tool.name, rs::needs_approval(server.require_approval, tool)};
       st.mcp_tools.push_back({name, tool.description, tool.input_schema, {}});
     }
+  // RS-27: each declared search tool is offered as its function, a gateway tool like MCP's.
+  for (auto& d : st.job.req.search) {
+    auto tool = rs::search_function(d.call);
+    st.routes[tool.name] = {{}, tool.name, false, d.call};
+    st.mcp_tools.push_back(std::move(tool));
+  }
   auto routes = st.routes;
   st.stream = std::make_unique<rs::response_stream>(
     [routes](const std::string& name) -> std::optional<rs::gateway_route> {

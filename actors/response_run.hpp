@@ -8,6 +8,7 @@
 #include "actors/messages.hpp"
 #include "actors/response_store.hpp"
 #include "actors/model_port.hpp"
+#include "actors/tool_port.hpp"
 #include "protocol/mcp.hpp"
 #include "protocol/responses_request.hpp"
 #include "protocol/responses_stream.hpp"
@@ -31,6 +32,9 @@ struct response_environment {
   std::shared_ptr<model_port> model;
   response_store_actor store;
   std::shared_ptr<tool_router> tools; // the configured MCP servers
+  // The search tools' providers (RS-27); null: not configured.
+  std::shared_ptr<tool_port> web_search;
+  std::shared_ptr<tool_port> file_search;
   protocol::loop_settings loop = protocol::loop_settings::responses();
 };
 

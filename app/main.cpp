@@ -5,6 +5,7 @@
 #include "actors/node_actor.hpp"
 #include "actors/response_recovery.hpp"
 #include "actors/run_registry.hpp"
+#include "actors/search_port.hpp"
 #include "actors/tool_router.hpp"
 #include "actors/workspace_log.hpp"
 #include "io/admission.hpp"
@@ -24,6 +25,7 @@
 #include "io/routing_model_port.hpp"
 #include "io/run_routes.hpp"
 #include "io/scripted_model_port.hpp"
+#include "io/web_client.hpp"
 #include "io/stores.hpp"
 #include "io/job_routes.hpp"
 #include "pska_commands.hpp"
@@ -534,6 +536,21 @@ std::shared_ptr<response_environment> make_response_environment(const protocol::
   return responses;
 }
 
+// The search tools' providers (RS-27): an MCP provider is served by the configured servers' router,
+// an HTTP one by a web client of their own, returned so that shutdown stops it.
+web_port_actor add_search_providers(caf::actor_system& sys, const protocol::config& cfg,
+                                    response_environment& responses) {
+  auto& search = cfg.search;
+  web_port_actor web;
+  if (!search.web_search.url.empty() || !search.file_search.url.empty())
+    web = io::spawn_web_client(sys);
+  if (search.web_search.configured())
+    responses.web_search = make_search_port(sys, search.web_search, responses.tools, web);
+  if (search.file_search.configured())
+    responses.file_search = make_search_port(sys, search.file_search, responses.tools, web);
+  return web;
+}
+
 // On a node with remoting (`peers`), one node at a time owns each log (CJ-28, CJ-29).
 std::shared_ptr<io::workspace_surface> make_workspace_surface(caf::actor_system& sys, const protocol::config& cfg,
                                                               workspace_store_actor store, notifier_actor notifier,
@@ -809,6 +826,7 @@ int serve(const cli_options& cli) {
   auto surface = make_workspace_surface(sys, cfg, stores.workspaces, env->notifier, node ? node->status : nullptr,
                                         env->peers);
   auto responses = make_response_environment(cfg, ports, tools, stores.responses);
+  auto search_web = add_search_providers(sys, cfg, *responses);
   auto response_registry = start_responses(sys, cfg, responses, node ? &*node : nullptr, env->peers);
   if (node) {
     node_locals locals{registry, env->approvals, response_registry, surface.get()};
@@ -871,7 +889,7 @@ int serve(const cli_options& cli) {
                       caf::actor_cast<caf::actor>(env->approvals), caf::actor_cast<caf::actor>(env->store),
                       caf::actor_cast<caf::actor>(responses->store), caf::actor_cast<caf::actor>(surface->logs),
                       caf::actor_cast<caf::actor>(stores.workspaces), caf::actor_cast<caf::actor>(job_waiters),
-                      caf::actor_cast<caf::actor>(stores.jobs)})
+                      caf::actor_cast<caf::actor>(stores.jobs), caf::actor_cast<caf::actor>(search_web)})
     anon_send_exit(actor, caf::exit_reason::user_shutdown);
   tools->stop(); // every MCP instance closes its child: no orphans
   spdlog::info("serve: stopped");

@@ -9,6 +9,7 @@
 #include "protocol/json.hpp"
 #include "protocol/model_routing.hpp"
 #include "protocol/query_string.hpp"
+#include "protocol/responses_search.hpp"
 #include "protocol/utf8.hpp"
 
 #include <caf/all.hpp>
@@ -186,6 +187,10 @@ std::optional<problem> unroutable(const context& ctx, const std::string& model) 
 void create_response(ctx_ptr ctx, http_request& req, exchange_ptr ex) {
   auto parsed = rs::parse_request(req.body, ctx->config.responses.compact_default_threshold);
   if (auto err = std::get_if<problem>(&parsed))
+    return ex->respond(api_response(*err));
+  auto& search = ctx->config.search; // RS-27: a search tool without a provider stays refused
+  if (auto err = rs::check_search_tools(std::get<rs::request>(parsed), search.web_search.configured(),
+                                        search.file_search.configured()))
     return ex->respond(api_response(*err));
   if (auto err = unroutable(*ctx, std::get<rs::request>(parsed).model))
     return ex->respond(api_response(*err));

@@ -151,6 +151,53 @@ void read_upstreams(config_reader& model, std::vector<upstream_config>& into) {
   }
 }
 
+// tools.<t>.provider (RS-27): exactly one of an MCP server with its tool, or an HTTP endpoint.
+void read_search_provider(config_reader tools, const char* name, const mcp_config& mcp, const env_lookup& env,
+                          search_provider_config& into) {
+  auto entry = tools.child(name);
+  if (!entry.find("provider"))
+    return;
+  auto p = entry.child("provider");
+  p.string("mcp_server", into.mcp_server);
+  p.string("tool", into.tool);
+  p.string("url", into.url);
+  p.string("bearer_token_env", into.bearer_token_env);
+  p.seconds("timeout_seconds", into.timeout_seconds, 0.001);
+  if (into.mcp_server.empty() == into.url.empty()) {
+    p.error("mcp_server", "set exactly one of mcp_server (a mcp.servers name, with tool) or url (an http(s) "
+                          "endpoint)");
+    into = {};
+    return;
+  }
+  if (!into.mcp_server.empty()) {
+    bool known = std::any_of(mcp.servers.begin(), mcp.servers.end(),
+                             [&](const mcp_server_config& s) { return s.name == into.mcp_server; });
+    if (!known)
+      p.error("mcp_server", "no mcp.servers entry is named " + json::quote(into.mcp_server)
+                              + "; add one or name an existing server");
+    if (into.tool.empty())
+      p.error("tool", "required with mcp_server: the name of the server's search tool");
+    if (!into.bearer_token_env.empty())
+      p.error("bearer_token_env", "only for a url provider; give an MCP server its credentials in mcp.servers");
+    return;
+  }
+  if (!is_http_url(into.url))
+    p.error("url", "expected a URL starting with http:// or https://");
+  if (!into.tool.empty())
+    p.error("tool", "only for an mcp_server provider; a url provider is POSTed the search itself");
+  if (!into.bearer_token_env.empty()) {
+    auto token = env(into.bearer_token_env);
+    if (!token || token->empty())
+      p.error("bearer_token_env", "the environment variable " + into.bearer_token_env
+                                    + " is not set; export it or remove bearer_token_env");
+    else if (std::any_of(token->begin(), token->end(), [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; }))
+      p.error("bearer_token_env", "the environment variable " + into.bearer_token_env
+                                    + " holds a control character, which no header may carry");
+    else
+      into.bearer_token = *token;
+  }
+}
+
 void read_jobs_config(config_reader jobs, jobs_config& into) {
   jobs.integer("max_payload_bytes", into.max_payload_bytes, 1, int64_t{1} << 30);
   jobs.integer("max_waiters", into.max_waiters, 0, 1 << 24);
@@ -390,6 +437,9 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   mcp.raw("servers", servers, true);
   for (auto& e : parse_mcp_servers(servers, c.mcp.servers))
     errors.push_back(e);
+  auto tools = root.child("tools");
+  read_search_provider(tools, "web_search", c.mcp, env, c.search.web_search);
+  read_search_provider(tools, "file_search", c.mcp, env, c.search.file_search);
   keys.refuse_unknown(errors);
 
   auto from_env = [&](const char* name, std::string& into) {

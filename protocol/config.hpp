@@ -105,6 +105,24 @@ struct mcp_config {
   double connect_timeout_seconds = 30;
 };
 
+// Where a Responses search tool (RS-27) is served: an MCP server of mcp.servers[] and the tool to
+// call there, or an HTTP endpoint POSTed the search as JSON. Neither set: the tool is disabled.
+struct search_provider_config {
+  std::string mcp_server; // tools.<t>.provider.mcp_server: a mcp.servers[] name
+  std::string tool;       // tools.<t>.provider.tool: the MCP tool to call
+  std::string url;        // tools.<t>.provider.url: http:// or https://
+  std::string bearer_token_env; // tools.<t>.provider.bearer_token_env: the token's variable
+  std::string bearer_token;     // its value, read at start
+  double timeout_seconds = 30;  // tools.<t>.provider.timeout_seconds (HTTP)
+  bool configured() const { return !mcp_server.empty() || !url.empty(); }
+};
+
+// tools.*: the providers of the gateway's search tools (RS-27).
+struct search_tools_config {
+  search_provider_config web_search;
+  search_provider_config file_search;
+};
+
 // The Responses gateway's executor limits (responses.md: executor.*, compaction.*, background.*,
 // stream.*), defaults from the spec.
 struct responses_config {
@@ -216,6 +234,7 @@ struct config {
   react_config react;
   exec_config exec;
   mcp_config mcp;
+  search_tools_config search; // tools.web_search, tools.file_search (RS-27)
   policy_config policy;
   safety_config safety;
   workspaces_config workspaces;

@@ -2,6 +2,7 @@
 
 #include "protocol/ids.hpp"
 #include "protocol/json.hpp"
+#include "protocol/responses_search.hpp"
 #include "protocol/utf8.hpp"
 
 #include <algorithm>
@@ -117,6 +118,15 @@ std::vector<item> model_view(const std::vector<item>& history) {
       } else {
         output(it.approval_request_id, text);
       }
+    } else if (it.type == item_kind::web_search_call || it.type == item_kind::file_search_call) {
+      if (it.status == "incomplete")
+        continue;
+      // RS-46: the search function the model called, and the results it read.
+      call(it.id, search_function_name(it.type), json::object([&](json::writer& w) {
+             w.Key("query");
+             w.String(it.query.c_str(), static_cast<rapidjson::SizeType>(it.query.size()));
+           }));
+      output(it.id, search_history_text(it));
     } else if (it.type == item_kind::mcp_approval_request) {
       auto response = responses.find(it.id);
       if (response == responses.end())

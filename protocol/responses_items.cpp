@@ -99,6 +99,8 @@ constexpr kind_names kinds[] = {
   {item_kind::mcp_approval_response, "mcp_approval_response", "mcpa_"},
   {item_kind::compaction, "compaction", "cmp_"},
   {item_kind::item_reference, "item_reference", ""},
+  {item_kind::web_search_call, "web_search_call", "ws_"},
+  {item_kind::file_search_call, "file_search_call", "fs_"},
 };
 
 constexpr std::pair<part_kind, std::string_view> part_names[] = {
@@ -194,6 +196,25 @@ void write_item(json::writer& w, const item& it) {
     json::write_nullable(w, "reason", it.reason);
   } else if (it.type == item_kind::compaction) {
     write_string(w, "encrypted_content", it.encrypted_content);
+  } else if (it.type == item_kind::web_search_call) {
+    write_string(w, "status", it.status);
+    w.Key("action");
+    w.StartObject();
+    write_string(w, "type", "search");
+    write_string(w, "query", it.query);
+    if (!it.results.empty()) {
+      w.Key("sources");
+      json::write_raw(w, it.results);
+    }
+    w.EndObject();
+  } else if (it.type == item_kind::file_search_call) {
+    write_string(w, "status", it.status);
+    w.Key("queries");
+    w.StartArray();
+    if (!it.query.empty())
+      w.String(it.query.c_str(), static_cast<rapidjson::SizeType>(it.query.size()));
+    w.EndArray();
+    write_json_or_null(w, "results", it.results);
   }
   w.EndObject();
 }
@@ -228,6 +249,18 @@ item item_from_json(const json::value& v) {
   it.approve = json::get_bool(v, "approve").value_or(false);
   it.reason = json::get_string(v, "reason");
   it.encrypted_content = json::get_string(v, "encrypted_content");
+  if (it.type == item_kind::web_search_call) {
+    if (auto a = json::member(v, "action"); a && a->IsObject()) {
+      it.query = json::get_string(*a, "query");
+      if (auto s = json::member(*a, "sources"); s && s->IsArray())
+        it.results = json::serialize(*s);
+    }
+  } else if (it.type == item_kind::file_search_call) {
+    if (auto q = json::member(v, "queries"); q && q->IsArray() && !q->Empty() && (*q)[0].IsString())
+      it.query = (*q)[0].GetString();
+    if (auto r = json::member(v, "results"); r && r->IsArray())
+      it.results = json::serialize(*r);
+  }
   return it;
 }
 

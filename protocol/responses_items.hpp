@@ -58,6 +58,8 @@ enum class item_kind {
   mcp_approval_response,
   compaction,
   item_reference, // an input item naming a stored one by id (RS-14)
+  web_search_call, // RS-27
+  file_search_call,
 };
 
 // The wire name of a kind ("" for unknown).
@@ -85,6 +87,11 @@ struct item {
   bool approve = false;               // mcp_approval_response
   std::string reason;                 // mcp_approval_response
   std::string encrypted_content;      // compaction: the plaintext summary (RS-17)
+  // web_search_call, file_search_call (RS-27): the query; `results` the action's `sources` or the
+  // `results` as JSON array text, "" when the request did not include them; `output` (never written)
+  // the results as the model reads them, in memory for the rounds of the response that ran it.
+  std::string query;
+  std::string results;
 };
 
 // The id prefix of an item kind (RS-18); "" for a kind without items.

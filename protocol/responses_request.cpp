@@ -1,6 +1,7 @@
 #include "protocol/responses_request.hpp"
 
 #include "protocol/ids.hpp"
+#include "protocol/responses_search.hpp"
 #include "protocol/utf8.hpp"
 
 
@@ -132,8 +133,8 @@ std::variant<item, problem> parse_input_item(const value& v, const std::string& 
       return wrong_type(at + ".type", "a string", *type_v);
     type = str(*type_v);
   }
-  auto kind = parse_item_kind(type); // every kind the model knows is input (RS-14)
-  if (!kind)
+  auto kind = parse_item_kind(type); // every kind the model knows is input (RS-14) but the search calls
+  if (!kind || kind == item_kind::web_search_call || kind == item_kind::file_search_call)
     return invalid_value(at + ".type", type);
   if (auto id = json::member(v, "id"); id && !id->IsString())
     return wrong_type(at + ".id", "a string", *id);
@@ -379,6 +380,12 @@ std::optional<problem> parse_tools(const value& tools, request& r) {
       copy.RemoveMember("headers");
       copy.RemoveMember("authorization");
       r.mcp.push_back(std::move(d));
+    } else if (type == "web_search" || type == "web_search_preview" || type == "file_search") {
+      auto d = parse_search_tool(t, type, at, r.search);
+      if (auto* p = std::get_if<problem>(&d))
+        return *p;
+      r.search.push_back(std::get<search_declaration>(std::move(d)));
+      r.search.back().index = i;
     } else {
       return bad(at + ".type", "invalid_value", "Tool type '" + type + "' is not enabled on this server.");
     }

@@ -47,6 +47,15 @@ struct mcp_declaration {
   std::string authorization;
 };
 
+// A `web_search`/`web_search_preview` or `file_search` tool of a request (RS-27): `call` is the item
+// it makes (web_search_call, file_search_call). file_search carries what its provider receives.
+struct search_declaration {
+  std::size_t index = 0; // in the request's tools, for error params
+  item_kind call = item_kind::web_search_call;
+  std::vector<std::string> vector_store_ids;
+  int64_t max_num_results = 10;
+};
+
 // A validated POST /v1/responses body (RS-14). `input` items have ids; an item_reference keeps only
 // its id and type.
 struct request {
@@ -61,6 +70,7 @@ struct request {
   bool background = false;
   std::vector<function_tool> functions;
   std::vector<mcp_declaration> mcp;
+  std::vector<search_declaration> search; // RS-27; enabled or not is the server's (check_search_tools)
   std::string tools_echo = "[]"; // the client's tools, without credentials (RS-15)
   tool_choice choice;
   std::string tool_choice_echo = "\"auto\"";

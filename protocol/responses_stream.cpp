@@ -2,6 +2,7 @@
 
 #include "protocol/ids.hpp"
 #include "protocol/mcp.hpp"
+#include "protocol/responses_search.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -38,6 +39,10 @@ const char* delta_type(part_kind part_type) {
   if (part_type == part_kind::reasoning_text)
     return "response.reasoning_text.delta";
   return "response.output_text.delta";
+}
+
+bool is_search(item_kind k) {
+  return k == item_kind::web_search_call || k == item_kind::file_search_call;
 }
 
 } // namespace
@@ -343,7 +348,17 @@ void response_stream::close_open(const std::string& status) {
     } else if (call.position) {
       auto position = *call.position;
       auto& it = output_[position];
-      if (it.type == item_kind::function_call) {
+      if (is_search(it.type)) {
+        // RS-27: searching once the query is known; the provider's answer ends it.
+        if (status != "completed") {
+          close_item(position, status);
+        } else {
+          it.query = query_of(it.arguments).query;
+          emit_scoped((search_event_family(it.type) + ".searching").c_str(), position, {});
+          push_barrier(position);
+          pending_.push_back({position, {}, search_function_name(it.type), it.arguments});
+        }
+      } else if (it.type == item_kind::function_call) {
         emit_scoped("response.function_call_arguments.done", position, [&](json::writer& w) {
           write_str(w, "name", it.name);
           write_str(w, "arguments", it.arguments);
@@ -414,6 +429,15 @@ bool response_stream::feed(const upstream_event& e) {
       if (route->needs_approval) {
         call.approval = true;
         ++client_actions_;
+      } else if (budget_ != 0 && route->search != item_kind::unknown) {
+        if (budget_ > 0)
+          --budget_;
+        item it;
+        it.type = route->search;
+        it.id = mint_item_id(route->search);
+        it.status = "in_progress";
+        call.position = open_item(std::move(it));
+        emit_scoped((search_event_family(route->search) + ".in_progress").c_str(), *call.position, {});
       } else if (budget_ != 0) {
         if (budget_ > 0)
           --budget_;
@@ -451,6 +475,8 @@ bool response_stream::feed(const upstream_event& e) {
     if (call.position && !e.text.empty()) {
       auto position = *call.position;
       output_[position].arguments += e.text;
+      if (is_search(output_[position].type))
+        return true; // a search's arguments are the model's, never streamed (RS-27)
       bool mcp = output_[position].type == item_kind::mcp_call;
       emit_scoped(mcp ? "response.mcp_call_arguments.delta" : "response.function_call_arguments.delta", position,
                   [&](json::writer& w) { write_str(w, "delta", e.text); });
@@ -522,6 +548,22 @@ void response_stream::complete_call(std::size_t position, std::string output, st
   it.error = std::move(error_json);
   resolve_barrier(position, [&] {
     emit_scoped(failed ? "response.mcp_call.failed" : "response.mcp_call.completed", position, {});
+    emit_item("response.output_item.done", position);
+  });
+}
+
+void response_stream::complete_search(std::size_t position, bool failed, std::string results,
+                                      std::string model_text) {
+  if (!barriers_open_.count(position))
+    return;
+  auto& it = output_[position];
+  it.status = failed ? "failed" : "completed";
+  it.results = failed ? std::string() : std::move(results);
+  it.output = std::move(model_text);
+  resolve_barrier(position, [&] {
+    // The closed event set has no search `.failed`: a failed search ends with its item (RS-36).
+    if (!failed)
+      emit_scoped((search_event_family(it.type) + ".completed").c_str(), position, {});
     emit_item("response.output_item.done", position);
   });
 }
@@ -640,6 +682,23 @@ void response_stream::replay_item(const item& stored) {
     if (mcp && stored.status != "incomplete")
       emit_scoped(stored.status == "failed" ? "response.mcp_call.failed" : "response.mcp_call.completed", position,
                   {});
+    emit_item("response.output_item.done", position);
+    done_.insert(position);
+    return;
+  }
+  if (is_search(stored.type)) {
+    auto it = stored;
+    it.query.clear();
+    it.results.clear();
+    it.status = "in_progress";
+    auto position = open_item(std::move(it));
+    auto family = search_event_family(stored.type);
+    emit_scoped((family + ".in_progress").c_str(), position, {});
+    if (stored.status != "incomplete")
+      emit_scoped((family + ".searching").c_str(), position, {});
+    output_[position] = stored;
+    if (stored.status == "completed")
+      emit_scoped((family + ".completed").c_str(), position, {});
     emit_item("response.output_item.done", position);
     done_.insert(position);
     return;

@@ -26,6 +26,7 @@ struct gateway_route {
   std::string server_label;
   std::string tool;
   bool needs_approval = false;
+  item_kind search = item_kind::unknown; // a search tool's call type (RS-27): web_search_call, file_search_call
 };
 using route_lookup = std::function<std::optional<gateway_route>(const std::string& name)>;
 
@@ -81,6 +82,9 @@ public:
   std::vector<pending_call> take_pending();
   // Ends a gateway call's item: completed with `output`, or failed with `error_json` (RS-25, RS-34).
   void complete_call(std::size_t output_position, std::string output, std::string error_json);
+  // Ends a search call's item (RS-27): completed with the item's optional `results` (JSON array
+  // text, "" when not included), or failed; `model_text` is what the model reads for it.
+  void complete_search(std::size_t output_position, bool failed, std::string results, std::string model_text);
   // Ends every gateway call still open as incomplete, unexecuted (RS-22.1).
   void abandon_calls();
   // The run stops mid-round (cancelled, failed): the open item and open calls end incomplete (RS-9).

@@ -1,12 +1,14 @@
 // A small streamable-HTTP MCP server built with the official MCP SDK, for troupe's conformance tier:
 // McpServer + StreamableHTTPServerTransport over node:http, stateful sessions (one McpServer and
-// transport per Mcp-Session-Id), tools `echo` (read-only), `add` (no hints) and `slow` (read-only,
-// sleeps `seconds` before answering).
+// transport per Mcp-Session-Id), tools `echo` (read-only), `add` (no hints), `slow` (read-only,
+// sleeps `seconds` before answering), and with --search `search` (read-only: JSON results, a search
+// provider).
 //
-//   node http_mcp_server.mjs [--port N] [--json] [--fail-calls N]
+//   node http_mcp_server.mjs [--port N] [--json] [--fail-calls N] [--search]
 //     --port N        listen on 127.0.0.1:N (default 0: a free port)
 //     --json          answer POSTs with plain JSON bodies instead of SSE streams
 //     --fail-calls N  answer the first N tools/call POSTs with HTTP 503 (a transport failure)
+//     --search        also offer the `search` tool
 //
 // Prints `mcp http listening on http://127.0.0.1:<port>/mcp` once it accepts connections, and one
 // stderr line per HTTP request (`<METHOD> session=<id|-> <jsonrpc method>[(<tool>)] accept=<…>
@@ -20,13 +22,14 @@ import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 
 function parse_args(argv) {
-  const opts = { port: 0, json: false, fail_calls: 0 };
+  const opts = { port: 0, json: false, fail_calls: 0, search: false };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--port') opts.port = Number(argv[++i]);
     else if (argv[i] === '--json') opts.json = true;
     else if (argv[i] === '--fail-calls') opts.fail_calls = Number(argv[++i]);
+    else if (argv[i] === '--search') opts.search = true;
     else {
-      console.error(`usage: node http_mcp_server.mjs [--port N] [--json] [--fail-calls N] (unknown argument ${argv[i]})`);
+      console.error(`usage: node http_mcp_server.mjs [--port N] [--json] [--fail-calls N] [--search] (unknown argument ${argv[i]})`);
       process.exit(2);
     }
   }
@@ -53,6 +56,19 @@ function make_server() {
   }, async ({ seconds }) => {
     await new Promise((r) => setTimeout(r, seconds * 1000));
     return { content: [{ type: 'text', text: `waited ${seconds} s` }] };
+  });
+  // A search provider for the gateway's search tools (RS-27): its results as JSON text, or, for a
+  // query of "garbage", text that is not JSON.
+  if (opts.search) server.registerTool('search', {
+    description: 'Searches; answers results as JSON.',
+    inputSchema: { query: z.string(), vector_store_ids: z.array(z.string()).optional(), max_num_results: z.number().optional() },
+    annotations: { readOnlyHint: true },
+  }, async ({ query, vector_store_ids, max_num_results }) => {
+    if (query === 'garbage') return { content: [{ type: 'text', text: 'not json at all' }] };
+    const results = vector_store_ids
+      ? [{ file_id: 'file_mcp_1', filename: 'notes.txt', score: 0.5, text: `MCP file hit for ${query} in ${vector_store_ids.join(',')} (max ${max_num_results})` }]
+      : [{ title: `MCP hit for ${query}`, url: 'https://mcp.example.com/hit', snippet: 'Found over MCP.' }];
+    return { content: [{ type: 'text', text: JSON.stringify(results) }] };
   });
   return server;
 }

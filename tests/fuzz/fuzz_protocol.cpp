@@ -8,6 +8,7 @@
 #include "protocol/pska_digest.hpp"
 #include "protocol/query_string.hpp"
 #include "protocol/responses_request.hpp"
+#include "protocol/responses_search.hpp"
 #include "protocol/responses_stream.hpp"
 #include "protocol/upstream_readers.hpp"
 #include "protocol/round_reply.hpp"
@@ -27,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     return 0;
   std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   using namespace troupe::protocol;
-  switch (data[0] % 10) {
+  switch (data[0] % 11) {
     case 0: { // a client's body: chat, a Responses create, a conversation's metadata; a GET's include[]
       parse_chat_request(input);
       responses::parse_request(input);
@@ -118,6 +119,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
         judge.verdict("completed");
         run_view::progress_line(*doc, 1);
       }
+      break;
+    }
+    case 10: { // a search provider's reply (RS-27), its stored items, and the model's search arguments
+      for (auto call : {responses::item_kind::web_search_call, responses::item_kind::file_search_call}) {
+        auto reply = responses::parse_search_reply(call, input);
+        responses::numbered_results(call, "q", reply.hits);
+        responses::item it;
+        it.type = call;
+        it.status = "completed";
+        it.results = responses::results_json(call, reply.hits);
+        responses::search_history_text(it);
+        if (auto stored = responses::item_from_json(input))
+          responses::search_history_text(*stored);
+      }
+      responses::query_of(input);
+      responses::search_http_failure(static_cast<int>(size % 600), input);
       break;
     }
   }
