@@ -9,6 +9,7 @@
 #include "protocol/responses_stream.hpp"
 #include "protocol/upstream_readers.hpp"
 #include "protocol/round_reply.hpp"
+#include "protocol/skills.hpp"
 #include "protocol/sse_parser.hpp"
 #include "protocol/timestamp.hpp"
 #include "protocol/workspace_commands.hpp"
@@ -24,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     return 0;
   std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   using namespace troupe::protocol;
-  switch (data[0] % 10) {
+  switch (data[0] % 11) {
     case 0:
       parse_chat_request(input);
       break;
@@ -101,6 +102,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
             judge.add_event(e);
         judge.verdict("completed");
       }
+      break;
+    }
+    case 10: { // a workspace's SKILL.md: its frontmatter, then selection and the system message it joins
+      auto file = parse_skill_file(input, "skills/x/SKILL.md");
+      std::vector<skill> catalog;
+      if (file.parsed)
+        catalog.push_back(*file.parsed);
+      auto chosen = select_skills(merge_skills(catalog), std::nullopt, input);
+      prompt_layers layers;
+      layers.skills = chosen.selected;
+      system_prompt(layers);
       break;
     }
   }
