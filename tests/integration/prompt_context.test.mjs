@@ -104,7 +104,7 @@ scenario('AS-23 AS-24 a long conversation under a 3000-token context keeps the u
 
   const trace = await troupe.request('GET', '/v1/traces/ctx-run');
   assert.equal(trace.status, 200, trace.text);
-  assert.equal(trace.json.compression_count, notices.length, 'AS-55: the trace counts the notices');
+  assert.equal(trace.json.trace.compression_count, notices.length, 'AS-55: the trace counts the notices');
 });
 
 scenario('AS-25 skills are selected by name or from the query, unknown names are missing, and GET /v1/skills lists them', async (s) => {
