@@ -3,12 +3,14 @@
 #include "actors/agent_loop.hpp"
 #include "actors/errors.hpp"
 #include "protocol/agent_loop.hpp"
+#include "protocol/context_window.hpp"
 #include "protocol/digest_guard.hpp"
 #include "protocol/json.hpp"
 #include "protocol/redaction.hpp"
 #include "protocol/model_round.hpp"
 #include "protocol/round_reply.hpp"
 #include "protocol/run_events.hpp"
+#include "protocol/skills.hpp"
 #include "protocol/timestamp.hpp"
 #include "protocol/workspace_path.hpp"
 
@@ -63,6 +65,7 @@ struct run_state : loop_dialect {
   protocol::reply_assembler assembler; // the round in flight, folded into one reply
   protocol::token_usage usage_total;
   std::map<std::string, int64_t> tool_name_counts;
+  int64_t compression_count = 0; // rounds sent with less than the whole conversation (AS-24)
   std::vector<std::string> citations;
   std::string latest_step_text;
 
@@ -151,7 +154,6 @@ struct run_state : loop_dialect {
       for (auto& t : env->tools->tools())
         if (tool_policy.visible(t.name)) // AS-31: hidden tools are never offered
           visible_tools.push_back(std::move(t));
-    instructions = protocol::system_prompt(visible_tools);
     for (auto& t : visible_tools)
       offered.push_back({t.name, t.description, t.parameters, {}});
     history = protocol::responses::items_of(protocol::clean_history(spec.request.history));
@@ -159,10 +161,47 @@ struct run_state : loop_dialect {
 
     protocol::run_events::session_start e{spec.request.query, tool_policy.json(), {}, spec.attempt, model_name,
                                           since_start_ms()};
+    instructions = system_message(e);
     for (auto& t : visible_tools)
       e.visible_tools.push_back(t.name);
     emit(e);
     loop->start();
+  }
+
+  // AS-19, AS-25: one system message of the safety layer, the workspace's AGENTS.md and SOUL.md, the
+  // tools and the skills the request selects, which the session_start names.
+  std::string system_message(protocol::run_events::session_start& start) {
+    protocol::prompt_layers layers;
+    run_prompt_files files;
+    if (env->prompts)
+      files = env->prompts->load(workspace_dir);
+    auto chosen = protocol::select_skills(files.skills, spec.request.skills, spec.request.query);
+    for (auto& s : chosen.selected)
+      start.skills.push_back(s.name);
+    start.missing_skills = std::move(chosen.missing);
+    layers.agents_md = std::move(files.agents_md);
+    layers.soul_md = std::move(files.soul_md);
+    layers.tools = visible_tools;
+    layers.skills = std::move(chosen.selected);
+    return protocol::system_prompt(layers);
+  }
+
+  // AS-23, AS-24: a conversation over the budget sends the system message, the first user message
+  // and the last messages; the notice says so and the history itself stays whole.
+  void fit_to_budget(protocol::responses::round_request& r) {
+    auto messages = protocol::responses::chat_messages(history);
+    messages.insert(messages.begin(), protocol::text_message("system", instructions));
+    auto budget = protocol::context_budget(spec.request.max_context_tokens, env->loop.max_context_tokens,
+                                           spec.request.max_tokens, env->default_max_tokens);
+    auto fit = protocol::fit_context(std::move(messages), budget, env->loop.sliding_window_size);
+    if (!fit.compressed)
+      return;
+    ++compression_count;
+    fit.messages.erase(fit.messages.begin()); // the system message: the round's instructions
+    r.history = protocol::responses::items_of(fit.messages);
+    emit(protocol::run_events::compression_notice({fit.original_message_count, fit.kept_message_count,
+                                                   fit.estimated_tokens_before, fit.estimated_tokens_after,
+                                                   fit.budget_tokens}));
   }
 
   bool prepare_round(int, protocol::responses::round_request& r) override {
@@ -171,6 +210,7 @@ struct run_state : loop_dialect {
     r.temperature = spec.request.temperature;
     r.top_p = spec.request.top_p;
     r.history = history;
+    fit_to_budget(r);
     r.tools = offered;
     r.max_output_tokens = spec.request.max_tokens.value_or(env->default_max_tokens);
     r.stream = env->stream;
@@ -531,6 +571,7 @@ struct run_state : loop_dialect {
     t.error = protocol::redact_text(error);
     t.trace.trace_type = spec.run_kind == "chat" ? "chat" : "background_run";
     t.trace.tool_name_counts = tool_name_counts;
+    t.trace.compression_count = compression_count;
     for (auto& [name, n] : tool_name_counts)
       t.trace.tool_call_count += n;
     t.trace.llm_usage_total = usage_total;

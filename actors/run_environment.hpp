@@ -8,6 +8,7 @@
 #include "actors/tool_port.hpp"
 #include "actors/wakeups.hpp"
 #include "actors/model_port.hpp"
+#include "actors/prompt_port.hpp"
 #include "protocol/loop_settings.hpp"
 #include "protocol/policy.hpp"
 
@@ -19,6 +20,7 @@ namespace troupe {
 struct run_environment {
   std::shared_ptr<model_port> model; // the default upstream: the agent service's rounds
   std::shared_ptr<tool_port> tools;
+  std::shared_ptr<prompt_port> prompts; // AGENTS.md, SOUL.md and skills; none: the system message has none
   store_actor store; // may be invalid: nothing is persisted then
   std::shared_ptr<node_metrics> metrics = std::make_shared<node_metrics>();
   // The service policy every call is checked against (AS-35); a `danger` call waits for its approval.

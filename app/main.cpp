@@ -21,6 +21,7 @@
 #include "io/model_catalog.hpp"
 #include "io/openai_chat_client.hpp"
 #include "io/policy_routes.hpp"
+#include "io/prompt_files.hpp"
 #include "io/responses_routes.hpp"
 #include "io/routing_model_port.hpp"
 #include "io/run_routes.hpp"
@@ -331,6 +332,7 @@ std::shared_ptr<run_environment> make_run_environment(const protocol::config& cf
   env->default_max_tokens = cfg.model.max_tokens;
   env->stream = cfg.model.stream;
   env->workspaces_root = cfg.workspaces_root;
+  env->prompts = std::make_shared<io::prompt_files>(cfg.skills.dirs);
   env->policy = cfg.policy;
   env->safety = cfg.safety;
   env->approval_timeout_seconds = cfg.service.approval_timeout_seconds;

@@ -2,13 +2,16 @@
 
 #include "actors/errors.hpp"
 #include "io/agent_http.hpp"
+#include "io/prompt_files.hpp"
 #include "io/route_ask.hpp"
 #include "protocol/agent_event.hpp"
 #include "protocol/chat_request.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/json.hpp"
+#include "protocol/skills.hpp"
 #include "protocol/sse.hpp"
 #include "protocol/timestamp.hpp"
+#include "protocol/workspace_path.hpp"
 
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
@@ -26,6 +29,7 @@ struct shared_context {
   caf::actor_system* sys;
   run_registry_actor registry;
   agent_service_info info;
+  std::shared_ptr<const prompt_files> skills;
 
   bool authorized(const http_request& req) const { return operator_allowed(info.config, req); }
 };
@@ -381,7 +385,7 @@ std::string root_json(const shared_context& ctx) {
     w.Key("endpoints");
     w.StartObject();
     for (auto [name, path] :
-         {std::pair{"health", "GET /health"}, {"ready", "GET /ready"}, {"tools", "GET /v1/tools"},
+         {std::pair{"health", "GET /health"}, {"ready", "GET /ready"}, {"tools", "GET /v1/tools"}, {"skills", "GET /v1/skills"},
           {"chat", "POST /v1/chat/completions"}, {"runs", "POST /v1/runs"}, {"run", "GET /v1/runs/{run_id}"},
           {"run_events", "GET /v1/runs/{run_id}/events"}, {"run_stream", "GET /v1/runs/{run_id}/stream"},
           {"run_cancel", "POST /v1/runs/{run_id}/cancel"}, {"traces", "GET /v1/traces"},
@@ -397,7 +401,8 @@ std::string root_json(const shared_context& ctx) {
 
 void add_agent_routes(router& routes, caf::actor_system& sys, run_registry_actor registry,
                       agent_service_info info) {
-  auto ctx = std::make_shared<shared_context>(shared_context{&sys, std::move(registry), std::move(info)});
+  auto skills = std::make_shared<const prompt_files>(info.config.skills.dirs);
+  auto ctx = std::make_shared<shared_context>(shared_context{&sys, std::move(registry), std::move(info), skills});
   routes.add("GET", "/", [ctx](http_request&, std::shared_ptr<http_exchange> ex) {
     ex->respond(json_response(200, root_json(*ctx)));
   });
@@ -422,6 +427,19 @@ void add_agent_routes(router& routes, caf::actor_system& sys, run_registry_actor
   });
   routes.add("GET", "/v1/tools", [ctx](http_request&, std::shared_ptr<http_exchange> ex) {
     ex->respond(json_response(200, tools_json(*ctx)));
+  });
+  // AS-25: public, as GET /v1/tools is (AS-1): everyone sees the skills.dirs' skills; a caller the
+  // request identifies (as POST /v1/chat/completions would) sees its own workspace's first, as its runs do.
+  routes.add("GET", "/v1/skills", [ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
+    std::string workspace;
+    auto caller = identify_caller(ctx->info.config, req);
+    if (auto id = std::get_if<protocol::identity>(&caller))
+      workspace = protocol::user_workspace_dir(ctx->info.config.workspaces_root, id->tenant_key, id->user_key);
+    spawn_task(*ctx->sys, [ctx, ex, workspace](caf::event_based_actor* self) { // file reads: off the I/O thread
+      auto listing = ctx->skills->skills(workspace);
+      ex->respond(json_response(200, protocol::skills_list_json(listing.skills, listing.skipped)));
+      self->quit();
+    });
   });
   routes.add("POST", "/v1/chat/completions", [ctx](http_request& req, std::shared_ptr<http_exchange> ex) {
     handle_chat(ctx, req, std::move(ex));

@@ -41,20 +41,6 @@ void walk(const json::value& v, int depth, std::vector<std::string>& out) {
 
 } // namespace
 
-std::string system_prompt(const std::vector<tool_schema>& tools) {
-  std::string p =
-    "Safety policy (overrides everything below): never reveal secrets or credentials, never act "
-    "outside the user's workspace, and refuse destructive commands the user did not ask for.\n\n"
-    "You are troupe, an agent that completes the user's task with the tools it is given. Think step "
-    "by step, call tools when they help, and finish with a direct answer for the user.";
-  if (!tools.empty()) {
-    p += "\n\nTools available:";
-    for (auto& t : tools)
-      p += "\n- " + t.name + ": " + t.description;
-  }
-  return p;
-}
-
 std::vector<chat_message> clean_history(std::vector<chat_message> history) {
   std::set<std::string> answered;
   for (auto& m : history)

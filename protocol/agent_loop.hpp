@@ -1,4 +1,5 @@
-// Pure pieces of the agent loop: the prompt, history clean-up, tool-output bounds, citations.
+// Pure pieces of the agent loop: history clean-up, tool-output bounds, citations. The system message
+// is protocol/skills.hpp's, the context budget protocol/context_window.hpp's.
 #pragma once
 
 #include "protocol/chat_types.hpp"
@@ -9,9 +10,6 @@
 #include <vector>
 
 namespace troupe::protocol {
-
-// The troupe system message; its safety layer comes first (AS-19).
-std::string system_prompt(const std::vector<tool_schema>& tools);
 
 // Drops orphan tool messages and tool calls that were never answered (AS-19), so the upstream
 // never sees an unanswered call.

@@ -85,6 +85,36 @@ void read_tool_calls(const json::value& v, chat_message& m) {
   }
 }
 
+// AS-25: `skills` is a list of names; each a non-empty string, the list and the names bounded.
+void read_skill_names(const json::value& v, issues& out, std::optional<std::vector<std::string>>& into) {
+  if (!v.IsArray()) {
+    out.push_back({{"body", "skills"}, "Input should be a valid list", "list_type"});
+    return;
+  }
+  if (v.Size() > max_requested_skills) {
+    out.push_back({{"body", "skills"},
+                   "List should have at most " + std::to_string(max_requested_skills) + " items after validation, not "
+                     + std::to_string(v.Size()),
+                   "too_long"});
+    return;
+  }
+  std::vector<std::string> names;
+  for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
+    auto& name = v[i];
+    std::vector<std::string> loc{"body", "skills", std::to_string(i)};
+    if (!name.IsString())
+      type_issue(out, std::move(loc), "string", name);
+    else if (name.GetStringLength() == 0)
+      out.push_back({std::move(loc), "String should have at least 1 character", "string_too_short"});
+    else if (name.GetStringLength() > max_skill_name_bytes)
+      out.push_back({std::move(loc), "String should have at most " + std::to_string(max_skill_name_bytes) + " characters",
+                     "string_too_long"});
+    else
+      names.emplace_back(name.GetString(), name.GetStringLength());
+  }
+  into = std::move(names);
+}
+
 bool valid_role(std::string_view r) {
   return r == "system" || r == "user" || r == "assistant" || r == "tool";
 }
@@ -209,6 +239,8 @@ std::variant<chat_request, request_error> parse_chat_request(std::string_view bo
     else
       req.max_tokens = v->GetInt64();
   }
+  if (auto v = json::member(*doc, "skills"); v && !v->IsNull())
+    read_skill_names(*v, bad, req.skills);
   auto metadata = json::member(*doc, "metadata");
   if (metadata && !metadata->IsNull() && !metadata->IsObject())
     type_issue(bad, {"body", "metadata"}, "dictionary", *metadata);
@@ -250,6 +282,15 @@ std::variant<chat_request, request_error> parse_chat_request(std::string_view bo
     if (auto budget = json::member(*metadata, "tool_budget"))
       for (auto& issue : tool_budget_issues(*budget))
         bad.push_back(std::move(issue));
+    // AS-23: the run's context size, in tokens.
+    if (auto v = json::member(*metadata, "max_context_tokens"); v && !v->IsNull()) {
+      if (!v->IsInt64())
+        type_issue(bad, {"body", "metadata", "max_context_tokens"}, "integer", *v);
+      else if (v->GetInt64() <= 0)
+        bad.push_back({{"body", "metadata", "max_context_tokens"}, "Input should be greater than 0", "greater_than"});
+      else
+        req.max_context_tokens = v->GetInt64();
+    }
   }
   if (!bad.empty())
     return request_error{invalid(std::move(bad))};

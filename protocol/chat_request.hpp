@@ -27,6 +27,9 @@ struct chat_request {
   std::optional<double> temperature;
   std::optional<double> top_p;
   std::optional<int64_t> max_tokens;
+  // AS-25: the skills asked for by name; nullopt (absent or null) auto-selects, [] means none.
+  std::optional<std::vector<std::string>> skills;
+  std::optional<int64_t> max_context_tokens; // metadata.max_context_tokens (AS-23)
   std::string run_id;                // metadata.run_id, else empty
   std::string tenant_key;            // metadata.tenant_key, else empty
   std::string tool_policy = "null";  // JSON text: top level, else metadata.tool_policy
@@ -54,6 +57,9 @@ struct request_error {
 // The most messages one request may carry (a 422 beyond): what a client sends is copied into every
 // round's upstream request, so the count bounds a run's memory.
 constexpr std::size_t max_messages = 4096;
+// The most skill names one request may ask for, and the longest name (a 422 beyond).
+constexpr std::size_t max_requested_skills = 64;
+constexpr std::size_t max_skill_name_bytes = 128;
 
 // A body that is not JSON the agent service reads (AS-2): malformed → 422 `json_invalid`, a repeated
 // member name → 422 naming it, too deep or not UTF-8 → 400 naming the limit.

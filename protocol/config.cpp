@@ -416,6 +416,11 @@ config_result parse_config(std::string_view json_text, const std::vector<std::st
   react.integer("max_tool_output_chars", c.react.max_tool_output_chars, 1, int64_t{1} << 32);
   react.integer("max_context_tokens", c.react.max_context_tokens, 1, int64_t{1} << 40);
   react.integer("sliding_window_size", c.react.sliding_window_size, 1, 100000);
+  auto skills = root.child("skills");
+  skills.strings("dirs", c.skills.dirs);
+  for (std::size_t i = 0; i < c.skills.dirs.size(); ++i)
+    if (c.skills.dirs[i].empty())
+      errors.push_back("skills.dirs[" + std::to_string(i) + "]: expected a directory's path, got \"\"");
 
   auto exec = root.child("tools").child("exec");
   exec.seconds("timeout_seconds", c.exec.timeout_seconds, 0.001);
@@ -512,6 +517,8 @@ loop_settings agent_service_loop(const config& c) {
   auto s = loop_settings::agent_service();
   s.max_rounds = c.react.max_iterations;
   s.max_tool_output_bytes = static_cast<std::size_t>(c.react.max_tool_output_chars);
+  s.max_context_tokens = c.react.max_context_tokens;
+  s.sliding_window_size = static_cast<std::size_t>(c.react.sliding_window_size);
   return s;
 }
 

@@ -89,6 +89,11 @@ struct react_config {
   int sliding_window_size = 15;
 };
 
+// Where skills are found besides each workspace's `skills` folder (AS-25).
+struct skills_config {
+  std::vector<std::string> dirs;
+};
+
 struct exec_config {
   double timeout_seconds = 30;
   std::map<std::string, std::string> env;
@@ -232,6 +237,7 @@ struct config {
   responses_config responses;
   model_config model;
   react_config react;
+  skills_config skills;
   exec_config exec;
   mcp_config mcp;
   search_tools_config search; // tools.web_search, tools.file_search (RS-27)

@@ -238,6 +238,14 @@ void write_nullable(writer& w, const char* key, std::string_view v) {
     w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
 }
 
+void write_strings(writer& w, const char* key, const std::vector<std::string>& strings) {
+  w.Key(key);
+  w.StartArray();
+  for (auto& s : strings)
+    w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size()));
+  w.EndArray();
+}
+
 void write_counts(writer& w, const char* key, const std::map<std::string, int64_t>& counts) {
   w.Key(key);
   w.StartObject();

@@ -64,6 +64,9 @@ std::string canonical(const value& v);
 // `key` with the string, or null when it is empty (the records' "" for null).
 void write_nullable(writer& w, const char* key, std::string_view v);
 
+// `key` with an array of the strings.
+void write_strings(writer& w, const char* key, const std::vector<std::string>& strings);
+
 // `key` with an object of counts by name.
 void write_counts(writer& w, const char* key, const std::map<std::string, int64_t>& counts);
 

@@ -17,6 +17,9 @@ struct loop_settings {
   std::size_t held_back_events = 1024;
   std::size_t held_back_bytes = 256 * 1024;
   double client_stall_timeout_seconds = 60; // stream.client_stall_timeout (RS-39)
+  // The agent service's context budget (AS-23): react.max_context_tokens, react.sliding_window_size.
+  int64_t max_context_tokens = 128000;
+  std::size_t sliding_window_size = 15;
 
   // The agent service's defaults: react.* (AS-18, AS-20, AS-22).
   static loop_settings agent_service() { return {20, 1, 0, 20000}; }

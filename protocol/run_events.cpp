@@ -45,12 +45,8 @@ struct renderer {
     e.type = "session_start";
     e.content = s.query;
     e.metadata = json::object([&](writer& w) {
-      w.Key("skills");
-      w.StartArray();
-      w.EndArray();
-      w.Key("missing_skills");
-      w.StartArray();
-      w.EndArray();
+      json::write_strings(w, "skills", s.skills);
+      json::write_strings(w, "missing_skills", s.missing_skills);
       w.Key("tool_policy");
       json::write_raw(w, s.tool_policy);
       w.Key("visible_tools");
@@ -69,6 +65,27 @@ struct renderer {
   void operator()(const run_events::think& t) {
     e.type = "think";
     e.content = t.content;
+    if (t.compressed) {
+      auto& c = *t.compressed;
+      e.metadata = json::object([&](writer& w) {
+        w.Key("compression_event");
+        w.Bool(true);
+        w.Key("compression");
+        w.StartObject();
+        w.Key("original_message_count");
+        w.Uint64(c.original_message_count);
+        w.Key("kept_message_count");
+        w.Uint64(c.kept_message_count);
+        w.Key("estimated_tokens_before");
+        w.Int64(c.estimated_tokens_before);
+        w.Key("estimated_tokens_after");
+        w.Int64(c.estimated_tokens_after);
+        w.Key("budget_tokens");
+        w.Int64(c.budget_tokens);
+        w.EndObject();
+      });
+      return;
+    }
     if (!t.budget_denied)
       return;
     e.metadata = json::object([&](writer& w) {
@@ -194,6 +211,14 @@ struct renderer {
 };
 
 } // namespace
+
+namespace run_events {
+
+think compression_notice(const compression& c) {
+  return think{"[CONTEXT_COMPRESSION] Sliding-window context compression applied", std::nullopt, c};
+}
+
+} // namespace run_events
 
 agent_event render_event(std::string run_id, std::string session_id, int64_t sequence, const run_event& event) {
   agent_event e;

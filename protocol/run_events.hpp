@@ -28,6 +28,8 @@ struct session_start {
   int attempt = 1;
   std::string model;
   double time_to_first_event_ms = 0;
+  std::vector<std::string> skills = {};         // the skills whose bodies joined the system message (AS-25)
+  std::vector<std::string> missing_skills = {}; // names asked for that no skill has
 };
 
 // The call a budget notice stands for (AS-70): it has no tool_call of its own, so metadata names it.
@@ -36,10 +38,23 @@ struct budget_denial {
   std::string call_id;
 };
 
+// What a round left out of the context (AS-24).
+struct compression {
+  std::size_t original_message_count = 0;
+  std::size_t kept_message_count = 0;
+  int64_t estimated_tokens_before = 0;
+  int64_t estimated_tokens_after = 0;
+  int64_t budget_tokens = 0;
+};
+
 struct think {
   std::string content;
   std::optional<budget_denial> budget_denied = std::nullopt; // set on a [TOOL_BUDGET_DENIED] notice
+  std::optional<compression> compressed = std::nullopt;      // set on a [CONTEXT_COMPRESSION] notice
 };
+
+// AS-24's notice of a round sent with less than the whole conversation.
+think compression_notice(const compression& c);
 
 struct tool_call {
   std::string name;

@@ -239,7 +239,7 @@ std::string trace_json(const run_record& run, const trace_facts& facts) {
     w.Key("approval_count");
     w.Int(0);
     w.Key("compression_count");
-    w.Int(0);
+    w.Int64(facts.compression_count);
     write_usage(w, "llm_usage_total", facts.llm_usage_total);
     w.Key("final_content");
     w.String(facts.final_content);

@@ -119,6 +119,7 @@ struct trace_facts {
   std::string trace_type; // background_run | chat
   int64_t tool_call_count = 0;
   std::map<std::string, int64_t> tool_name_counts;
+  int64_t compression_count = 0; // the rounds sent with less than the whole conversation (AS-24)
   token_usage llm_usage_total;
   std::string final_content;
   std::vector<std::string> cited_source_ids;

@@ -421,3 +421,111 @@ TEST_CASE_METHOD(fixture, "a run that is not a digest run has no budget", "[run]
                                                 "tool_result", "tool_result", "think", "step_end", "session_end"});
   CHECK(tools->requests().size() == 2);
 }
+
+TEST_CASE_METHOD(fixture, "AS-23 AS-24 a conversation over the budget sends the system message, the first user "
+                          "message and the last window upstream, and a notice says so each time",
+                 "[run][context]") {
+  env->loop.max_context_tokens = 3000;
+  env->default_max_tokens = 100; // budget 2900
+  const int steps = 14;
+  for (int i = 0; i < steps; ++i) {
+    model->push(fake_model::call("echo", "{}", "c" + std::to_string(i)));
+    tools->push({std::string(1000, 'o'), false});
+  }
+  model->push(fake_model::text("done"));
+  auto out = run();
+  REQUIRE(out.result.status == "completed");
+
+  auto reqs = model->requests();
+  REQUIRE(reqs.size() == steps + 1);
+  CHECK(reqs[0].messages.size() == 2);
+  std::size_t compressed_rounds = 0;
+  for (std::size_t round = 0; round < reqs.size(); ++round) {
+    auto& m = reqs[round].messages;
+    CHECK(m[0].role == "system");
+    CHECK(m[1].content == "do it");
+    if (m.size() < 2 + 2 * round) { // round n sends 2 + 2n messages when nothing is left out
+      ++compressed_rounds;
+      CHECK(m.size() <= 2 + 16); // the system and first user messages, the window widened by one call
+    }
+    for (std::size_t i = 2; i < m.size(); ++i) // AS-95: every answer still has its call right before
+      if (m[i].role == "tool")
+        CHECK((m[i - 1].role == "assistant" && m[i - 1].tool_calls.at(0).id == m[i].tool_call_id));
+  }
+  CHECK(compressed_rounds > 0);
+  CHECK(reqs.back().messages.size() == 2 + 16);
+
+  std::vector<protocol::agent_event> notices;
+  for (auto& e : out.events)
+    if (e.type == "think" && e.content == "[CONTEXT_COMPRESSION] Sliding-window context compression applied")
+      notices.push_back(e);
+  REQUIRE(notices.size() == compressed_rounds);
+  auto meta = protocol::json::parse(notices.back().metadata);
+  REQUIRE(meta);
+  CHECK(protocol::json::get_bool(*meta, "compression_event") == std::optional<bool>(true));
+  auto c = protocol::json::member(*meta, "compression");
+  REQUIRE(c);
+  CHECK(protocol::json::get_int(*c, "original_message_count") == std::optional<int64_t>(2 + 2 * steps));
+  CHECK(protocol::json::get_int(*c, "kept_message_count")
+        == std::optional<int64_t>(static_cast<int64_t>(reqs.back().messages.size())));
+  CHECK(protocol::json::get_int(*c, "budget_tokens") == std::optional<int64_t>(2900));
+  CHECK(*protocol::json::get_int(*c, "estimated_tokens_after") < *protocol::json::get_int(*c, "estimated_tokens_before"));
+}
+
+TEST_CASE_METHOD(fixture, "AS-23 a conversation within the budget goes whole and no notice is emitted",
+                 "[run][context]") {
+  model->push(fake_model::call("echo", "{}"));
+  tools->push({std::string(1000, 'o'), false});
+  model->push(fake_model::text("done"));
+  auto out = run();
+  CHECK(model->requests().back().messages.size() == 4);
+  for (auto& e : out.events)
+    CHECK(e.content.find("[CONTEXT_COMPRESSION]") == std::string::npos);
+}
+
+namespace {
+
+struct fake_prompts : prompt_port {
+  mutable std::vector<std::string> loaded;
+  run_prompt_files load(const std::string& workspace_dir) const override {
+    loaded.push_back(workspace_dir);
+    run_prompt_files f;
+    f.agents_md = "Answer in French.";
+    f.soul_md = "You are Ada.";
+    protocol::skill s;
+    s.name = "alpha";
+    s.body = "Alpha skill steps.";
+    f.skills = {s};
+    return f;
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "AS-19 AS-25 the workspace's AGENTS.md, SOUL.md and the selected skills join the one "
+                          "system message after the safety layer, and missing skills are named",
+                 "[run][skills]") {
+  auto prompts = std::make_shared<fake_prompts>();
+  env->prompts = prompts;
+  caf::scoped_actor self{sys};
+  auto s = spec();
+  s.request.skills = std::vector<std::string>{"alpha", "nope"};
+  model->push(fake_model::text("ok"));
+  auto r = spawn_run(sys, env, s, {caf::actor_cast<caf::actor>(self)});
+  self->send(r, start_atom::value);
+  auto out = collect(self);
+  REQUIRE(prompts->loaded == std::vector<std::string>{"/srv/troupe-test-root/tenants/t/users/t%3Au"});
+  auto reqs = model->requests();
+  auto& system = reqs.at(0).messages.at(0);
+  REQUIRE(system.role == "system");
+  auto safety = system.content.find("Safety policy");
+  auto agents = system.content.find("Answer in French.");
+  auto soul = system.content.find("You are Ada.");
+  auto skill = system.content.find("Alpha skill steps.");
+  CHECK(safety == 0);
+  CHECK(agents != std::string::npos);
+  CHECK(agents < soul);
+  CHECK(soul < skill);
+  CHECK(skill != std::string::npos);
+  CHECK(out.events.at(0).metadata.rfind(R"({"skills":["alpha"],"missing_skills":["nope"],)", 0) == 0);
+}

@@ -13,6 +13,7 @@
 #include "protocol/upstream_readers.hpp"
 #include "protocol/round_reply.hpp"
 #include "protocol/run_view.hpp"
+#include "protocol/skills.hpp"
 #include "protocol/sse_parser.hpp"
 #include "protocol/timestamp.hpp"
 #include "protocol/workspace_commands.hpp"
@@ -28,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     return 0;
   std::string_view input(reinterpret_cast<const char*>(data + 1), size - 1);
   using namespace troupe::protocol;
-  switch (data[0] % 11) {
+  switch (data[0] % 12) {
     case 0: { // a client's body: chat, a Responses create, a conversation's metadata; a GET's include[]
       parse_chat_request(input);
       responses::parse_request(input);
@@ -135,6 +136,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       }
       responses::query_of(input);
       responses::search_http_failure(static_cast<int>(size % 600), input);
+      break;
+    }
+    case 11: { // a workspace's SKILL.md: its frontmatter, then selection and the system message it joins
+      auto file = parse_skill_file(input, "skills/x/SKILL.md");
+      std::vector<skill> catalog;
+      if (file.parsed)
+        catalog.push_back(*file.parsed);
+      auto chosen = select_skills(merge_skills(catalog), std::nullopt, input);
+      prompt_layers layers;
+      layers.skills = chosen.selected;
+      system_prompt(layers);
       break;
     }
   }

@@ -61,9 +61,3 @@ TEST_CASE("merged citations stop at one hundred", "[loop]") { // AS-77
   merge_citations(into, more);
   CHECK(into.size() == 100);
 }
-
-TEST_CASE("the system prompt puts the safety layer first and lists the tools", "[loop]") { // AS-19
-  auto p = system_prompt({{"list_dir", "List a directory", "{}"}});
-  CHECK(p.rfind("Safety policy", 0) == 0);
-  CHECK(p.find("- list_dir: List a directory") != std::string::npos);
-}

@@ -221,3 +221,34 @@ TEST_CASE("a chat completion's metadata.priority is the caller's own business: k
   CHECK(req.priority == 0);
   CHECK(req.metadata == R"({"priority":"high"})");
 }
+
+TEST_CASE("AS-25 skills: absent or null auto-selects, a list names them, anything else is a 422 naming it",
+          "[request]") {
+  auto base = std::string(R"({"messages":[{"role":"user","content":"q"}])");
+  CHECK_FALSE(accepted(base + "}").skills);
+  CHECK_FALSE(accepted(base + R"(,"skills":null})").skills);
+  CHECK(accepted(base + R"(,"skills":[]})").skills == std::optional<std::vector<std::string>>(std::vector<std::string>{}));
+  CHECK(accepted(base + R"(,"skills":["a","b"]})").skills
+        == std::optional<std::vector<std::string>>(std::vector<std::string>{"a", "b"}));
+  CHECK(body_of(rejected(base + R"(,"skills":"a"})"))
+        == R"({"detail":[{"loc":["body","skills"],"msg":"Input should be a valid list","type":"list_type"}]})");
+  CHECK(body_of(rejected(base + R"(,"skills":["a",3]})")).find(R"("loc":["body","skills",1])") != std::string::npos);
+  CHECK(body_of(rejected(base + R"(,"skills":[""]})"))
+        == R"({"detail":[{"loc":["body","skills",0],"msg":"String should have at least 1 character",)"
+           R"("type":"string_too_short"}]})");
+  std::string many = base + R"(,"skills":[)";
+  for (int i = 0; i < 65; ++i)
+    many += std::string(i ? "," : "") + "\"s" + std::to_string(i) + "\"";
+  CHECK(body_of(rejected(many + "]}")).find("at most 64 items") != std::string::npos);
+}
+
+TEST_CASE("AS-23 metadata.max_context_tokens is a positive integer, named when it is not", "[request]") {
+  auto with = [](std::string v) {
+    return R"({"messages":[{"role":"user","content":"q"}],"metadata":{"max_context_tokens":)" + v + "}}";
+  };
+  CHECK(accepted(with("3000")).max_context_tokens == std::optional<int64_t>(3000));
+  CHECK_FALSE(accepted(with("null")).max_context_tokens);
+  CHECK(body_of(rejected(with("0"))).find(R"("loc":["body","metadata","max_context_tokens"])") != std::string::npos);
+  CHECK(body_of(rejected(with(R"("big")"))).find(R"("loc":["body","metadata","max_context_tokens"])")
+        != std::string::npos);
+}

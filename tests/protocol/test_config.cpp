@@ -532,3 +532,23 @@ TEST_CASE("pska_digest_worker.* names its tenants without control characters (AS
   CHECK(ok.value.pska_worker.enabled);
   CHECK(ok.value.pska_worker.tenants.at(0).tenant_id == "acme");
 }
+
+TEST_CASE("AS-23 AS-25 the context budget's keys reach the agent service's loop, and skills.dirs is a list of paths",
+          "[config]") {
+  auto r = parse(R"({"react":{"max_context_tokens":3000,"sliding_window_size":4},"skills":{"dirs":["/srv/skills"]}})");
+  REQUIRE(r.ok());
+  auto loop = agent_service_loop(r.value);
+  CHECK(loop.max_context_tokens == 3000);
+  CHECK(loop.sliding_window_size == 4);
+  CHECK(r.value.skills.dirs == std::vector<std::string>{"/srv/skills"});
+  CHECK(agent_service_loop(parse("").value).max_context_tokens == 128000);
+  CHECK(agent_service_loop(parse("").value).sliding_window_size == 15);
+
+  auto bad = parse(R"({"skills":{"dirs":"/srv/skills"},"react":{"sliding_window_size":0}})");
+  REQUIRE(bad.errors.size() == 2);
+  CHECK(bad.errors[0].rfind("react.sliding_window_size: expected an integer 1..", 0) == 0);
+  CHECK(bad.errors[1] == R"(skills.dirs: expected an array of strings, got "/srv/skills")");
+  CHECK(parse(R"({"skills":{"dirs":[""]}})").errors
+        == std::vector<std::string>{R"(skills.dirs[0]: expected a directory's path, got "")"});
+  CHECK_FALSE(parse(R"({"skills":{"folders":[]}})").ok()); // an unknown key is named
+}

@@ -34,6 +34,22 @@ TEST_CASE("session_start names the policy, the visible tools, the attempt and th
            R"("attempt":2,"model":"m","timing":{"time_to_first_event_ms":1.5}})");
 }
 
+TEST_CASE("AS-25 session_start names the selected skills and the missing ones", "[event]") {
+  run_events::session_start s{"q", "null", {}, 1, "m", 0};
+  s.skills = {"pdf"};
+  s.missing_skills = {"nope"};
+  CHECK(render(s).metadata.rfind(R"({"skills":["pdf"],"missing_skills":["nope"],"tool_policy":null,)", 0) == 0);
+}
+
+TEST_CASE("AS-24 the compression notice carries its flag and the counts", "[event]") {
+  auto e = render(run_events::compression_notice({28, 18, 7000, 2900, 3000}));
+  CHECK(e.type == "think");
+  CHECK(e.content == "[CONTEXT_COMPRESSION] Sliding-window context compression applied");
+  CHECK(e.metadata
+        == R"({"compression_event":true,"compression":{"original_message_count":28,"kept_message_count":18,)"
+           R"("estimated_tokens_before":7000,"estimated_tokens_after":2900,"budget_tokens":3000}})");
+}
+
 TEST_CASE("tool_call names its call, and the policy only when it refused or scoped it", "[event]") {
   auto plain = render(run_events::tool_call{"echo", R"({"x":1})", "c1", std::nullopt, false, "null"});
   CHECK(plain.content == "Calling echo");
