@@ -268,7 +268,7 @@ TEST_CASE_METHOD(mcp_fixture, "a per-user server refuses a new user when max_ins
   router->add_server(o, [s](const protocol::mcp_server_config&) { return std::make_unique<fake_transport>(s); });
   for (int i = 0; i < 500 && router->mcp_tool_names().empty(); ++i)
     self->receive(caf::after(std::chrono::milliseconds(10)) >> [] {});
-  REQUIRE(router->mcp_tool_names().size() == 3);
+  REQUIRE(router->mcp_tool_names().size() == 4);
 
   auto run_call = [&](std::string user, std::string tool) {
     auto result = std::make_shared<std::promise<tool_outcome>>();
@@ -314,12 +314,12 @@ TEST_CASE_METHOD(mcp_fixture, "a server that announces a changed tool list is li
   for (int i = 0; i < 500; ++i) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (!counts.empty() && counts.back() == 4)
+      if (!counts.empty() && counts.back() == 5)
         break;
     }
     self->receive(caf::after(std::chrono::milliseconds(10)) >> [] {});
   }
-  CHECK(status(server).tools.size() == 4);
+  CHECK(status(server).tools.size() == 5);
   CHECK(call(server, "added", "{}", "c2") == "done");
   self->send_exit(server, caf::exit_reason::user_shutdown);
 }
