@@ -30,6 +30,7 @@ struct run_spec {
   int handoffs = 0;           // earlier attempts handed back, which count against no limit (CJ-16)
   int64_t first_sequence = 0; // an attempt continues the run's event sequence (AS-51)
   int64_t lease_epoch = 0;    // every write of the attempt is fenced by it (AS-82)
+  std::string policy_snapshot_hash; // the service policy's hash when the run was accepted (AS-93)
 };
 
 using protocol::run_record;

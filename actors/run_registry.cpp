@@ -79,6 +79,7 @@ run_record record_of(const run_spec& spec) {
   r.max_attempts = spec.max_attempts;
   r.priority = spec.request.priority;
   r.request = protocol::redact_record_json(spec.request_body);
+  r.policy_snapshot_hash = spec.policy_snapshot_hash;
   return r;
 }
 
@@ -101,6 +102,7 @@ std::optional<run_spec> spec_of(const run_record& r) {
   spec.handoffs = r.handoffs;
   spec.first_sequence = r.event_count;
   spec.lease_epoch = r.lease_epoch;
+  spec.policy_snapshot_hash = r.policy_snapshot_hash;
   return spec;
 }
 

@@ -7,6 +7,7 @@
 #include "actors/messages.hpp"
 #include "protocol/identity.hpp"
 #include "protocol/metrics.hpp"
+#include "protocol/tenant_scope.hpp"
 
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -53,12 +54,14 @@ using store_actor = caf::typed_actor<
   // returned unchanged.
   caf::replies_to<cancel_atom, std::string, protocol::attempt_end>::with<run_record>,
   caf::replies_to<get_run_atom, std::string>::with<run_record>,
-  // Newest first, filtered by status ("" = all), at most `limit`.
-  caf::replies_to<list_runs_atom, std::string, int64_t>::with<run_list>,
+  // Newest first, filtered by status ("" = all), at most `limit` (0 = all), of the scope's tenants
+  // (AS-84: the count too).
+  caf::replies_to<list_runs_atom, std::string, int64_t, protocol::tenant_scope>::with<run_list>,
   // Events after a sequence (exclusive), at most `limit` (0 = all).
   caf::replies_to<events_atom, std::string, int64_t, int64_t>::with<run_events_page>,
-  // Traces newest first, filtered by session_id ("" = all).
-  caf::replies_to<list_traces_atom, std::string, int64_t>::with<trace_list>,
+  // Traces newest first, filtered by session_id ("" = all), at most `limit` (0 = all), of the scope's
+  // tenants.
+  caf::replies_to<list_traces_atom, std::string, int64_t, protocol::tenant_scope>::with<trace_list>,
   caf::replies_to<get_trace_atom, std::string>::with<std::string>,
   // Stores an approval (new or transitioned) and answers it once durable (AS-81).
   caf::replies_to<save_approval_atom, protocol::approval_record>::with<protocol::approval_record>,
@@ -72,8 +75,9 @@ using store_actor = caf::typed_actor<
   caf::replies_to<rate_atom, std::string, int64_t, int64_t>::with<protocol::rate_limit_decision>,
   // One audit record (AS-45).
   caf::reacts_to<audit_atom, protocol::audit_record>,
-  // The durable counts of the metrics endpoints (AS-59); `detailed` adds what reads whole tables.
-  caf::replies_to<stats_atom, bool>::with<protocol::store_stats>,
+  // The durable counts of the metrics endpoints (AS-59); `detailed` adds what reads whole tables. For
+  // one tenant (AS-84), only the counts of its records, without the store's streams.
+  caf::replies_to<stats_atom, bool, protocol::tenant_scope>::with<protocol::store_stats>,
   // The store answers: its engine and schema version (GET /ready); an error when it cannot reach its
   // database.
   caf::replies_to<ping_atom>::with<protocol::store_health>>;
@@ -84,4 +88,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::attempt_end)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::lapse_ends)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::store_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::store_health)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::tenant_scope)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::rate_limit_decision)

@@ -2,6 +2,7 @@
 
 #include "io/agent_http.hpp"
 #include "protocol/errors.hpp"
+#include "protocol/tenant_scope.hpp"
 #include "protocol/workspace_commands.hpp"
 
 #include <chrono>
@@ -39,8 +40,10 @@ head_admission(const protocol::config& config, std::shared_ptr<const workspace_s
     }
     if (head.method == "POST" && (head.path == "/v1/chat/completions" || head.path == "/v1/runs"))
       return caller_refusal(config, head);
-    // The jobs API admits any identified caller and confines it to its tenant (CJ-30, AS-84).
-    if (head.path == "/v1/jobs" || starts_with(head.path, "/v1/jobs/"))
+    // The jobs API and the control endpoints admit any identified caller and confine it to its
+    // tenant (CJ-30, AS-84).
+    if (head.path == "/v1/jobs" || starts_with(head.path, "/v1/jobs/")
+        || protocol::is_control_endpoint(head.method, head.path))
       return caller_refusal(config, head);
     if (!operator_allowed(config, head))
       return unauthorized();

@@ -24,8 +24,10 @@ std::optional<std::string> environment(const std::string& name) {
   return std::nullopt;
 }
 
-run_spec spec_of(std::string body, protocol::chat_request chat, const protocol::identity& id) {
+run_spec spec_of(std::string body, protocol::chat_request chat, const protocol::identity& id,
+                 std::string policy_snapshot_hash) {
   run_spec spec;
+  spec.policy_snapshot_hash = std::move(policy_snapshot_hash); // AS-93: the policy this run starts under
   spec.run_id = chat.run_id.empty() ? protocol::uuid4() : chat.run_id;
   spec.user_key = id.user_key;
   spec.tenant_key = id.tenant_key;
@@ -72,6 +74,14 @@ std::variant<protocol::identity, http_response> identify_caller(const protocol::
   return std::get<protocol::identity>(std::move(resolved));
 }
 
+std::variant<protocol::tenant_scope, http_response> control_scope(const protocol::config& config,
+                                                                  const http_request& req) {
+  auto caller = identify_caller(config, req);
+  if (auto refused = std::get_if<http_response>(&caller))
+    return std::move(*refused);
+  return protocol::scope_of(std::get<protocol::identity>(caller));
+}
+
 std::optional<http_response> caller_refusal(const protocol::config& config, const http_request& req) {
   auto caller = identify_caller(config, req);
   if (auto refused = std::get_if<http_response>(&caller))
@@ -101,10 +111,11 @@ void admit_caller(caf::actor_system& sys, store_actor store, const protocol::con
   if (auto err = protocol::check_user_allowed(config.auth, id.user_key))
     return ex->respond(agent_error(*err));
   // The body moves along (a run keeps it), never copied: a 10 MiB body costs 10 MiB once.
-  auto go = [proceed, parsed = std::move(parsed), id, body = std::move(req.body)](std::shared_ptr<http_exchange> ex) mutable {
+  auto go = [proceed, parsed = std::move(parsed), id, body = std::move(req.body),
+             hash = protocol::policy_hash(config.policy)](std::shared_ptr<http_exchange> ex) mutable {
     if (auto err = std::get_if<protocol::request_error>(&parsed))
       return ex->respond(agent_error(err->what));
-    proceed(spec_of(std::move(body), std::move(std::get<protocol::chat_request>(parsed)), id), std::move(ex));
+    proceed(spec_of(std::move(body), std::move(std::get<protocol::chat_request>(parsed)), id, hash), std::move(ex));
   };
   auto limit = config.auth.rate_limit_per_hour;
   if (limit <= 0 || !store)

@@ -9,6 +9,7 @@
 #include "protocol/config.hpp"
 #include "protocol/errors.hpp"
 #include "protocol/identity.hpp"
+#include "protocol/tenant_scope.hpp"
 
 #include <caf/actor_system.hpp>
 
@@ -37,6 +38,11 @@ std::optional<http_response> caller_refusal(const protocol::config& config, cons
 // operator credential, which spans tenants, AS-84), or the 401/500.
 std::variant<protocol::identity, http_response> identify_caller(const protocol::config& config,
                                                                 const http_request& req);
+
+// A control endpoint's caller (AS-84): whose records it may see (every tenant's with the service
+// token, else its own tenant's), or the 401/500 of identify_caller.
+std::variant<protocol::tenant_scope, http_response> control_scope(const protocol::config& config,
+                                                                  const http_request& req);
 
 // The headers `req` may assert about its caller (protocol::caller_headers: trusted identity headers
 // only from auth.trusted_proxies). `req` must outlive the lookup.

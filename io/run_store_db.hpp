@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -64,7 +65,7 @@ public:
   outcome<bool> hand_back_run(const std::string& run_id, int64_t lease_epoch, const protocol::attempt_end& end,
                               int64_t max_handoffs);
   outcome<run_record> cancel(const std::string& run_id, const protocol::attempt_end& end);
-  run_list list_runs(const std::string& status, int64_t limit);
+  run_list list_runs(const std::string& status, int64_t limit, const protocol::tenant_scope& scope);
   outcome<run_events_page> events(const std::string& run_id, int64_t after, int64_t limit);
 
   // ---- Sessions, traces, approvals, rate limits, audit (io/run_store_records.cpp) ----
@@ -72,7 +73,7 @@ public:
   void save_session(const session_record& r);
   std::optional<session_record> get_session(const std::string& tenant, const std::string& user,
                                             const std::string& session);
-  trace_list list_traces(const std::string& session_id, int64_t limit);
+  trace_list list_traces(const std::string& session_id, int64_t limit, const protocol::tenant_scope& scope);
   std::optional<std::string> get_trace(const std::string& run_id);
   void save_approval(const protocol::approval_record& r);
   // Moves a pending approval to r's final state; nullopt when it is not pending (any more).
@@ -86,7 +87,8 @@ public:
 
   // The durable counts; `detailed` adds what reads every event, trace and page (averages, token
   // totals, recent errors, bytes per stream), which only GET /v1/metrics shows.
-  protocol::store_stats stats(bool detailed);
+  // For one tenant (AS-84), the counts of its records only, and no streams.
+  protocol::store_stats stats(bool detailed, const protocol::tenant_scope& scope);
   protocol::store_health health();
 
 private:
@@ -101,8 +103,10 @@ private:
                     const protocol::trace_facts& facts);
   void requeue(const std::string& run_id, int64_t lease_epoch, const std::string& last_error, double retry_seconds);
   void hand_back_locked(run_record r, const protocol::attempt_end& end, int64_t max_handoffs);
-  void add_details(protocol::store_stats& s);
-  void add_pska_digest(protocol::pska_digest_stats& d);
+  void add_details(protocol::store_stats& s, const std::optional<std::string>& tenant);
+  void add_pska_digest(protocol::pska_digest_stats& d, const std::optional<std::string>& tenant);
+  auto tenant_sql(const char* text, const std::optional<std::string>& tenant, int tenant_parameter);
+  void add_streams(protocol::store_stats& s, std::map<std::string, int64_t>& table_bytes);
 
   using Conn::changes;
   using Conn::error;

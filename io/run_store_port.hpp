@@ -99,15 +99,16 @@ typename Actor::behavior_type port_behavior(Engine engine, Extra... extra) {
       return engine.template read<run_record>(
         [=](auto& db) { return found(db.get_run(run_id), run_store::run_not_found()); });
     },
-    [=](list_runs_atom, std::string& status, int64_t limit) {
-      return engine.template read<run_list>([=](auto& db) { return outcome<run_list>(db.list_runs(status, limit)); });
+    [=](list_runs_atom, std::string& status, int64_t limit, protocol::tenant_scope& scope) {
+      return engine.template read<run_list>(
+        [=](auto& db) { return outcome<run_list>(db.list_runs(status, limit, scope)); });
     },
     [=](events_atom, std::string& run_id, int64_t after, int64_t limit) {
       return engine.template read<run_events_page>([=](auto& db) { return db.events(run_id, after, limit); });
     },
-    [=](list_traces_atom, std::string& session_id, int64_t limit) {
+    [=](list_traces_atom, std::string& session_id, int64_t limit, protocol::tenant_scope& scope) {
       return engine.template read<trace_list>(
-        [=](auto& db) { return outcome<trace_list>(db.list_traces(session_id, limit)); });
+        [=](auto& db) { return outcome<trace_list>(db.list_traces(session_id, limit, scope)); });
     },
     [=](get_trace_atom, std::string& run_id) {
       return engine.template read<std::string>(
@@ -126,10 +127,11 @@ typename Actor::behavior_type port_behavior(Engine engine, Extra... extra) {
       return engine.template read<approval_list>(
         [=](auto& db) { return outcome<approval_list>(db.list_approvals(filter)); });
     },
-    [=](stats_atom, bool detailed) {
+    [=](stats_atom, bool detailed, protocol::tenant_scope& scope) {
       return engine.template read<protocol::store_stats>([=](auto& db) {
-        auto s = db.stats(detailed);
-        s.root = engine.root();
+        auto s = db.stats(detailed, scope);
+        if (!scope.tenant)
+          s.root = engine.root(); // a tenant's counts carry no path (AS-84)
         return outcome<protocol::store_stats>(std::move(s));
       });
     },

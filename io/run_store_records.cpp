@@ -54,16 +54,21 @@ std::optional<session_record> store_db<Conn>::get_session(const std::string& ten
 }
 
 template <class Conn>
-trace_list store_db<Conn>::list_traces(const std::string& session_id, int64_t limit) {
+trace_list store_db<Conn>::list_traces(const std::string& session_id, int64_t limit,
+                                      const protocol::tenant_scope& scope) {
   trace_list out;
   {
-    auto q = sql(store_sql::list_traces);
-    q.bind(1, session_id).bind(2, limit);
+    auto q = sql(scope.tenant ? store_sql::tenant_traces : store_sql::list_traces);
+    q.bind(1, session_id).bind(2, limit == 0 ? no_limit : limit);
+    if (scope.tenant)
+      q.bind(3, *scope.tenant);
     while (q.row())
       out.traces.push_back(q.text(0));
   }
-  auto q = sql(store_sql::count_traces);
+  auto q = sql(scope.tenant ? store_sql::count_tenant_traces : store_sql::count_traces);
   q.bind(1, session_id);
+  if (scope.tenant)
+    q.bind(2, *scope.tenant);
   if (q.row())
     out.total_count = q.integer(0);
   return out;
@@ -124,6 +129,10 @@ approval_list store_db<Conn>::list_approvals(const protocol::approval_query& fil
   for (auto& [key, value] : filter.filters) {
     args.push_back(value);
     where += " AND " + key + " = ?" + std::to_string(args.size()); // keys come from a fixed list
+  }
+  if (filter.tenant_key) { // AS-84: a caller's own tenant, counts included
+    args.push_back(*filter.tenant_key);
+    where += " AND tenant_key = ?" + std::to_string(args.size());
   }
   // Filtered queries vary by which filters are set: prepared per call rather than cached.
   auto run = [&](const std::string& text, auto on_row) {

@@ -34,6 +34,7 @@ run_record read_run(const Query& q) {
   r.request = q.text(i++);
   r.handoffs = static_cast<int>(q.integer(i++));
   r.priority = static_cast<int>(q.integer(i++));
+  r.policy_snapshot_hash = q.text(i++);
   return r;
 }
 
@@ -52,7 +53,7 @@ run_record accepted(run_record r, const std::string& now) {
   run_record fresh;
   for (auto field : {&run_record::run_id, &run_record::run_kind, &run_record::session_id, &run_record::tenant_key,
                      &run_record::user_key, &run_record::metadata, &run_record::generation_options,
-                     &run_record::request})
+                     &run_record::request, &run_record::policy_snapshot_hash})
     fresh.*field = std::move(r.*field);
   fresh.max_attempts = r.max_attempts;
   fresh.priority = r.priority;
@@ -103,7 +104,7 @@ std::optional<run_record> insert_new_run(Conn& db, run_record r, const std::stri
   q.bind(6, r.status).bind(7, r.created_at).bind(8, r.started_at).bind(9, r.metadata);
   q.bind(10, r.generation_options).bind(11, int64_t{r.attempts}).bind(12, int64_t{r.max_attempts});
   q.bind(13, r.lease_expires_at).bind(14, r.worker_id).bind(15, r.lease_epoch).bind(16, r.request);
-  q.bind(17, int64_t{r.priority});
+  q.bind(17, int64_t{r.priority}).bind(18, r.policy_snapshot_hash);
   if (!q.done() || db.changes() != 1)
     return std::nullopt;
   return r;
@@ -410,20 +411,30 @@ outcome<run_record> store_db<Conn>::cancel(const std::string& run_id, const prot
 }
 
 template <class Conn>
-run_list store_db<Conn>::list_runs(const std::string& status, int64_t limit) {
+run_list store_db<Conn>::list_runs(const std::string& status, int64_t limit, const protocol::tenant_scope& scope) {
+  // A statement per case rather than `?n = '' OR ...`, which would keep SQLite off the indexes. The
+  // tenant is bound after the others.
+  const auto& tenant = scope.tenant;
   run_list out;
   {
-    auto q = sql(status.empty() ? store_sql::list_runs : store_sql::list_runs_by_status);
+    auto q = sql(status.empty() ? (tenant ? store_sql::tenant_runs : store_sql::list_runs)
+                                : (tenant ? store_sql::tenant_runs_by_status : store_sql::list_runs_by_status));
     int i = 1;
     if (!status.empty())
       q.bind(i++, status);
-    q.bind(i, limit);
+    q.bind(i++, limit == 0 ? no_limit : limit);
+    if (tenant)
+      q.bind(i, *tenant);
     while (q.row())
       out.runs.push_back(read_run(q));
   }
-  auto q = sql(status.empty() ? store_sql::count_runs : store_sql::count_runs_by_status);
+  auto q = sql(status.empty() ? (tenant ? store_sql::count_tenant_runs : store_sql::count_runs)
+                              : (tenant ? store_sql::count_tenant_runs_by_status : store_sql::count_runs_by_status));
+  int i = 1;
   if (!status.empty())
-    q.bind(1, status);
+    q.bind(i++, status);
+  if (tenant)
+    q.bind(i, *tenant);
   if (q.row())
     out.total_count = q.integer(0);
   return out;

@@ -11,7 +11,8 @@ namespace troupe::io::store_sql {
 #define TROUPE_RUN_COLUMNS                                                                                        \
   "run_id, run_kind, session_id, tenant_key, user_key, status, created_at, updated_at, started_at, completed_at, " \
   "cancelled_at, duration_ms, event_count, error, metadata, generation_options, attempts, max_attempts, "          \
-  "lease_expires_at, retry_after, worker_id, last_error, lease_epoch, request, handoffs, priority"
+  "lease_expires_at, retry_after, worker_id, last_error, lease_epoch, request, handoffs, priority, "              \
+  "policy_snapshot_hash"
 #define TROUPE_APPROVAL_COLUMNS                                                                                    \
   "request_id, run_id, session_id, tenant_key, user_key, task_id, tool_call_id, tool_name, tool_args, reason, "    \
   "decision_level, pattern_matched, policy_scope, policy_action, policy_matched, status, approved, "               \
@@ -41,8 +42,8 @@ inline constexpr char lock_run[] = "SELECT " TROUPE_RUN_COLUMNS " FROM runs WHER
 inline constexpr char insert_run[] = R"sql(
   INSERT INTO runs (run_id, run_kind, session_id, tenant_key, user_key, status, created_at, updated_at,
                     started_at, event_count, metadata, generation_options, attempts, max_attempts,
-                    lease_expires_at, worker_id, lease_epoch, request, priority)
-  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+                    lease_expires_at, worker_id, lease_epoch, request, priority, policy_snapshot_hash)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
   ON CONFLICT (run_id) DO NOTHING)sql";
 
 inline constexpr char start_attempt[] = R"sql(
@@ -107,6 +108,14 @@ inline constexpr char list_runs_by_status[] =
   "SELECT " TROUPE_RUN_COLUMNS " FROM runs WHERE status = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2";
 inline constexpr char count_runs[] = "SELECT COUNT(*) FROM runs";
 inline constexpr char count_runs_by_status[] = "SELECT COUNT(*) FROM runs WHERE status = ?1";
+// The same for one tenant (AS-84), the tenant last: ?1 (status, limit) as above.
+inline constexpr char tenant_runs[] =
+  "SELECT " TROUPE_RUN_COLUMNS " FROM runs WHERE tenant_key = ?2 ORDER BY created_at DESC, rowid DESC LIMIT ?1";
+inline constexpr char tenant_runs_by_status[] = "SELECT " TROUPE_RUN_COLUMNS
+  " FROM runs WHERE status = ?1 AND tenant_key = ?3 ORDER BY created_at DESC, rowid DESC LIMIT ?2";
+inline constexpr char count_tenant_runs[] = "SELECT COUNT(*) FROM runs WHERE tenant_key = ?1";
+inline constexpr char count_tenant_runs_by_status[] =
+  "SELECT COUNT(*) FROM runs WHERE status = ?1 AND tenant_key = ?2";
 
 // ---- Run events ----
 
@@ -143,6 +152,11 @@ inline constexpr char list_traces[] = R"sql(
   SELECT payload FROM traces WHERE (?1 = '' OR session_id = ?1)
   ORDER BY completed_at DESC, rowid DESC LIMIT ?2)sql";
 inline constexpr char count_traces[] = "SELECT COUNT(*) FROM traces WHERE (?1 = '' OR session_id = ?1)";
+inline constexpr char tenant_traces[] = R"sql(
+  SELECT payload FROM traces WHERE tenant_key = ?3 AND (?1 = '' OR session_id = ?1)
+  ORDER BY completed_at DESC, rowid DESC LIMIT ?2)sql";
+inline constexpr char count_tenant_traces[] =
+  "SELECT COUNT(*) FROM traces WHERE tenant_key = ?2 AND (?1 = '' OR session_id = ?1)";
 inline constexpr char get_trace[] = "SELECT payload FROM traces WHERE run_id = ?1";
 
 // ---- Approvals (columns as TROUPE_APPROVAL_COLUMNS lists them) ----
@@ -236,20 +250,32 @@ inline constexpr char recent_budget_exceeded[] = R"sql(
   WHERE json_extract(payload, '$.pska_digest_tool_budget.tool_budget_exceeded') = 1
   ORDER BY completed_at DESC, rowid DESC LIMIT 5)sql";
 
-// Each stored stream: its count and, where it has one, when it last grew.
+// Each stored stream of AS-56: its table, its count and when it last grew. The events of every run
+// live in run_events; AS-56 names two streams of them, `run_events` (background runs, the replay log
+// of AS-51) and `events` (chat runs' events, AS-91), counted from each run's event_count, and when a
+// run's last event was stored from its updated_at, which every append sets. `last` reads an iso
+// text, or epoch seconds when `last_is_epoch`; nullptr: the stream is empty (runtime_spans: troupe
+// records no spans).
 struct stream_statements {
   const char* name;
+  const char* table; // whose bytes it reports (shared tables are split by records)
   const char* count;
-  const char* last; // nullptr: no time column
+  const char* last;
+  bool last_is_epoch = false;
 };
 inline constexpr stream_statements streams[] = {
-  {"runs", "SELECT COUNT(*) FROM runs", "SELECT MAX(created_at) FROM runs"},
-  {"run_events", "SELECT COUNT(*) FROM run_events", nullptr},
-  {"traces", "SELECT COUNT(*) FROM traces", "SELECT MAX(completed_at) FROM traces"},
-  {"sessions", "SELECT COUNT(*) FROM sessions", "SELECT MAX(updated_at) FROM sessions"},
-  {"approvals", "SELECT COUNT(*) FROM approvals", "SELECT MAX(created_at) FROM approvals"},
-  {"audit", "SELECT COUNT(*) FROM audit", "SELECT MAX(created_at) FROM audit"},
-  {"rate_limits", "SELECT COUNT(*) FROM rate_limits", nullptr},
+  {"runs", "runs", "SELECT COUNT(*) FROM runs", "SELECT MAX(created_at) FROM runs"},
+  {"run_events", "run_events", "SELECT COALESCE(SUM(event_count), 0) FROM runs WHERE run_kind <> 'chat'",
+   "SELECT MAX(updated_at) FROM runs WHERE run_kind <> 'chat' AND event_count > 0"},
+  {"events", "run_events", "SELECT COALESCE(SUM(event_count), 0) FROM runs WHERE run_kind = 'chat'",
+   "SELECT MAX(updated_at) FROM runs WHERE run_kind = 'chat' AND event_count > 0"},
+  {"traces", "traces", "SELECT COUNT(*) FROM traces", "SELECT MAX(completed_at) FROM traces"},
+  {"sessions", "sessions", "SELECT COUNT(*) FROM sessions", "SELECT MAX(updated_at) FROM sessions"},
+  {"approvals", "approvals", "SELECT COUNT(*) FROM approvals", "SELECT MAX(created_at) FROM approvals"},
+  {"audit", "audit", "SELECT COUNT(*) FROM audit", "SELECT MAX(created_at) FROM audit"},
+  {"runtime_spans", nullptr, nullptr, nullptr},
+  {"rate_limits", "rate_limits", "SELECT COUNT(*) FROM rate_limits", "SELECT MAX(window_start) FROM rate_limits",
+   true},
 };
 
 // ---- PostgreSQL only: one statement where SQLite takes several ----
@@ -332,6 +358,13 @@ inline constexpr statement_spelling postgres_spelling[] = {
    "SELECT " TROUPE_RUN_COLUMNS " FROM runs WHERE status = $1 ORDER BY created_at DESC, row_order DESC LIMIT $2"},
   {list_traces, R"sql(
     SELECT payload FROM traces WHERE ($1 = '' OR session_id = $1)
+    ORDER BY completed_at DESC, row_order DESC LIMIT $2)sql"},
+  {tenant_runs,
+   "SELECT " TROUPE_RUN_COLUMNS " FROM runs WHERE tenant_key = $2 ORDER BY created_at DESC, row_order DESC LIMIT $1"},
+  {tenant_runs_by_status, "SELECT " TROUPE_RUN_COLUMNS
+   " FROM runs WHERE status = $1 AND tenant_key = $3 ORDER BY created_at DESC, row_order DESC LIMIT $2"},
+  {tenant_traces, R"sql(
+    SELECT payload FROM traces WHERE tenant_key = $3 AND ($1 = '' OR session_id = $1)
     ORDER BY completed_at DESC, row_order DESC LIMIT $2)sql"},
   {get_rate_window, "SELECT window_start, count FROM rate_limits WHERE user_key = $1 FOR UPDATE"},
   {table_bytes, "SELECT relname, pg_total_relation_size(relid) FROM pg_stat_user_tables"},

@@ -43,6 +43,7 @@ std::string approval_json(const approval_record& r);
 // GET /v1/approvals (AS-47).
 struct approval_query {
   std::map<std::string, std::string> filters; // status, session_id, tool_name, policy_action, policy_scope, run_id, task_id
+  std::optional<std::string> tenant_key;      // set by the edge for a caller confined to its tenant (AS-84)
   int64_t limit = 200; // 0 = all
   int64_t offset = 0;
   bool ascending = false;

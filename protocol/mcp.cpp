@@ -95,6 +95,31 @@ std::string error_text(const json::value& error) {
   return message;
 }
 
+// A name or address a content item gives, as the model may read it: at most 512 bytes of it.
+std::string bounded(std::string_view s) {
+  constexpr std::size_t max_label = 512;
+  if (s.size() <= max_label)
+    return std::string(s);
+  return utf8_repaired(s.substr(0, max_label)) + "...";
+}
+
+std::string described(const json::value& obj, const char* key, const char* otherwise) {
+  auto v = json::get_string(obj, key);
+  return v.empty() ? std::string(otherwise) : bounded(v);
+}
+
+// ", N bytes" for the base64 data under `key`: its decoded size, never its text (AS-62).
+std::string base64_size(const json::value& obj, const char* key) {
+  auto v = json::member(obj, key);
+  if (!v || !v->IsString())
+    return "";
+  std::size_t symbols = 0;
+  for (auto p = v->GetString(), end = p + v->GetStringLength(); p != end; ++p)
+    if (*p != '=' && *p != '\n' && *p != '\r' && *p != ' ')
+      ++symbols;
+  return ", " + std::to_string(symbols * 3 / 4) + " bytes";
+}
+
 } // namespace
 
 std::vector<std::string> parse_mcp_servers(std::string_view json_array_text, std::vector<mcp_server_config>& out) {
@@ -386,6 +411,30 @@ mcp_tools_page parse_tools_list(std::string_view result_json) {
   return page;
 }
 
+std::string mcp_content_text(const json::value& item) {
+  auto type = json::get_string(item, "type");
+  auto t = json::member(item, "text");
+  if (type == "text" && t && t->IsString())
+    return std::string(t->GetString(), t->GetStringLength());
+  if (type == "image" || type == "audio")
+    return "[" + type + ": " + described(item, "mimeType", "unknown type") + base64_size(item, "data") + "]";
+  if (type == "resource") {
+    auto r = json::member(item, "resource");
+    if (!r || !r->IsObject())
+      return "[resource]";
+    auto head = "[resource: " + described(*r, "uri", "no uri");
+    if (auto text = json::member(*r, "text"); text && text->IsString())
+      return head + "]\n" + std::string(text->GetString(), text->GetStringLength());
+    return head + ", " + described(*r, "mimeType", "unknown type") + base64_size(*r, "blob") + "]";
+  }
+  if (type == "resource_link") {
+    auto name = json::get_string(item, "name");
+    return "[resource_link: " + described(item, "uri", "no uri")
+           + (name.empty() ? std::string() : " (" + described(item, "name", "") + ")") + "]";
+  }
+  return type.empty() ? std::string("[content]") : "[" + bounded(type) + " content]";
+}
+
 std::string mcp_tool_result_text(std::string_view result_json) {
   auto doc = json::parse(result_json);
   if (!doc || !doc->IsObject())
@@ -397,12 +446,7 @@ std::string mcp_tool_result_text(std::string_view result_json) {
       if (any)
         text += '\n';
       any = true;
-      auto type = json::get_string(item, "type");
-      auto t = json::member(item, "text");
-      if (type == "text" && t && t->IsString())
-        text.append(t->GetString(), t->GetStringLength());
-      else
-        text += json::serialize(item); // image, audio, resource, resource_link: the model sees the JSON
+      text += mcp_content_text(item);
     }
   }
   if (!any)

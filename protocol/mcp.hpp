@@ -2,6 +2,8 @@
 // messages troupe sends, and decoding of what servers answer.
 #pragma once
 
+#include "protocol/json.hpp"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -97,10 +99,17 @@ struct mcp_tools_page {
 // becomes the empty object schema, and next_cursor is set only for a non-empty string.
 mcp_tools_page parse_tools_list(std::string_view result_json);
 
-// The text the model sees for a tools/call result (AS-62): the content's text items joined with
-// "\n" (other items as their JSON, structuredContent when there is no content), or
-// "[MCP_ERROR] <text>" when isError is set ("[MCP_ERROR] tool reported an error" without text).
+// The text the model sees for a tools/call result (AS-62): the content's items joined with "\n"
+// (structuredContent when there is no content), or "[MCP_ERROR] <text>" when isError is set
+// ("[MCP_ERROR] tool reported an error" without text).
 std::string mcp_tool_result_text(std::string_view result_json);
+
+// One content[] item as the model reads it: a text item's text; binary data only described, never
+// pasted: `[image: image/png, 1024 bytes]`, `[audio: audio/wav, N bytes]`, `[resource: <uri>]` then
+// an embedded text resource's text on the next line (a blob: `[resource: <uri>, <mimeType>, N bytes]`),
+// `[resource_link: <uri> (<name>)]`, any other type `[<type> content]`. Names and URIs are cut at
+// 512 bytes.
+std::string mcp_content_text(const json::value& item);
 
 // `{server}_{tool}` (AS-62); a character of the tool's name outside [A-Za-z0-9_-] becomes '_' so the
 // name stays a valid function name.

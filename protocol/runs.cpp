@@ -112,14 +112,11 @@ std::variant<page_query, request_error> parse_page_query(const std::string& limi
 }
 
 std::variant<int64_t, request_error> parse_list_limit(const std::string& limit) {
-  if (limit.empty())
-    return int64_t{50};
-  auto v = parse_query_integer("limit", limit);
-  if (auto err = std::get_if<request_error>(&v))
+  // One rule with the events page (AS-51): the lists' own requirements (AS-50, AS-55) set none.
+  auto q = parse_page_query(limit, "");
+  if (auto err = std::get_if<request_error>(&q))
     return std::move(*err);
-  if (std::get<int64_t>(v) < 0)
-    return bad_request("limit must be >= 0");
-  return std::clamp<int64_t>(std::get<int64_t>(v), 1, max_page);
+  return std::get<page_query>(q).limit;
 }
 
 std::string events_page_json(const run_record& run, const page_query& q, const std::vector<stored_event>& events,
@@ -253,8 +250,7 @@ std::string trace_json(const run_record& run, const trace_facts& facts) {
     json::write_nullable(w, "error", run.error);
     raw_or_null(w, "metadata", run.metadata);
     raw_or_null(w, "generation_options", run.generation_options);
-    w.Key("policy_snapshot_hash");
-    w.Null();
+    json::write_nullable(w, "policy_snapshot_hash", run.policy_snapshot_hash);
     w.Key("cited_source_ids");
     w.StartArray();
     for (auto& id : facts.cited_source_ids)

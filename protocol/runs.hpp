@@ -44,6 +44,7 @@ struct run_record {
   int64_t lease_epoch = 0;
   std::string request; // the request body, JSON text: a retry re-executes it (AS-53)
   int priority = 0;    // metadata.priority: claim order within the run's tenant (CJ-18)
+  std::string policy_snapshot_hash; // the policy in force when the run was accepted (AS-93); "" = none
 };
 
 bool is_terminal(std::string_view status);
@@ -104,7 +105,8 @@ struct page_query {
 // 400 `limit must be >= 0` (AS-51).
 std::variant<page_query, request_error> parse_page_query(const std::string& limit, const std::string& after_sequence);
 
-// A list's `limit` (AS-50, AS-55): default 50, clamped to 1..1000; errors as parse_page_query's.
+// A list's `limit` (AS-50, AS-55), read as the events page's (AS-51): 200 by default, clamped to
+// 1000, 0 = all; errors as parse_page_query's.
 std::variant<int64_t, request_error> parse_list_limit(const std::string& limit);
 
 // AS-51 (`with_run` false for the trace variant of AS-55).

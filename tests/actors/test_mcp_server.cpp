@@ -72,6 +72,7 @@ public:
       std::vector<std::string> tools = {
         R"({"name":"echo","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}})",
         R"({"name":"touch","inputSchema":{"type":"object"}})",
+        R"({"name":"add","inputSchema":{"type":"object"},"annotations":{"idempotentHint":true}})",
         R"({"name":"hang","inputSchema":{"type":"object"}})"};
       if (script_->extra_tool)
         tools.push_back(R"({"name":"added","inputSchema":{"type":"object"}})");
@@ -85,7 +86,7 @@ public:
             + "}");
     } else if (method == "tools/call") {
       if (instance_ <= script_->crash_on_call_until_start) {
-        if (json::get_string((*doc)["params"], "name") == "touch")
+        if (json::get_string((*doc)["params"], "name") != "echo")
           ++script_->touch_runs; // the side effect happened before the crash
         h_.on_closed("exited with code 3");
         return;
@@ -93,7 +94,7 @@ public:
       auto name = json::get_string((*doc)["params"], "name");
       if (name == "hang")
         return;
-      if (name == "touch")
+      if (name == "touch" || name == "add")
         ++script_->touch_runs;
       auto text = json::get_string((*doc)["params"]["arguments"], "text", "done");
       reply(R"({"content":[{"type":"text","text":)" + json::quote(text) + "}]}");
@@ -153,7 +154,7 @@ TEST_CASE_METHOD(mcp_fixture, "a server is initialized, lists its tools across p
   CHECK(call(server, "echo", R"({"text":"hello"})") == "hello");
   auto st = status(server);
   CHECK(st.alive);
-  REQUIRE(st.tools.size() == 3);
+  REQUIRE(st.tools.size() == 4);
   CHECK(st.tools[0].read_only);
   auto methods = script->sent_methods();
   REQUIRE(methods.size() >= 4);
@@ -179,7 +180,7 @@ TEST_CASE_METHOD(mcp_fixture, "a read-only call that met a crash is retried on t
   self->send_exit(server, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE_METHOD(mcp_fixture, "a call without idempotence hints that met a crash fails and never runs twice", "[mcp_server]") {
+TEST_CASE_METHOD(mcp_fixture, "AS-64 a call without idempotence hints that met a crash fails and never runs twice", "[mcp_server]") {
   script->crash_on_call_until_start = 1;
   auto server = spawn();
   auto out = call(server, "touch");
@@ -188,6 +189,15 @@ TEST_CASE_METHOD(mcp_fixture, "a call without idempotence hints that met a crash
   // the server was restarted and serves the next call
   CHECK(call(server, "touch", "{}", "c2") == "done");
   CHECK(script->touch_runs == 2);
+  self->send_exit(server, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_METHOD(mcp_fixture, "AS-64 an idempotentHint call that met a crash is retried on the restarted server", "[mcp_server]") {
+  script->crash_on_call_until_start = 1;
+  auto server = spawn();
+  CHECK(call(server, "add", R"({"text":"sum"})") == "sum");
+  CHECK(script->starts == 2);
+  CHECK(script->touch_runs == 2); // the crashed attempt and its retry both reached a server
   self->send_exit(server, caf::exit_reason::user_shutdown);
 }
 
@@ -258,7 +268,7 @@ TEST_CASE_METHOD(mcp_fixture, "a per-user server refuses a new user when max_ins
   router->add_server(o, [s](const protocol::mcp_server_config&) { return std::make_unique<fake_transport>(s); });
   for (int i = 0; i < 500 && router->mcp_tool_names().empty(); ++i)
     self->receive(caf::after(std::chrono::milliseconds(10)) >> [] {});
-  REQUIRE(router->mcp_tool_names().size() == 3);
+  REQUIRE(router->mcp_tool_names().size() == 4);
 
   auto run_call = [&](std::string user, std::string tool) {
     auto result = std::make_shared<std::promise<tool_outcome>>();
@@ -304,12 +314,12 @@ TEST_CASE_METHOD(mcp_fixture, "a server that announces a changed tool list is li
   for (int i = 0; i < 500; ++i) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (!counts.empty() && counts.back() == 4)
+      if (!counts.empty() && counts.back() == 5)
         break;
     }
     self->receive(caf::after(std::chrono::milliseconds(10)) >> [] {});
   }
-  CHECK(status(server).tools.size() == 4);
+  CHECK(status(server).tools.size() == 5);
   CHECK(call(server, "added", "{}", "c2") == "done");
   self->send_exit(server, caf::exit_reason::user_shutdown);
 }

@@ -17,6 +17,8 @@
 //   --die-after N      exit (code 0) after answering N tool calls
 //   --name-prefix P    tool names are P + name
 //   --pska-tools       add pska_write_candidates and pska_job_context
+//   --media-tools      add snapshot (readOnlyHint): answers text, a 4096-byte PNG image, an embedded
+//                      text resource, an embedded blob resource and a resource_link
 //   --pid-file F       write the server's pid to F (and the helper's, with --spawn-child, on line 2)
 //   --spawn-child      start a long-lived helper process in the server's process group
 //   --spawn-detached   the same, but the helper leads a session of its own (setsid)
@@ -104,6 +106,12 @@ const tools = [
       name: 'pska_job_context', description: 'Reads the digest job context.',
       inputSchema: { type: 'object', properties: { job_id: { type: 'string' } } },
       annotations: { readOnlyHint: true },
+    },
+  ] : []),
+  ...(flag('--media-tools') ? [
+    {
+      name: 'snapshot', description: 'Answers text, an image and resources.',
+      inputSchema: { type: 'object', properties: {} }, annotations: { readOnlyHint: true },
     },
   ] : []),
 ].map((t) => ({ ...t, name: prefix + t.name }));
@@ -196,6 +204,16 @@ function call_tool(id, params, reply) {
     case 'pska_write_candidates':
       log(`write ${JSON.stringify(args)}`);
       return answer(text(JSON.stringify({ ok: true, written: (args.knowledge_claims ?? []).length })));
+    case 'snapshot':
+      return answer({
+        content: [
+          { type: 'text', text: 'snapshot taken' },
+          { type: 'image', mimeType: 'image/png', data: Buffer.alloc(4096, 7).toString('base64') },
+          { type: 'resource', resource: { uri: 'file:///notes.txt', mimeType: 'text/plain', text: 'first note' } },
+          { type: 'resource', resource: { uri: 'file:///a.pdf', mimeType: 'application/pdf', blob: Buffer.alloc(300, 1).toString('base64') } },
+          { type: 'resource_link', uri: 'file:///report.md', name: 'report.md', mimeType: 'text/markdown' },
+        ],
+      });
     case 'pska_job_context':
       return answer(text(JSON.stringify({ job_id: args.job_id ?? 'j1', source_refs: ['src_1'] })));
     default:

@@ -658,6 +658,13 @@ export function upstream_config(upstream_or_url, model = {}) {
 
 export const user = (content) => ({ role: 'user', content });
 
+// An HS256 JWT (RFC 7519) over `claims`, signed with `key` (AS-6); `header` overrides the JOSE header.
+export function hs256_jwt(claims, key, header = {}) {
+  const part = (obj) => Buffer.from(JSON.stringify(obj)).toString('base64url');
+  const signing_input = `${part({ alg: 'HS256', typ: 'JWT', ...header })}.${part(claims)}`;
+  return `${signing_input}.${crypto.createHmac('sha256', key).update(signing_input).digest('base64url')}`;
+}
+
 // Checks one attempt's event order (AS-14, AS-76): session_start; per step: thinks, then tool_calls
 // (or budget-denied thinks), then step_end, then per tool_call an optional ask_user and exactly one
 // tool_result with its id, in order; the attempt ends with session_end or error and nothing follows.

@@ -4,8 +4,7 @@
 // rate limits (AS-8) with their persistent windows (AS-92), the order of refusals (AS-8), and the
 // operator endpoints that stay behind the service token in the identity modes (AS-3).
 import assert from 'node:assert/strict';
-import { createHmac } from 'node:crypto';
-import { scenario, until, user } from './harness.mjs';
+import { hs256_jwt, scenario, until, user } from './harness.mjs';
 
 const service_token = 'identity-it-service-token';
 const op = { authorization: `Bearer ${service_token}` };
@@ -18,13 +17,7 @@ const quick = { model: { script: [{ content: 'identity ok' }] } };
 
 const now_s = () => Math.floor(Date.now() / 1000);
 const b64url = (obj) => Buffer.from(JSON.stringify(obj)).toString('base64url');
-
-// An HS256 JWT (RFC 7519) over `claims`; `header` overrides the JOSE header.
-function jwt(claims, key = secret, header = {}) {
-  const signing_input = `${b64url({ alg: 'HS256', typ: 'JWT', ...header })}.${b64url(claims)}`;
-  const signature = createHmac('sha256', key).update(signing_input).digest('base64url');
-  return `${signing_input}.${signature}`;
-}
+const jwt = (claims, key = secret, header = {}) => hs256_jwt(claims, key, header);
 const bearer = (token) => ({ authorization: `Bearer ${token}` });
 
 // The two caller endpoints, each returning {status, json, text, headers, run_id}.

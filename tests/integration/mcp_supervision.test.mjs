@@ -312,6 +312,28 @@ scenario('a tool-level error answers [MCP_ERROR] with the server\'s text, is not
   assert.equal(fake.pid(), first, 'a tool-level error does not restart the server');
 });
 
+scenario('AS-62 an MCP result with an image and resources reaches the model as its text items joined with newlines, binary parts only described', async (s) => {
+  const fake = fake_mcp(s, { flags: ['--media-tools'] });
+  const troupe = await s.troupe({
+    config: {
+      mcp: { servers: [fake.server] },
+      model: { scripts: { media: [{ tool_calls: [call('fake_snapshot', {})] }, { content: 'seen' }] } },
+    },
+  });
+  await wait_mcp_ready(troupe, ['fake']);
+  const run = await scripted_run(troupe, 'media');
+  assert.equal(run.results.length, 1, run.summary);
+  assert.equal(run.results[0].content, [
+    'snapshot taken',
+    '[image: image/png, 4096 bytes]',
+    '[resource: file:///notes.txt]',
+    'first note',
+    '[resource: file:///a.pdf, application/pdf, 300 bytes]',
+    '[resource_link: file:///report.md (report.md)]',
+  ].join('\n'));
+  assert.equal(run.end.metadata.status, 'completed', run.summary);
+});
+
 scenario('a client that disconnects during an MCP call gets the call cancelled at the server with notifications/cancelled within 2 s (AS-11, AS-64)', async (s) => {
   const fake = fake_mcp(s, { timeout_seconds: 60 });
   const troupe = await s.troupe({

@@ -43,7 +43,8 @@ scenario('the metrics document has every AS-59 section and counts the stored run
   assert.equal(m.tools.avg_duration_ms, null, 'no tool ran: the average of an empty set is null');
   assert.ok(m.llm.usage_total.total_tokens > 0);
   assert.equal(m.store.streams.runs.records, 4);
-  assert.equal(m.store.streams.run_events.records, 16);
+  assert.equal(m.store.streams.run_events.records, 12, 'the background runs\' events (AS-51)');
+  assert.equal(m.store.streams.events.records, 4, 'the chat run\'s events (AS-91)');
   assert.ok(m.store.root.endsWith('troupe.db'), m.store.root);
   assert.equal(m.store.total_records,
     Object.values(m.store.streams).reduce((n, st) => n + st.records, 0));

@@ -153,14 +153,17 @@ struct store_client : port_client<store_actor> {
     return ask<run_record>(cancel_atom::value, std::move(run_id), protocol::cancelled_end());
   }
   answer<run_record> get(std::string run_id) { return ask<run_record>(get_run_atom::value, std::move(run_id)); }
-  answer<run_list> list(std::string status, int64_t limit) {
-    return ask<run_list>(list_runs_atom::value, std::move(status), limit);
+  answer<run_list> list(std::string status, int64_t limit, protocol::tenant_scope scope = {}) {
+    return ask<run_list>(list_runs_atom::value, std::move(status), limit, std::move(scope));
   }
   answer<run_events_page> events(std::string run_id, int64_t after, int64_t limit) {
     return ask<run_events_page>(events_atom::value, std::move(run_id), after, limit);
   }
-  answer<trace_list> traces(std::string session_id, int64_t limit) {
-    return ask<trace_list>(list_traces_atom::value, std::move(session_id), limit);
+  answer<trace_list> traces(std::string session_id, int64_t limit, protocol::tenant_scope scope = {}) {
+    return ask<trace_list>(list_traces_atom::value, std::move(session_id), limit, std::move(scope));
+  }
+  answer<protocol::store_stats> stats(protocol::tenant_scope scope = {}) {
+    return ask<protocol::store_stats>(stats_atom::value, true, std::move(scope));
   }
   answer<std::string> trace(std::string run_id) { return ask<std::string>(get_trace_atom::value, std::move(run_id)); }
 

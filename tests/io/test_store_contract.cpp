@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <tuple>
 
 using namespace troupe;
 using namespace troupe::test;
@@ -389,7 +390,7 @@ TEST_CASE("the digest runs' traces add up in the metrics, with the newest five t
     r.tool_budget_exceeded = exceeded;
     return r;
   };
-  auto empty = store_client::ok(c.ask<protocol::store_stats>(stats_atom::value, true)).pska_digest;
+  auto empty = store_client::ok(c.stats()).pska_digest;
   CHECK(empty.run_count == 0);
   CHECK(empty.write_call_count == 0);
   CHECK(empty.recent_budget_exceeded.empty());
@@ -398,7 +399,7 @@ TEST_CASE("the digest runs' traces add up in the metrics, with the newest five t
   finish("kept", report(1, false));
   for (int i = 0; i < 6; ++i)
     finish("over-" + std::to_string(i), report(1, true));
-  auto d = store_client::ok(c.ask<protocol::store_stats>(stats_atom::value, true)).pska_digest;
+  auto d = store_client::ok(c.stats()).pska_digest;
   CHECK(d.run_count == 7); // the plain run has no pska_digest_tool_budget
   CHECK(d.write_call_count == 7);
   CHECK(d.job_context_call_count == 14);
@@ -414,4 +415,119 @@ TEST_CASE("the digest runs' traces add up in the metrics, with the newest five t
   CHECK(newest.budget.tool_budget == report(1, true).tool_budget);
   CHECK(newest.budget.job_context_call_count == 2);
   CHECK(newest.budget.tool_budget_exceeded);
+}
+
+TEST_CASE("AS-84 a tenant's run and trace lists, their counts and its metrics cover its own records only, "
+          "the empty tenant included",
+          "[store][contract][tenant]") {
+  store_client c(fresh_db("contract-tenant"));
+  // One run at a time, so each claim takes the run just created: ended with its trace when `ends`.
+  auto add = [&](const std::string& run_id, const std::string& tenant, bool ends) {
+    store_client::ok(c.create(run_of(run_id, tenant)));
+    if (!ends)
+      return;
+    auto claimed = store_client::ok(c.claim("worker-a", 60, 1));
+    REQUIRE(claimed.runs.size() == 1);
+    store_client::ok(c.transition(transition_of(claimed.runs[0], "completed")));
+  };
+  add("a1", "acme", true);
+  add("b1", "beta", true);
+  add("e1", "", true);
+  add("a2", "acme", true);
+  add("a3", "acme", false); // queued
+  const protocol::tenant_scope acme{std::string("acme")}, empty{std::string()}, everyone{};
+
+  auto runs = store_client::ok(c.list("", 0, acme));
+  CHECK(ids(runs.runs) == std::vector<std::string>{"a3", "a2", "a1"});
+  CHECK(runs.total_count == 3);
+  auto page = store_client::ok(c.list("completed", 1, acme));
+  CHECK(ids(page.runs) == std::vector<std::string>{"a2"});
+  CHECK(page.total_count == 2); // the count is the tenant's, not the page's nor the store's
+  CHECK(ids(store_client::ok(c.list("", 0, empty)).runs) == std::vector<std::string>{"e1"});
+  CHECK(store_client::ok(c.list("", 0, everyone)).total_count == 5);
+  CHECK(store_client::ok(c.list("", 2, everyone)).runs.size() == 2);
+
+  auto traces = store_client::ok(c.traces("", 0, acme));
+  CHECK(traces.traces.size() == 2);
+  CHECK(traces.total_count == 2);
+  for (auto& t : traces.traces)
+    CHECK(t.find("\"tenant_key\":\"acme\"") != std::string::npos);
+  CHECK(store_client::ok(c.traces("", 0, empty)).total_count == 1);
+  CHECK(store_client::ok(c.traces("", 0, everyone)).total_count == 4);
+
+  for (auto [id, run, tenant] : {std::tuple{"approval-1", "a1", "acme"}, {"approval-2", "b1", "beta"}}) {
+    protocol::approval_record r;
+    r.request_id = id;
+    r.run_id = run;
+    r.tenant_key = tenant;
+    store_client::ok(c.ask<protocol::approval_record>(save_approval_atom::value, r));
+  }
+  protocol::approval_query q;
+  q.tenant_key = "acme";
+  auto approvals = store_client::ok(c.ask<approval_list>(list_approvals_atom::value, q));
+  REQUIRE(approvals.page.size() == 1);
+  CHECK(approvals.page[0].request_id == "approval-1");
+  CHECK(approvals.summary.count == 1);
+
+  auto stats = store_client::ok(c.stats(acme));
+  CHECK(stats.run_count == 3);
+  CHECK(stats.run_status_counts == std::map<std::string, int64_t>{{"completed", 2}, {"queued", 1}});
+  CHECK(stats.trace_count == 2);
+  CHECK(stats.approvals.count == 1);
+  CHECK(stats.streams.empty()); // the store's own report is the operator's
+  CHECK(stats.root.empty());
+  CHECK_FALSE(stats.postgres);
+  auto none = store_client::ok(c.stats(protocol::tenant_scope{std::string("nobody")}));
+  CHECK(none.run_count == 0);
+  CHECK(none.trace_count == 0);
+  CHECK_FALSE(none.avg_duration_ms);
+  auto all = store_client::ok(c.stats(everyone));
+  CHECK(all.run_count == 5);
+  CHECK(all.trace_count == 4);
+  CHECK(all.approvals.count == 2);
+}
+
+TEST_CASE("AS-56 AS-59 the store reports each stream of AS-56 with its records and when it last grew",
+          "[store][contract][streams]") {
+  store_client c(fresh_db("contract-streams"));
+  auto bg = c.create_and_claim("bg-1");
+  store_client::ok(c.ask<bool>(append_atom::value, std::string("bg-1"), bg.lease_epoch,
+                               stored_event{0, "session_start", R"({"type":"session_start"})"}));
+  auto s = store_client::ok(c.stats());
+  std::map<std::string, protocol::stream_stats> streams;
+  for (auto& st : s.streams)
+    streams[st.name] = st;
+  for (auto name : {"runs", "run_events", "events", "traces", "sessions", "approvals", "audit", "runtime_spans",
+                    "rate_limits"})
+    CHECK(streams.count(name) == 1);
+  CHECK(streams["runs"].records == 1);
+  CHECK_FALSE(streams["runs"].last_created_at.empty());
+  // A background run's events are run_events (AS-51); a chat run's are events (AS-91).
+  CHECK(streams["run_events"].records == 1);
+  CHECK_FALSE(streams["run_events"].last_created_at.empty());
+  CHECK(streams["events"].records == 0);
+  CHECK(streams["events"].last_created_at.empty());
+  CHECK(streams["runtime_spans"].records == 0); // troupe records no spans
+  CHECK(streams["rate_limits"].last_created_at.empty());
+  auto window = store_client::ok(c.ask<protocol::rate_limit_decision>(rate_atom::value, std::string("u"), int64_t{5},
+                                                                     int64_t{1767225600}));
+  CHECK(window.allowed);
+  s = store_client::ok(c.stats());
+  for (auto& st : s.streams)
+    if (st.name == "rate_limits") {
+      CHECK(st.records == 1);
+      CHECK(st.last_created_at.rfind("2026-01-01T00:00:00", 0) == 0);
+    }
+  CHECK_FALSE(s.root.empty());
+}
+
+TEST_CASE("AS-93 a run keeps the policy_snapshot_hash it was accepted under", "[store][contract]") {
+  store_client c(fresh_db("contract-policy-hash"));
+  auto r = run_of("hashed", "t");
+  r.policy_snapshot_hash = "0123456789abcdef";
+  CHECK(store_client::ok(c.create(r)).policy_snapshot_hash == "0123456789abcdef");
+  CHECK(store_client::ok(c.get("hashed")).policy_snapshot_hash == "0123456789abcdef");
+  auto claimed = store_client::ok(c.claim("worker-a", 60, 1));
+  REQUIRE(claimed.runs.size() == 1);
+  CHECK(claimed.runs[0].policy_snapshot_hash == "0123456789abcdef");
 }

@@ -621,7 +621,7 @@ TEST_CASE("a malformed tools/list result is an empty page", "[mcp]") {
   }
 }
 
-TEST_CASE("a tools/call result becomes the text the model sees", "[mcp]") {
+TEST_CASE("AS-62 a tools/call result becomes the text the model sees", "[mcp]") {
   // AS-62: text items joined with \n; isError → [MCP_ERROR] <text>.
   struct row {
     const char* result;
@@ -631,11 +631,10 @@ TEST_CASE("a tools/call result becomes the text the model sees", "[mcp]") {
     {R"({"content":[{"type":"text","text":"hello"}]})", "hello"},
     {R"({"content":[{"type":"text","text":"a"},{"type":"text","text":"b"},{"type":"text","text":""}]})", "a\nb\n"},
     {R"({"content":[{"type":"text","text":"see"},{"type":"image","data":"AAA=","mimeType":"image/png"}]})",
-     "see\n{\"type\":\"image\",\"data\":\"AAA=\",\"mimeType\":\"image/png\"}"},
-    {R"({"content":[{"type":"audio","data":"UklG","mimeType":"audio/wav"}]})",
-     R"({"type":"audio","data":"UklG","mimeType":"audio/wav"})"},
+     "see\n[image: image/png, 2 bytes]"},
+    {R"({"content":[{"type":"audio","data":"UklG","mimeType":"audio/wav"}]})", "[audio: audio/wav, 3 bytes]"},
     {R"({"content":[{"type":"resource","resource":{"uri":"file:///a","text":"x"}},{"type":"text","text":"end"}]})",
-     "{\"type\":\"resource\",\"resource\":{\"uri\":\"file:///a\",\"text\":\"x\"}}\nend"},
+     "[resource: file:///a]\nx\nend"},
     {R"({"content":[],"structuredContent":{"temperature":21.5,"unit":"C"}})", R"({"temperature":21.5,"unit":"C"})"},
     {R"({"structuredContent":{"n":1}})", R"({"n":1})"},
     {R"({"content":[{"type":"text","text":"{\"n\":1}"}],"structuredContent":{"n":1}})", R"({"n":1})"},
@@ -648,7 +647,7 @@ TEST_CASE("a tools/call result becomes the text the model sees", "[mcp]") {
     {R"({"content":[{"type":"text","text":"fine"}],"isError":false})", "fine"},
     {R"({"content":[{"type":"text","text":"x"}],"isError":"yes"})", "x"},
     {R"({"content":[{"type":"text","text":"line1\nline2"}]})", "line1\nline2"},
-    {R"({"content":[{"type":"text"}]})", R"({"type":"text"})"},
+    {R"({"content":[{"type":"text"}]})", "[text content]"},
     {"not json", "[MCP_ERROR] malformed tools/call result"},
     {"[1]", "[MCP_ERROR] malformed tools/call result"},
   };
@@ -656,6 +655,42 @@ TEST_CASE("a tools/call result becomes the text the model sees", "[mcp]") {
     INFO(r.result);
     CHECK(mcp_tool_result_text(r.result) == r.text);
   }
+}
+
+TEST_CASE("AS-62 non-text MCP content is described in bounded text, never pasted as JSON or base64", "[mcp]") {
+  struct row {
+    const char* result;
+    const char* text;
+  };
+  const row rows[] = {
+    {R"({"content":[{"type":"image","data":"iVBORw0KGgoAAAANSUhEUg==","mimeType":"image/png"}]})",
+     "[image: image/png, 16 bytes]"},
+    {R"({"content":[{"type":"image","mimeType":"image/jpeg"}]})", "[image: image/jpeg]"},
+    {R"({"content":[{"type":"image","data":"AAAA"}]})", "[image: unknown type, 3 bytes]"},
+    {R"({"content":[{"type":"resource","resource":{"uri":"file:///r.txt","mimeType":"text/plain","text":"line 1\nline 2"}}]})",
+     "[resource: file:///r.txt]\nline 1\nline 2"},
+    {R"({"content":[{"type":"resource","resource":{"uri":"file:///b.bin","mimeType":"application/pdf","blob":"JVBERi0x"}}]})",
+     "[resource: file:///b.bin, application/pdf, 6 bytes]"},
+    {R"({"content":[{"type":"resource","resource":"x"}]})", "[resource]"},
+    {R"({"content":[{"type":"resource_link","uri":"file:///doc.md","name":"doc.md","mimeType":"text/markdown"}]})",
+     "[resource_link: file:///doc.md (doc.md)]"},
+    {R"({"content":[{"type":"resource_link","uri":"https://x.example/a"}]})", "[resource_link: https://x.example/a]"},
+    {R"({"content":[{"type":"hologram","data":"AAAA"}]})", "[hologram content]"},
+    {R"({"content":[{"data":"AAAA"}]})", "[content]"},
+    {R"({"content":[{"type":"text","text":"a"},{"type":"image","data":"AAAA","mimeType":"image/gif"},{"type":"text","text":"b"}]})",
+     "a\n[image: image/gif, 3 bytes]\nb"},
+  };
+  for (auto& r : rows) {
+    INFO(r.result);
+    CHECK(mcp_tool_result_text(r.result) == r.text);
+  }
+  // A megabyte of image data costs the model a few words; a long URI is cut at 512 bytes.
+  std::string big(1 << 20, 'A');
+  auto text = mcp_tool_result_text(R"({"content":[{"type":"image","mimeType":"image/png","data":")" + big + "\"}]}");
+  CHECK(text == "[image: image/png, 786432 bytes]");
+  auto uri = "file:///" + std::string(2000, 'u');
+  auto link = mcp_tool_result_text(R"({"content":[{"type":"resource_link","uri":")" + uri + "\"}]}");
+  CHECK(link == "[resource_link: " + uri.substr(0, 512) + "...]");
 }
 
 TEST_CASE("MCP tools are registered as server_tool", "[mcp]") {

@@ -57,8 +57,16 @@ TEST_CASE("a negative limit is 400 and a non-integer query value is 422 naming t
   CHECK(json::serialize((*doc)["detail"][0]["loc"]) == R"(["query","after_sequence"])");
   CHECK(std::holds_alternative<request_error>(parse_page_query("2.5", "")));
   CHECK(std::holds_alternative<request_error>(parse_list_limit("x")));
-  CHECK(std::get<int64_t>(parse_list_limit("")) == 50);
-  CHECK(std::get<int64_t>(parse_list_limit("0")) == 1);
+}
+
+TEST_CASE("AS-50 AS-55 a list's limit reads as the events page's: 200 by default, at most 1000, 0 = all", "[runs]") {
+  CHECK(std::get<int64_t>(parse_list_limit("")) == 200);
+  CHECK(std::get<int64_t>(parse_list_limit("0")) == 0);
+  CHECK(std::get<int64_t>(parse_list_limit("1")) == 1);
+  CHECK(std::get<int64_t>(parse_list_limit("5000")) == 1000);
+  auto negative = std::get<request_error>(parse_list_limit("-1"));
+  CHECK(body_of(negative) == R"({"detail":"limit must be >= 0"})");
+  CHECK(std::get<request_error>(parse_list_limit("1.5")).what.code == errc::validation_failed);
 }
 
 TEST_CASE("paging 4 events by 2 flags more after the first page and none after the second", "[runs]") { // AS-51
@@ -110,6 +118,19 @@ TEST_CASE("a trace keeps the whole final content and previews its first 500 char
   CHECK(json::get_bool(*doc, "final_content_truncated") == true);
   CHECK(json::get_int(*doc, "final_content_length") == 700);
   CHECK(json::get_int((*doc)["tool_name_counts"], "list_dir") == 2);
+}
+
+TEST_CASE("AS-55 AS-93 a trace reports the policy_snapshot_hash its run recorded, null when it has none", "[runs]") {
+  trace_facts f;
+  auto run = run_with(1);
+  run.policy_snapshot_hash = "0123456789abcdef";
+  auto doc = json::parse(trace_json(run, f));
+  REQUIRE(doc);
+  CHECK(json::get_string(*doc, "policy_snapshot_hash") == "0123456789abcdef");
+  run.policy_snapshot_hash.clear(); // a run stored before troupe recorded the hash
+  auto old = json::parse(trace_json(run, f));
+  REQUIRE(old);
+  CHECK((*old)["policy_snapshot_hash"].IsNull());
 }
 
 TEST_CASE("retries wait base times 2 to the attempts made minus one, capped", "[runs]") { // AS-53, AS-97
