@@ -36,8 +36,8 @@ using protocol::jobs::job_record;
 // Whose jobs an operation may see (AS-84): "" for the service token, which spans tenants; else the
 // caller's tenant, and another tenant's job is not found.
 struct job_scope {
-  std::string tenant;
-  bool sees(const std::string& job_tenant) const { return tenant.empty() || tenant == job_tenant; }
+  std::optional<std::string> tenant; // nullopt: every tenant (the service token); "" is a tenant of its own
+  bool sees(const std::string& job_tenant) const { return !tenant || *tenant == job_tenant; }
 };
 
 // Jobs to create in one transaction (CJ-31), each with its tenant resolved, for the caller named.

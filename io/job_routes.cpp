@@ -41,7 +41,7 @@ http_handler with_caller(const std::shared_ptr<context>& ctx, job_handler handle
     if (auto refused = std::get_if<http_response>(&who))
       return ex->respond(std::move(*refused));
     auto& id = std::get<protocol::identity>(who);
-    caller c{id, job_scope{id.service_token ? std::string() : id.tenant_key}};
+    caller c{id, job_scope{id.service_token ? std::nullopt : std::optional<std::string>(id.tenant_key)}};
     handler(req, std::move(ex), c);
   };
 }
@@ -167,7 +167,7 @@ void lease(const std::shared_ptr<context>& ctx, http_request& req, std::shared_p
   for (auto& tenant : want.tenant_keys)
     if (!who.scope.sees(tenant))
       return ex->respond(agent_error(errc::forbidden, "Job tenant must be the caller's tenant"));
-  wait.claim.tenants = who.scope.tenant.empty() ? want.tenant_keys : std::vector<std::string>{who.scope.tenant};
+  wait.claim.tenants = who.scope.tenant ? std::vector<std::string>{*who.scope.tenant} : want.tenant_keys;
   wait.claim.worker_id = want.worker_id;
   wait.claim.types = want.types;
   wait.claim.max_jobs = want.max_jobs;

@@ -450,7 +450,10 @@ job_answer job_db<Conn>::get(const std::string& id, const job_scope& scope) {
 template <class Conn>
 job_page job_db<Conn>::list(const job_query& q) {
   auto& want = q.want;
-  auto tenant = q.scope.tenant.empty() ? want.tenant_key : q.scope.tenant;
+  auto tenant = q.scope.tenant;
+  if (!tenant && !want.tenant_key.empty())
+    tenant = want.tenant_key; // the service token's choice of tenant
+
   auto rows = sql(want.ascending ? job_sql::list_oldest : job_sql::list_newest);
   rows.bind(1, want.type).bind(2, want.status).bind(3, want.worker_id).bind(4, tenant).bind(5, want.after);
   rows.bind(6, want.limit + 1);

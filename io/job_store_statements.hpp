@@ -70,7 +70,7 @@ inline constexpr char lease_job[] = R"sql(
 inline constexpr char beat_job[] = TROUPE_JOB_BEAT("MIN");
 
 // CJ-35: the completions of ?1 (a JSON array of {id, token, result}, result as a string holding its
-// JSON text) whose token still holds its job in the tenant ?3 ('' any), in one statement; the rest are
+// JSON text) whose token still holds its job in the tenant ?3 (NULL: any), in one statement; the rest are
 // read one by one to say why not.
 inline constexpr char complete_jobs[] = R"sql(
   UPDATE jobs SET status = 'completed', result = x.x_result, completed_at = ?2, updated_at = ?2,
@@ -78,7 +78,7 @@ inline constexpr char complete_jobs[] = R"sql(
   FROM (SELECT value ->> '$.id' AS x_id, value ->> '$.token' AS x_token, value ->> '$.result' AS x_result
         FROM json_each(?1)) AS x
   WHERE jobs.job_id = x.x_id AND jobs.status = 'leased' AND jobs.lease_token = x.x_token
-    AND (?3 = '' OR jobs.tenant_key = ?3)
+    AND (CAST(?3 AS TEXT) IS NULL OR jobs.tenant_key = ?3)
   RETURNING )sql" TROUPE_JOB_COLUMNS;
 
 inline constexpr char set_follow_up[] =
@@ -114,7 +114,7 @@ inline constexpr char expired_leases[] = "SELECT job_id, attempt_deadline FROM j
 
 #define TROUPE_JOB_LIST(cmp, order)                                                               \
   "SELECT " TROUPE_JOB_COLUMNS " FROM jobs WHERE (?1 = '' OR type = ?1) AND (?2 = '' OR status = ?2) " \
-  "AND (?3 = '' OR worker_id = ?3) AND (?4 = '' OR tenant_key = ?4) AND (?5 = '' OR job_id " cmp " ?5) " \
+  "AND (?3 = '' OR worker_id = ?3) AND (CAST(?4 AS TEXT) IS NULL OR tenant_key = ?4) AND (?5 = '' OR job_id " cmp " ?5) " \
   "ORDER BY job_id " order " LIMIT ?6"
 inline constexpr char list_newest[] = TROUPE_JOB_LIST("<", "DESC");
 inline constexpr char list_oldest[] = TROUPE_JOB_LIST(">", "ASC");
@@ -122,7 +122,7 @@ inline constexpr char list_oldest[] = TROUPE_JOB_LIST(">", "ASC");
 
 inline constexpr char count_jobs[] = R"sql(
   SELECT type, status, COUNT(*), MIN(CASE WHEN status = 'queued' AND ready_at <= ?1 THEN ready_at END)
-  FROM jobs WHERE (?2 = '' OR tenant_key = ?2) GROUP BY type, status ORDER BY type, status)sql";
+  FROM jobs WHERE (CAST(?2 AS TEXT) IS NULL OR tenant_key = ?2) GROUP BY type, status ORDER BY type, status)sql";
 
 // ---- PostgreSQL only: a claim in one statement ----
 // claim_ready_runs' shape (io/run_store_statements.hpp) over jobs: ?1 now, ?2 how many, ?3 the
@@ -212,7 +212,7 @@ inline constexpr statement_spelling postgres_spelling[] = {
    "FROM (SELECT id AS x_id, token AS x_token, result AS x_result "
    "      FROM json_to_recordset(CAST($1 AS json)) AS r(id text, token text, result text)) AS x "
    "WHERE jobs.job_id = x.x_id AND jobs.status = 'leased' AND jobs.lease_token = x.x_token "
-   "AND ($3 = '' OR jobs.tenant_key = $3) "
+   "AND (CAST($3 AS TEXT) IS NULL OR jobs.tenant_key = $3) "
    "RETURNING " TROUPE_JOB_COLUMNS},
   {beat_job, TROUPE_JOB_BEAT("LEAST")},
   {nullptr, nullptr},

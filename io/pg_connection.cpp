@@ -46,6 +46,15 @@ query& query::bind(int i, int64_t v) {
   return bind(i, std::to_string(v));
 }
 
+query& query::bind(int i, const std::optional<std::string>& v) {
+  if (v)
+    return bind(i, *v);
+  if (params_.size() < static_cast<std::size_t>(i))
+    params_.resize(static_cast<std::size_t>(i));
+  params_[static_cast<std::size_t>(i - 1)].reset();
+  return *this;
+}
+
 query& query::bind(int i, const std::optional<double>& v) {
   if (!v) {
     if (params_.size() < static_cast<std::size_t>(i))

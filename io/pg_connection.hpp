@@ -39,6 +39,7 @@ public:
   query& bind(int i, const std::string& v);
   query& bind(int i, int64_t v);
   query& bind(int i, const std::optional<double>& v);
+  query& bind(int i, const std::optional<std::string>& v); // nullopt binds NULL
   // The next row of the result (the statement runs on the first call).
   bool row();
   // Runs a statement that returns no rows.

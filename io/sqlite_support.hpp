@@ -101,6 +101,12 @@ public:
     sqlite3_bind_int64(s_, i, v);
     return *this;
   }
+  query& bind(int i, const std::optional<std::string>& v) { // nullopt binds NULL
+    if (v)
+      return bind(i, *v);
+    sqlite3_bind_null(s_, i);
+    return *this;
+  }
   query& bind(int i, const std::optional<double>& v) {
     if (v)
       sqlite3_bind_double(s_, i, *v);

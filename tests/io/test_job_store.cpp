@@ -163,6 +163,8 @@ TEST_CASE("Only the current lease token acts on a job, and each refusal names it
   CHECK(c.beat(ghost).fence == job_fence::not_found);
   CHECK(c.get(got[0].id, job_scope{"globex"}).fence == job_fence::not_found);
   CHECK(c.get(got[0].id, job_scope{"acme"}).fence == job_fence::done);
+  // AS-84: "" is a tenant of its own, not every tenant.
+  CHECK(c.get(got[0].id, job_scope{""}).fence == job_fence::not_found);
 }
 
 TEST_CASE("A heartbeat renews the lease but never past the attempt's deadline, and delivers cancellation (CJ-34)",
@@ -371,6 +373,9 @@ TEST_CASE("Listings page by id in either order, and stats count each type's stat
   REQUIRE(mine.jobs.size() == 2);
   CHECK(mine.jobs[0].id == ids[1]);
   CHECK_FALSE(mine.has_more);
+  q.scope = {""}; // AS-84: the tenant "" sees its own jobs, not every tenant's
+  CHECK(store_client::ok(c.ask<job_page>(job_list_atom::value, q)).jobs.empty());
+  CHECK(store_client::ok(c.ask<job_counts>(job_stats_atom::value, job_scope{""})).empty());
   auto counts = store_client::ok(c.ask<job_counts>(job_stats_atom::value, job_scope{}));
   REQUIRE(counts.size() == 2);
   CHECK(counts[0].type == "email.send");
