@@ -27,8 +27,7 @@ using rs::response_status;
 
 namespace {
 
-// Batches a foreground run may have sent its client before it stops reading the upstream (RS-39):
-// enough to keep the upstream read and the client write overlapping.
+// Batches a foreground run may send ahead before it stops reading the upstream: read and write overlap (RS-39).
 constexpr int unacknowledged_window = 8;
 // How soon a backlogged streaming client is looked at again.
 
@@ -51,8 +50,7 @@ struct run_state {
   std::unique_ptr<agent_loop> loop;
   rs::run_phase phase = rs::run_phase::waiting;
 
-  // The history window (RS-51): history + input until a compaction replaces it; the stream's model
-  // items from `mark` on follow it.
+  // The history window (RS-51): history + input until a compaction replaces it; stream items from `mark` follow.
   std::vector<rs::item> window;
   std::size_t mark = 0;
   std::vector<rs::item> minted; // user messages re-minted by a compaction, stored with the response
@@ -126,8 +124,7 @@ void leave_registry(run_pointer self) {
     caf::anon_send(st.registry, run_ended_atom::value, st.job.id);
 }
 
-// RS-42: the foreground client is gone; nothing is stored. The waiter of a non-streaming client is
-// told, so that what waited on the answer for it ends too.
+// RS-42: the foreground client is gone; nothing is stored. A non-streaming client's waiter is told.
 void abandon(run_pointer self) {
   auto& st = self->state;
   if (!st.go(rs::run_input::client_left))
@@ -188,8 +185,7 @@ void deliver(run_pointer self, std::vector<rs::stream_event> events) {
       [self](caf::error&) { abandon(self); });
 }
 
-// RS-39: a foreground client that took nothing for client_stall_timeout counts as gone. One timer
-// per period, not per batch.
+// RS-39: a foreground client that took nothing for client_stall_timeout is gone; one timer per period.
 void watch_stall(run_pointer self) {
   auto& st = self->state;
   auto period = std::chrono::milliseconds(static_cast<int64_t>(st.env->loop.client_stall_timeout_seconds * 1000));
@@ -282,16 +278,14 @@ void fail(run_pointer self, const std::string& message, int http_status) {
   finish(self, response_status::failed, {}, rs::upstream_failure(message, http_status, self->state.loop->round() <= 1));
 }
 
-// An upstream's failure: told in the upstream's own words when it gave some (RS-43), with its
-// Retry-After.
+// An upstream's failure, in the upstream's own words when it gave some, with its Retry-After (RS-43).
 void fail_upstream(run_pointer self, const rs::upstream_event& e, const std::string& prefix = {}) {
   auto message = prefix + (e.upstream_message.empty() ? e.text : e.upstream_message);
   finish(self, response_status::failed, {},
          rs::upstream_failure(std::move(message), e.http_status, self->state.loop->round() <= 1, e.retry_after_seconds));
 }
 
-// RS-51: a summary call replaces the window before round `round` when the history grew past the
-// threshold.
+// RS-51: a summary call replaces the window before round `round` once the history passed the threshold.
 bool compaction_due(run_pointer self, int round) {
   auto& st = self->state;
   auto threshold = st.job.req.compact_threshold;
@@ -550,8 +544,7 @@ void finish(run_pointer self, response_status status, const std::optional<std::s
       });
 }
 
-// response.created, then response.queued for a background response (RS-37.2): a background
-// response says so as soon as it is queued, so its stream shows it waiting for its turn.
+// response.created, then response.queued for a background response as soon as it waits its turn (RS-37.2).
 void announce_created(run_state& st) {
   auto status = st.background() ? response_status::queued : response_status::in_progress;
   st.stream->created(snapshot(st, status), st.background());
