@@ -4,6 +4,7 @@
 #pragma once
 
 #include "actors/atoms.hpp"
+#include "actors/tenant_scope.hpp"
 #include "protocol/jobs.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>
@@ -33,12 +34,9 @@ using job_release_atom = caf::atom_constant<caf::atom("j_release")>;
 
 using protocol::jobs::job_record;
 
-// Whose jobs an operation may see (AS-84): "" for the service token, which spans tenants; else the
-// caller's tenant, and another tenant's job is not found.
-struct job_scope {
-  std::optional<std::string> tenant; // nullopt: every tenant (the service token); "" is a tenant of its own
-  bool sees(const std::string& job_tenant) const { return !tenant || *tenant == job_tenant; }
-};
+// Whose jobs an operation may see (AS-84): every tenant's for the service token, else the caller's
+// tenant's, and another tenant's job is not found.
+using job_scope = protocol::tenant_scope;
 
 // Jobs to create in one transaction (CJ-31), each with its tenant resolved, for the caller named.
 struct job_enqueue {
@@ -163,7 +161,6 @@ using job_store_actor = caf::typed_actor<
 
 } // namespace troupe
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::job_scope)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::job_enqueue)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::job_enqueued)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::job_claim_request)

@@ -7,7 +7,7 @@
 #include "actors/messages.hpp"
 #include "protocol/identity.hpp"
 #include "protocol/metrics.hpp"
-#include "protocol/tenant_scope.hpp"
+#include "actors/tenant_scope.hpp"
 
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -88,5 +88,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::attempt_end)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::lapse_ends)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::store_stats)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::store_health)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::tenant_scope)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::protocol::rate_limit_decision)

@@ -5,6 +5,7 @@
 #include "io/route_ask.hpp"
 #include "protocol/jobs.hpp"
 #include "protocol/json.hpp"
+#include "protocol/tenant_scope.hpp"
 
 #include <caf/all.hpp>
 
@@ -41,7 +42,7 @@ http_handler with_caller(const std::shared_ptr<context>& ctx, job_handler handle
     if (auto refused = std::get_if<http_response>(&who))
       return ex->respond(std::move(*refused));
     auto& id = std::get<protocol::identity>(who);
-    caller c{id, job_scope{id.service_token ? std::nullopt : std::optional<std::string>(id.tenant_key)}};
+    caller c{id, protocol::scope_of(id)};
     handler(req, std::move(ex), c);
   };
 }
